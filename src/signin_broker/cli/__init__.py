@@ -1,0 +1,1 @@
+"""The bundled `signin-broker` command, built on the client SDK."""

@@ -1,0 +1,149 @@
+"""The subcommands: each takes the client and the parsed arguments and returns an exit status."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+import json
+import sys
+import time
+from typing import Any
+
+from ..client import BrokerClient, BrokerError, EventKind, SignInState
+from ._output import duration, key_values, moment, table
+
+_STATE_WORDS = {
+    SignInState.NOT_CONFIGURED: "not configured (no issuer set)",
+    SignInState.SIGNED_OUT: "signed out",
+    SignInState.SIGNED_IN: "signed in",
+    SignInState.UNSPECIFIED: "unknown",
+}
+
+
+def status(client: BrokerClient, args: argparse.Namespace) -> int:
+    """Print whether the daemon runs, where, and who is signed in."""
+    info = client.status()
+    if args.json:
+        return _print_json(info)
+    caller = info.caller
+    print(
+        key_values(
+            [
+                (
+                    "daemon",
+                    f"running (pid {info.pid}, version {info.version},"
+                    f" up {duration(time.time() - info.started_at_unix)})",
+                ),
+                ("socket", info.socket_path),
+                ("provider", info.issuer or "none configured"),
+                ("sign-in", _STATE_WORDS[info.sign_in_state]),
+                ("default account", info.default_account or "-"),
+                ("accounts", str(info.account_count)),
+                (
+                    "you",
+                    f"uid {caller.uid}, pid {caller.pid}, {caller.executable or 'unknown program'}",
+                ),
+            ]
+        )
+    )
+    return 0
+
+
+def token(client: BrokerClient, args: argparse.Namespace) -> int:
+    """Print an access token: the bare token for `$(signin-broker token)`, or JSON."""
+    issued = client.get_token(args.account, scopes=args.scopes, min_ttl_seconds=args.min_ttl)
+    if args.json:
+        return _print_json({**_jsonable(issued), "access_token": issued.access_token})
+    print(issued.access_token)
+    return 0
+
+
+def accounts(client: BrokerClient, args: argparse.Namespace) -> int:
+    """List the signed-in accounts."""
+    listed = client.accounts()
+    if args.json:
+        return _print_json(listed)
+    if not listed:
+        print("no accounts signed in; run `signin-broker login`", file=sys.stderr)
+        return 0
+    rows = [
+        [
+            ("* " if a.is_default else "  ") + a.id,
+            a.display_name or "-",
+            a.email or "-",
+            a.workspace_id or "personal",
+            moment(a.access_token_expires_at_unix),
+        ]
+        for a in listed
+    ]
+    print(table(["  ACCOUNT", "NAME", "EMAIL", "WORKSPACE", "TOKEN EXPIRES"], rows))
+    return 0
+
+
+def login(client: BrokerClient, args: argparse.Namespace) -> int:
+    """Begin a sign-in, send the user to the browser, and wait until the daemon reports it."""
+    events = client.watch_events(timeout=args.wait)
+    next(events)  # the snapshot: from here on no event can be missed
+    started = client.begin_sign_in()
+    if args.no_browser or not _open_browser(started.url):
+        print(f"Open this address to sign in:\n\n    {started.url}\n", file=sys.stderr)
+    else:
+        print(f"Opened your browser at {started.url}", file=sys.stderr)
+    print("Waiting for the sign-in to complete...", file=sys.stderr)
+    try:
+        for event in events:
+            if event.kind is EventKind.SIGNED_IN:
+                if args.json:
+                    return _print_json(event)
+                print(f"Signed in as {event.account}.", file=sys.stderr)
+                return 0
+            if event.kind is EventKind.SIGN_IN_FAILED:
+                print(f"signin-broker: sign-in failed: {event.detail}", file=sys.stderr)
+                return 1
+    except BrokerError as error:
+        if error.code.name == "DEADLINE_EXCEEDED":
+            print(
+                f"signin-broker: sign-in did not complete within {args.wait:g} s", file=sys.stderr
+            )
+            return 1
+        raise
+    return 1
+
+
+def logout(client: BrokerClient, args: argparse.Namespace) -> int:
+    """End an account's session."""
+    result = client.sign_out(args.account)
+    if args.json:
+        return _print_json(result)
+    print("Signed out." if result.was_signed_in else "Was not signed in.", file=sys.stderr)
+    if result.logout_url:
+        print(
+            f"To end the provider's browser session too, open {result.logout_url}", file=sys.stderr
+        )
+    return 0
+
+
+def _open_browser(url: str) -> bool:
+    import webbrowser  # only here: it is slow to import
+
+    try:
+        return webbrowser.open(url)
+    except webbrowser.Error:
+        return False
+
+
+def _jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list | tuple):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
+
+
+def _print_json(value: Any) -> int:
+    json.dump(_jsonable(value), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0

@@ -1,0 +1,49 @@
+"""Plain-text rendering for people: aligned tables, durations and times."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns padded to their widest cell, headers first."""
+    widths = [
+        max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=False)
+    ]
+    lines = [
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in (headers, *rows)
+    ]
+    return "\n".join(lines)
+
+
+def key_values(pairs: Sequence[tuple[str, str]]) -> str:
+    """Two columns: names padded to the longest, then values."""
+    width = max(len(name) for name, _ in pairs)
+    return "\n".join(f"{name.ljust(width)}  {value}" for name, value in pairs)
+
+
+def duration(seconds: float) -> str:
+    """A rough human duration: 45s, 3m 12s, 2h 5m, 3d 4h."""
+    seconds = int(max(seconds, 0))
+    for unit, size, smaller, smaller_size in (
+        ("d", 86400, "h", 3600),
+        ("h", 3600, "m", 60),
+        ("m", 60, "s", 1),
+    ):
+        if seconds >= size:
+            rest = (seconds % size) // smaller_size
+            return (
+                f"{seconds // size}{unit} {rest}{smaller}" if rest else f"{seconds // size}{unit}"
+            )
+    return f"{seconds}s"
+
+
+def moment(unix: int) -> str:
+    """A local time with how far away it is, e.g. "14:03:10 (in 52m 3s)"."""
+    if not unix:
+        return "-"
+    delta = unix - time.time()
+    clock = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix))
+    return f"{clock} (in {duration(delta)})" if delta >= 0 else f"{clock} ({duration(-delta)} ago)"

@@ -1,0 +1,114 @@
+"""`signin-broker`: ask the daemon for tokens, sign in and out, and see what it is doing.
+
+Exit status: 0 ok, 1 the daemon refused or failed, 2 usage, 3 the daemon is not
+running, 4 not signed in. Data goes to stdout (`--json` for scripts); messages go to
+stderr. Imports are kept lean: this runs once per shell command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from .._version import __version__
+from ..client import BrokerClient, BrokerError, DaemonNotRunning, NotSignedIn
+from ..client._channel import DEFAULT_TIMEOUT_SECONDS
+from . import _commands
+
+EXIT_FAILED = 1
+EXIT_DAEMON_NOT_RUNNING = 3
+EXIT_NOT_SIGNED_IN = 4
+
+HOW_TO_START = (
+    "Start it with `signin-brokerd` (it runs in the foreground), or where it is installed"
+    " as a service: `systemctl --user start signin-broker.socket`."
+)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="signin-broker",
+        description="Talk to the signin-broker daemon: tokens, sign-in, status.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--socket",
+        metavar="PATH",
+        help="the daemon's socket (default: SIGNIN_BROKER_SOCKET"
+        " or $XDG_RUNTIME_DIR/signin-broker/broker.sock)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_SECONDS,
+        metavar="SECONDS",
+        help=f"how long to wait for the daemon (default {DEFAULT_TIMEOUT_SECONDS:g})",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_text: str, run: Callable[..., int]) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument("--json", action="store_true", help="print JSON for scripts")
+        sub.set_defaults(run=run)
+        return sub
+
+    command("status", "show whether the daemon runs and who is signed in", _commands.status)
+    token = command("token", "print an access token (for scripts)", _commands.token)
+    token.add_argument("--account", default="", help="account id (default: the default account)")
+    token.add_argument(
+        "--scope",
+        dest="scopes",
+        action="append",
+        default=[],
+        metavar="SCOPE",
+        help="a scope the token must carry; repeat for more",
+    )
+    token.add_argument(
+        "--min-ttl",
+        type=int,
+        default=0,
+        metavar="SECONDS",
+        help="the token must stay valid at least this long",
+    )
+    login = command("login", "sign in through the web browser", _commands.login)
+    login.add_argument(
+        "--no-browser", action="store_true", help="print the address instead of opening it"
+    )
+    login.add_argument(
+        "--wait",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="how long to wait for the sign-in to complete (default 300)",
+    )
+    logout = command("logout", "sign out", _commands.logout)
+    logout.add_argument("--account", default="", help="account id (default: the default account)")
+    command("accounts", "list the signed-in accounts", _commands.accounts)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit status."""
+    args = _parser().parse_args(argv)
+    client = BrokerClient(args.socket, timeout=args.timeout)
+    try:
+        result: int = args.run(client, args)
+    except DaemonNotRunning as error:
+        _complain(f"{error.message}. {HOW_TO_START}")
+        return EXIT_DAEMON_NOT_RUNNING
+    except NotSignedIn as error:
+        _complain(f"not signed in ({error.message}). Run `signin-broker login`.")
+        return EXIT_NOT_SIGNED_IN
+    except BrokerError as error:
+        _complain(f"{error.code.name.lower()}: {error.message}")
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        client.close()
+    return result
+
+
+def _complain(message: str) -> None:
+    print(f"signin-broker: {message}", file=sys.stderr)

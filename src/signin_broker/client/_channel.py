@@ -1,0 +1,33 @@
+"""What the sync and asyncio clients share: where the daemon is, channel options, requests."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..locations import default_socket_path
+from ..v1 import broker_pb2 as pb
+
+DEFAULT_TIMEOUT_SECONDS = 10.0
+CHANNEL_OPTIONS = (
+    # A restarted daemon is found again quickly.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+)
+
+
+def resolve_socket(socket_path: str | os.PathLike[str] | None) -> Path:
+    """The given socket, else SIGNIN_BROKER_SOCKET, else the default in the runtime folder."""
+    return Path(socket_path) if socket_path is not None else default_socket_path()
+
+
+def target(socket_path: Path) -> str:
+    """The grpcio target for a Unix socket path."""
+    return f"unix:{socket_path.absolute()}"
+
+
+def token_request(account: str, scopes: Iterable[str], min_ttl_seconds: int) -> pb.GetTokenRequest:
+    """The GetToken request for the clients' keyword arguments."""
+    return pb.GetTokenRequest(account=account, scopes=list(scopes), min_ttl_seconds=min_ttl_seconds)

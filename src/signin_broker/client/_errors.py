@@ -1,0 +1,57 @@
+"""The one exception type apps catch, carrying the daemon's gRPC status and message."""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from pathlib import Path
+
+import grpc
+
+
+class BrokerError(Exception):
+    """A call to the daemon failed: `code` is the gRPC status, `message` the daemon's words."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+        self.message = message
+
+
+class DaemonNotRunning(BrokerError):
+    """Nothing serves the socket: the daemon is not running (or not at this path)."""
+
+    def __init__(self, socket_path: Path) -> None:
+        super().__init__(
+            grpc.StatusCode.UNAVAILABLE,
+            f"the signin-broker daemon is not running (nothing serves {socket_path})",
+        )
+        self.socket_path = socket_path
+
+
+class NotSignedIn(BrokerError):
+    """The account has no session: the user must sign in (`signin-broker login`)."""
+
+
+def translate(error: grpc.RpcError, socket_path: Path) -> BrokerError:
+    """Turn grpcio's error into a BrokerError, telling a stopped daemon apart."""
+    code: grpc.StatusCode = error.code()
+    message: str = error.details() or code.name.lower()
+    if code == grpc.StatusCode.UNAVAILABLE and not _socket_answers(socket_path):
+        return DaemonNotRunning(socket_path)
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return NotSignedIn(code, message)
+    return BrokerError(code, message)
+
+
+def _socket_answers(socket_path: Path) -> bool:
+    """Whether anything accepts connections on the socket right now."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(os.fspath(socket_path))
+    except OSError as error:
+        return error.errno not in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTDIR)
+    finally:
+        probe.close()
+    return True

@@ -1,0 +1,197 @@
+"""Typed results of the SDK, converted from the API's messages (apps never see protobuf)."""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ..v1 import broker_pb2 as pb
+
+
+class SignInState(enum.Enum):
+    """Where sign-in stands."""
+
+    UNSPECIFIED = "unspecified"
+    NOT_CONFIGURED = "not_configured"
+    SIGNED_OUT = "signed_out"
+    SIGNED_IN = "signed_in"
+
+
+class EventKind(enum.Enum):
+    """What happened to a session."""
+
+    UNSPECIFIED = "unspecified"
+    SNAPSHOT = "snapshot"
+    SIGNED_IN = "signed_in"
+    SIGNED_OUT = "signed_out"
+    REFRESHED = "refreshed"
+    REVOKED = "revoked"
+    SIGN_IN_FAILED = "sign_in_failed"
+
+
+E = TypeVar("E", SignInState, EventKind)
+
+
+def _sign_in_state(value: int) -> SignInState:
+    return _enum(SignInState, pb.SignInState, value, "SIGN_IN_STATE_")
+
+
+def _enum(kind: type[E], proto_enum: Any, value: int, prefix: str) -> E:
+    """Map a proto enum value onto ours; values newer than this SDK read as UNSPECIFIED."""
+    try:
+        return kind[proto_enum.Name(value).removeprefix(prefix)]
+    except (KeyError, ValueError):
+        return kind.UNSPECIFIED
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """An access token. Its repr leaves the secret out, so logging the object is safe."""
+
+    access_token: str = field(repr=False)
+    token_type: str
+    expires_at_unix: int
+    scopes: tuple[str, ...]
+    account: str
+
+    @property
+    def authorization(self) -> str:
+        """The value of an HTTP Authorization header, e.g. "Bearer eyJ..."."""
+        return f"{self.token_type} {self.access_token}"
+
+    def seconds_left(self) -> float:
+        """How long the token stays valid from now."""
+        return self.expires_at_unix - time.time()
+
+    @classmethod
+    def from_proto(cls, message: pb.GetTokenResponse) -> Token:
+        """Convert the API's response."""
+        return cls(
+            access_token=message.access_token,
+            token_type=message.token_type,
+            expires_at_unix=message.expires_at_unix,
+            scopes=tuple(message.scopes),
+            account=message.account,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """A process as the daemon's kernel check saw it."""
+
+    uid: int
+    gid: int
+    pid: int
+    executable: str
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """The daemon and its sign-in state, as GetStatus reports them."""
+
+    version: str
+    pid: int
+    started_at_unix: int
+    socket_path: str
+    issuer: str
+    sign_in_state: SignInState
+    default_account: str
+    account_count: int
+    caller: Caller
+
+    @classmethod
+    def from_proto(cls, message: pb.GetStatusResponse) -> Status:
+        """Convert the API's response."""
+        return cls(
+            version=message.version,
+            pid=message.pid,
+            started_at_unix=message.started_at_unix,
+            socket_path=message.socket_path,
+            issuer=message.issuer,
+            sign_in_state=_sign_in_state(message.sign_in_state),
+            default_account=message.default_account,
+            account_count=message.account_count,
+            caller=Caller(
+                uid=message.caller.uid,
+                gid=message.caller.gid,
+                pid=message.caller.pid,
+                executable=message.caller.executable,
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Account:
+    """A signed-in account."""
+
+    id: str
+    platform_user_id: str
+    workspace_id: str
+    display_name: str
+    email: str
+    is_default: bool
+    access_token_expires_at_unix: int
+
+    @classmethod
+    def from_proto(cls, message: pb.Account) -> Account:
+        """Convert the API's message."""
+        return cls(
+            id=message.id,
+            platform_user_id=message.platform_user_id,
+            workspace_id=message.workspace_id,
+            display_name=message.display_name,
+            email=message.email,
+            is_default=message.is_default,
+            access_token_expires_at_unix=message.access_token_expires_at_unix,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SignInStart:
+    """A sign-in the daemon began: the user opens `url` to complete it."""
+
+    sign_in_id: str
+    url: str
+    expires_at_unix: int
+
+    @classmethod
+    def from_proto(cls, message: pb.BeginSignInResponse) -> SignInStart:
+        """Convert the API's response."""
+        return cls(message.sign_in_id, message.sign_in_url, message.expires_at_unix)
+
+
+@dataclass(frozen=True, slots=True)
+class SignOutResult:
+    """What a sign-out did."""
+
+    was_signed_in: bool
+    logout_url: str
+
+    @classmethod
+    def from_proto(cls, message: pb.SignOutResponse) -> SignOutResult:
+        """Convert the API's response."""
+        return cls(message.was_signed_in, message.logout_url)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A session event from WatchEvents."""
+
+    kind: EventKind
+    account: str
+    occurred_at_unix_ms: int
+    sign_in_state: SignInState
+    detail: str
+
+    @classmethod
+    def from_proto(cls, message: pb.WatchEventsResponse) -> Event:
+        """Convert the API's message."""
+        return cls(
+            kind=_enum(EventKind, pb.EventKind, message.kind, "EVENT_KIND_"),
+            account=message.account,
+            occurred_at_unix_ms=message.occurred_at_unix_ms,
+            sign_in_state=_sign_in_state(message.sign_in_state),
+            detail=message.detail,
+        )

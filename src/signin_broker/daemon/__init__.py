@@ -1,0 +1,1 @@
+"""The signin-brokerd process: settings, lifecycle, socket, caller checks, gRPC service."""

@@ -1,0 +1,142 @@
+"""One daemon per socket: the private socket folder, the instance lock, and the bound socket.
+
+The lock (an flock on a file beside the socket) is what makes an instance the owner of
+a socket path: the kernel drops it when the owner dies, even by SIGKILL, so a socket
+file found while holding the lock is stale and is replaced. A second instance finds
+the lock taken and stops with a clear message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import socket
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..locations import MAX_SOCKET_PATH_BYTES
+from .front import LISTEN_BACKLOG
+
+
+class InstanceError(Exception):
+    """The daemon cannot take its socket; the message says why and what to do."""
+
+
+class AlreadyRunning(InstanceError):
+    """Another daemon owns the socket."""
+
+
+@dataclass
+class Instance:
+    """The claimed socket of this daemon and what belongs to it."""
+
+    socket_path: Path
+    private_socket_path: Path  # the gRPC server's own socket, reached only through the relay
+    listening: socket.socket
+    _lock_fd: int
+
+    def release(self) -> None:
+        """Remove the sockets and drop the lock; the socket path is free for a new daemon."""
+        self.listening.close()
+        for path in (self.socket_path, self.private_socket_path):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        os.close(self._lock_fd)
+
+
+def claim(socket_path: Path) -> Instance:
+    """Take ownership of socket_path: private folder, lock, stale-socket takeover, bind."""
+    if len(os.fsencode(socket_path)) > MAX_SOCKET_PATH_BYTES:
+        raise InstanceError(
+            f"socket path {socket_path} is longer than {MAX_SOCKET_PATH_BYTES} bytes, "
+            "the limit of a Unix socket address; choose a shorter path"
+        )
+    folder = socket_path.parent
+    _ensure_private_folder(folder)
+    lock_path = folder / f".{socket_path.name}.lock"
+    lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        _lock(lock_fd, socket_path)
+        _refuse_if_served(socket_path)
+        private = folder / f".{socket_path.name}.grpc"
+        for path in (socket_path, private):  # stale: their owner died without cleaning up
+            _remove_stale_socket(path)
+        listening = _bind(socket_path)
+    except BaseException:
+        os.close(lock_fd)
+        raise
+    return Instance(socket_path, private, listening, lock_fd)
+
+
+def _ensure_private_folder(folder: Path) -> None:
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode):
+        raise InstanceError(f"socket folder {folder} is not a directory (a symlink?)")
+    if info.st_uid != os.geteuid():
+        raise InstanceError(
+            f"socket folder {folder} belongs to uid {info.st_uid}, not to you (uid {os.geteuid()})"
+        )
+    if info.st_mode & 0o077:
+        raise InstanceError(
+            f"socket folder {folder} is open to other users"
+            f" (mode {stat.S_IMODE(info.st_mode):04o});"
+            f" run `chmod 700 {folder}` or choose another --socket"
+        )
+
+
+def _lock(lock_fd: int, socket_path: Path) -> None:
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        owner = os.pread(lock_fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        raise AlreadyRunning(
+            f"another signin-brokerd (pid {owner}) already serves {socket_path}; "
+            "stop it first, or pass another --socket"
+        ) from None
+    os.ftruncate(lock_fd, 0)
+    os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)
+
+
+def _refuse_if_served(socket_path: Path) -> None:
+    """Belt and braces: a process answering on the socket without our lock still owns it."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(os.fspath(socket_path))
+    except OSError as error:
+        if error.errno in (errno.ENOENT, errno.ECONNREFUSED):
+            return
+        raise InstanceError(f"cannot check socket {socket_path}: {error.strerror}") from error
+    finally:
+        probe.close()
+    raise AlreadyRunning(f"another process already serves {socket_path}; stop it first")
+
+
+def _remove_stale_socket(path: Path) -> None:
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(info.st_mode):
+        raise InstanceError(
+            f"{path} exists and is not a socket; move it away or choose another --socket"
+        )
+    path.unlink()
+
+
+def _bind(socket_path: Path) -> socket.socket:
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    previous = os.umask(0o177)  # the socket is born 0600: no window with a wider mode
+    try:
+        listening.bind(os.fspath(socket_path))
+    except BaseException:
+        listening.close()
+        raise
+    finally:
+        os.umask(previous)
+    listening.listen(LISTEN_BACKLOG)
+    listening.setblocking(False)
+    return listening

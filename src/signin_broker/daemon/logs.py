@@ -1,0 +1,55 @@
+"""JSON-lines logging on stderr, one record a line, with the contract's structured fields.
+
+Fields are passed through `extra=` (for example `flow`, `step`, `error_code`) and come
+out as top-level keys beside `ts`, `severity`, `logger` and `msg`. Severity names
+follow the contract's spelling (`warn`, not `warning`). Never pass a token, code or
+secret in a message or a field.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+_SEVERITY = {
+    logging.DEBUG: "debug",
+    logging.INFO: "info",
+    logging.WARNING: "warn",
+    logging.ERROR: "error",
+    logging.CRITICAL: "critical",
+}
+# Attributes every LogRecord has; anything else on a record came from `extra=`.
+_STANDARD_ATTRIBUTES = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+
+class JsonLinesFormatter(logging.Formatter):
+    """Formats a record as one JSON object on one line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Render the record and its `extra=` fields."""
+        entry: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "severity": _SEVERITY.get(record.levelno, record.levelname.lower()),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD_ATTRIBUTES and not key.startswith("_"):
+                entry[key] = value
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str, separators=(",", ":"))
+
+
+def configure(level: str) -> None:
+    """Send every record of the process to stderr as JSON lines."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLinesFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    logging.captureWarnings(True)

@@ -1,0 +1,68 @@
+"""`signin-brokerd`: the daemon's entry point (foreground; systemd or launchd run it).
+
+Exit status: 0 after a clean stop, 1 when it cannot start (another instance, unsafe
+socket folder), 2 when a setting is wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import resource
+import sys
+from collections.abc import Sequence
+
+# grpc-core writes plain-text lines to stderr; keep stderr JSON unless asked otherwise.
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+
+from . import logs
+from .app import serve
+from .instance import InstanceError, claim
+from .settings import SettingsError, load
+
+log = logging.getLogger("signin_broker.daemon")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the daemon until it is told to stop; returns the exit status."""
+    try:
+        settings = load(argv)
+    except SettingsError as error:
+        print(f"signin-brokerd: {error}", file=sys.stderr)
+        return 2
+    os.umask(0o077)  # everything the daemon creates is the user's alone
+    logs.configure(settings.log_level)
+    _raise_open_file_limit()
+    try:
+        instance = claim(settings.socket)
+    except InstanceError as error:
+        log.error(str(error), extra={"socket": str(settings.socket)})  # noqa: TRY400 - expected
+        print(f"signin-brokerd: {error}", file=sys.stderr)
+        return 1
+    try:
+        _run(serve(settings, instance))
+    finally:
+        instance.release()
+    return 0
+
+
+def _run(coroutine: object) -> None:
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(coroutine)  # type: ignore[arg-type]
+    else:
+        uvloop.run(coroutine)  # type: ignore[arg-type]
+
+
+def _raise_open_file_limit() -> None:
+    """Each connection costs three descriptors; a thousand watchers need more than 1024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else 65536
+    if soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,301 @@
+"""The daemon's settings, from flags, environment and a TOML file, in that order of precedence.
+
+Every setting is declared once in OPTIONS and so exists in three spellings: a flag
+(`--revalidate-seconds`), an environment variable (`SIGNIN_BROKER_REVALIDATE_SECONDS`)
+and a key of the config file (`revalidate_seconds`). Values are checked here, so the
+rest of the daemon can trust them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import re
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from .. import locations
+from .._version import __version__
+from ..session.validation import check_scope
+
+ENV_PREFIX = "SIGNIN_BROKER_"
+REQUIRED_SCOPES = ("openid", "profile", "email")
+MAX_REVALIDATE_SECONDS = 60
+LOG_LEVELS = ("debug", "info", "warn", "error")
+
+
+class SettingsError(Exception):
+    """A setting is missing or wrong; the message names it and says what is expected."""
+
+
+@dataclass(frozen=True, slots=True)
+class HttpAddress:
+    """Where the loopback web surface listens (port 0 picks a free port)."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything the daemon is told, checked."""
+
+    issuer: str
+    client_id: str
+    scopes: tuple[str, ...]
+    socket: Path
+    http: HttpAddress
+    state_dir: Path
+    revalidate_seconds: int
+    log_level: str
+    config_file: Path | None  # the file that was read, if any
+
+
+def _issuer(value: object) -> str:
+    text = _text(value).rstrip("/")
+    if not text:
+        return ""
+    parts = urlsplit(text)
+    loopback = parts.hostname is not None and _is_loopback(parts.hostname)
+    if parts.scheme != "https" and not (parts.scheme == "http" and loopback):
+        raise ValueError("must be an https:// URL (http:// only on a loopback address)")
+    if parts.query or parts.fragment or not parts.hostname:
+        raise ValueError("must be a plain URL with a host and no query or fragment")
+    return text
+
+
+def _client_id(value: object) -> str:
+    text = _text(value)
+    if not text or len(text) > 255 or not text.isprintable():
+        raise ValueError("must be 1 to 255 printable characters")
+    return text
+
+
+def _scopes(value: object) -> tuple[str, ...]:
+    items = value if isinstance(value, list) else re.split(r"[\s,]+", _text(value))
+    scopes: list[str] = list(REQUIRED_SCOPES)
+    for item in items:
+        scope = _text(item)
+        if scope and check_scope(scope) not in scopes:
+            scopes.append(scope)
+    return tuple(scopes)
+
+
+def _absolute_path(value: object) -> Path:
+    path = Path(_text(value)).expanduser()
+    if not path.is_absolute():
+        raise ValueError("must be an absolute path")
+    return path
+
+
+def _http(value: object) -> HttpAddress:
+    host, sep, port_text = _text(value).rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not port_text.isdigit() or int(port_text) > 65535:
+        raise ValueError("must be host:port, for example 127.0.0.1:8765")
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ValueError("must be a loopback IP address (127.0.0.1 or [::1]): the page is local")
+    return HttpAddress(host, int(port_text))
+
+
+def _revalidate_seconds(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError("must be a whole number of seconds")
+    try:
+        seconds = int(value)
+    except ValueError:
+        raise ValueError("must be a whole number of seconds") from None
+    if not 1 <= seconds <= MAX_REVALIDATE_SECONDS:
+        raise ValueError(
+            f"must be between 1 and {MAX_REVALIDATE_SECONDS}: revocation must take effect"
+            f" within {MAX_REVALIDATE_SECONDS} s"
+        )
+    return seconds
+
+
+def _log_level(value: object) -> str:
+    level = _text(value).lower()
+    if level not in LOG_LEVELS:
+        raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
+    return level
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError("must be a string")
+    return value.strip()
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class _Option:
+    name: str
+    help: str
+    parse: Callable[[object], Any]
+    default: Callable[[], object]
+    metavar: str
+
+
+OPTIONS: tuple[_Option, ...] = (
+    _Option(
+        "issuer",
+        "the identity provider's issuer URL; endpoints come from its discovery document",
+        _issuer,
+        lambda: "",
+        "URL",
+    ),
+    _Option(
+        "client_id",
+        "this broker's client id at the identity provider",
+        _client_id,
+        lambda: "signin-broker",
+        "ID",
+    ),
+    _Option(
+        "scopes",
+        "scopes to request at sign-in, space or comma separated; openid profile email always",
+        _scopes,
+        lambda: " ".join(REQUIRED_SCOPES),
+        "SCOPES",
+    ),
+    _Option(
+        "socket",
+        "the Unix socket to serve on",
+        _absolute_path,
+        lambda: str(locations.default_socket_path()),
+        "PATH",
+    ),
+    _Option(
+        "http",
+        "host:port of the loopback sign-in pages",
+        _http,
+        lambda: "127.0.0.1:8765",
+        "HOST:PORT",
+    ),
+    _Option(
+        "state_dir",
+        "folder for the daemon's persistent state",
+        _absolute_path,
+        lambda: str(locations.default_state_dir()),
+        "PATH",
+    ),
+    _Option(
+        "revalidate_seconds",
+        "how often to re-check the session with the provider (1 to 60)",
+        _revalidate_seconds,
+        lambda: "60",
+        "SECONDS",
+    ),
+    _Option("log_level", "debug, info, warn or error", _log_level, lambda: "info", "LEVEL"),
+)
+
+
+def env_name(option_name: str) -> str:
+    """The environment variable of a setting."""
+    return ENV_PREFIX + option_name.upper()
+
+
+def argument_parser() -> argparse.ArgumentParser:
+    """The daemon's command line: one flag per setting plus --config and --version."""
+    parser = argparse.ArgumentParser(
+        prog="signin-brokerd",
+        description="Run the signin-broker daemon in the foreground.",
+        epilog=f"Each setting can also be given as an environment variable ({ENV_PREFIX}<NAME>)"
+        " or as a key of the TOML config file. Flags win over the environment, which wins"
+        " over the file.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help=f"TOML config file (default: {env_name('config')} or the user config folder)",
+    )
+    for option in OPTIONS:
+        parser.add_argument(
+            "--" + option.name.replace("_", "-"),
+            dest=option.name,
+            default=argparse.SUPPRESS,
+            metavar=option.metavar,
+            help=option.help,
+        )
+    return parser
+
+
+def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Parse flags, read the environment and the config file, and check every value."""
+    environ = os.environ if environ is None else environ
+    flags = vars(argument_parser().parse_args(argv))
+    config_file, file_values = _read_config(flags.pop("config", None), environ)
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        raw, source = _pick(option, flags, environ, file_values, config_file)
+        try:
+            values[option.name] = option.parse(raw)
+        except ValueError as error:
+            raise SettingsError(f"{option.name} ({source}) {error}") from None
+    return Settings(config_file=config_file, **values)
+
+
+def _pick(
+    option: _Option,
+    flags: Mapping[str, object],
+    environ: Mapping[str, str],
+    file_values: Mapping[str, object],
+    config_file: Path | None,
+) -> tuple[object, str]:
+    if option.name in flags:
+        return flags[option.name], "from --" + option.name.replace("_", "-")
+    if env_name(option.name) in environ:
+        return environ[env_name(option.name)], "from " + env_name(option.name)
+    if option.name in file_values:
+        return file_values[option.name], f"from {config_file}"
+    return option.default(), "default"
+
+
+def _read_config(
+    explicit: Path | None, environ: Mapping[str, str]
+) -> tuple[Path | None, dict[str, object]]:
+    named = explicit or (
+        Path(environ[env_name("config")]) if env_name("config") in environ else None
+    )
+    path = named or locations.default_config_path()
+    try:
+        with path.open("rb") as file:
+            values = tomllib.load(file)
+    except FileNotFoundError:
+        if named is not None:
+            raise SettingsError(f"config file {path} does not exist") from None
+        return None, {}
+    except tomllib.TOMLDecodeError as error:
+        raise SettingsError(f"config file {path} is not valid TOML: {error}") from None
+    except OSError as error:
+        raise SettingsError(f"config file {path} cannot be read: {error.strerror}") from None
+    known = {option.name for option in OPTIONS}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise SettingsError(
+            f"config file {path} has unknown settings {', '.join(unknown)};"
+            f" known: {', '.join(sorted(known))}"
+        )
+    return path, values

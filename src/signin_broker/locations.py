@@ -1,0 +1,46 @@
+"""Where the broker's files live: the one place the daemon and its clients agree on paths.
+
+The socket path is decided here for both sides, so an app finds the daemon without
+configuration: `SIGNIN_BROKER_SOCKET` when set, otherwise the user's runtime folder
+(`$XDG_RUNTIME_DIR/signin-broker/broker.sock` on Linux).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+APP_NAME = "signin-broker"
+SOCKET_ENV = "SIGNIN_BROKER_SOCKET"
+SOCKET_NAME = "broker.sock"
+CONFIG_NAME = "config.toml"
+
+# sun_path holds 108 bytes on Linux (104 on macOS) including the terminating NUL.
+MAX_SOCKET_PATH_BYTES = 103
+
+
+def default_socket_path() -> Path:
+    """The socket a client connects to and a daemon binds when nothing else is said."""
+    configured = os.environ.get(SOCKET_ENV)
+    if configured:
+        return Path(configured)
+    import platformdirs  # only when needed: it costs the one-shot CLI about 20 ms
+
+    with warnings.catch_warnings():  # its fallback when XDG_RUNTIME_DIR is unset is expected
+        warnings.simplefilter("ignore", platformdirs.RuntimeDirWarning)
+        return Path(platformdirs.user_runtime_dir(APP_NAME)) / SOCKET_NAME
+
+
+def default_config_path() -> Path:
+    """The TOML file the daemon reads when no --config is given."""
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir(APP_NAME)) / CONFIG_NAME
+
+
+def default_state_dir() -> Path:
+    """The folder for the daemon's persistent state."""
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir(APP_NAME))

@@ -1,0 +1,107 @@
+"""Session events and their fan-out to any number of watchers.
+
+Each watcher has a bounded queue. Publishing never waits: a watcher that falls
+behind by a whole queue is dropped (its stream ends and it can watch again), so
+one stuck app cannot hold the daemon's memory or its other watchers hostage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+WATCHER_QUEUE_SIZE = 256
+
+
+class EventKind(enum.Enum):
+    """What happened to a session (mirrors the API's EventKind)."""
+
+    SIGNED_IN = "signed_in"
+    SIGNED_OUT = "signed_out"
+    REFRESHED = "refreshed"
+    REVOKED = "revoked"
+    SIGN_IN_FAILED = "sign_in_failed"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEvent:
+    """One event; `detail` is a human sentence and never holds a secret."""
+
+    kind: EventKind
+    account: str = ""
+    detail: str = ""
+    occurred_at: float = field(default_factory=time.time)
+
+
+class WatcherDropped(Exception):
+    """The watcher fell too far behind and was dropped, or the bus closed."""
+
+
+class Subscription:
+    """A watcher's view of the bus: await `next()` for each event in order."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[SessionEvent | None] = asyncio.Queue(WATCHER_QUEUE_SIZE)
+        self.dropped_because = ""
+
+    def offer(self, event: SessionEvent | None) -> bool:
+        """Queue an event (None ends the stream); False when the queue is full."""
+        try:
+            self._queue.put_nowait(event)
+        except asyncio.QueueFull:
+            return False
+        return True
+
+    def end(self, reason: str) -> None:
+        """End the stream after what is queued, or at once when the queue is full."""
+        self.dropped_because = reason
+        while not self.offer(None):  # full: what is queued is lost with the watcher
+            self._queue.get_nowait()
+
+    async def next(self) -> SessionEvent:
+        """The next event; raises WatcherDropped when the stream has ended."""
+        event = await self._queue.get()
+        if event is None:
+            raise WatcherDropped(self.dropped_because)
+        return event
+
+
+class EventBus:
+    """Publishes session events to every current subscriber."""
+
+    def __init__(self) -> None:
+        self._subscribers: set[Subscription] = set()
+        self._closed_because = ""
+
+    def publish(self, event: SessionEvent) -> None:
+        """Deliver to every watcher now; drop those whose queue is full."""
+        for subscription in list(self._subscribers):
+            if not subscription.offer(event):
+                self._subscribers.discard(subscription)
+                subscription.end("the watcher fell behind; watch again to catch up")
+
+    @contextmanager
+    def subscribe(self) -> Iterator[Subscription]:
+        """Receive every event published while the block runs."""
+        subscription = Subscription()
+        if self._closed_because:
+            subscription.end(self._closed_because)
+        self._subscribers.add(subscription)
+        try:
+            yield subscription
+        finally:
+            self._subscribers.discard(subscription)
+
+    def close(self, reason: str) -> None:
+        """End every watch, now and later; used when the daemon stops."""
+        self._closed_because = reason
+        for subscription in list(self._subscribers):
+            subscription.end(reason)
+        self._subscribers.clear()
+
+    def __len__(self) -> int:
+        return len(self._subscribers)

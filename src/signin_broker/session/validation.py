@@ -1,0 +1,34 @@
+"""Checks of what callers and settings name: account ids, scopes, token lifetimes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+# RFC 6749 section 3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E )
+SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]{1,256}")
+MAX_SCOPES = 64
+MAX_ACCOUNT_ID_LENGTH = 512
+MAX_MIN_TTL_SECONDS = 86_400
+
+
+def check_scope(scope: str) -> str:
+    """Return scope if it is a valid OAuth scope token; else raise ValueError."""
+    if not SCOPE_TOKEN.fullmatch(scope):
+        shown = scope if len(scope) <= 40 else scope[:40] + "..."
+        raise ValueError(f"{shown!r} is not a valid OAuth scope")
+    return scope
+
+
+def check_scopes(scopes: Sequence[str]) -> tuple[str, ...]:
+    """Valid, de-duplicated scopes in their given order; ValueError names the first bad one."""
+    if len(scopes) > MAX_SCOPES:
+        raise ValueError(f"at most {MAX_SCOPES} scopes may be requested, not {len(scopes)}")
+    return tuple(dict.fromkeys(check_scope(scope) for scope in scopes))
+
+
+def check_account(account: str) -> str:
+    """An account id as callers send it: empty (the default account) or printable text."""
+    if len(account) > MAX_ACCOUNT_ID_LENGTH or not account.isprintable():
+        raise ValueError(f"account must be at most {MAX_ACCOUNT_ID_LENGTH} printable characters")
+    return account
