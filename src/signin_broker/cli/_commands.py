@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
-import json
 import sys
 import time
 from typing import Any
@@ -144,6 +143,8 @@ def _jsonable(value: Any) -> Any:
 
 
 def _print_json(value: Any) -> int:
+    import json  # only here: most runs print text
+
     json.dump(_jsonable(value), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0

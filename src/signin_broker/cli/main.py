@@ -8,8 +8,10 @@ stderr. Imports are kept lean: this runs once per shell command.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from .._version import __version__
 from ..client import BrokerClient, BrokerError, DaemonNotRunning, NotSignedIn
@@ -108,6 +110,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         client.close()
     return result
+
+
+def run() -> NoReturn:
+    """The console script: main(), then leave at once.
+
+    Skipping the interpreter's teardown saves about 35 ms per command, most of it
+    grpcio shutting down; the command has nothing left to clean up but its output.
+    """
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # the reader went away, e.g. `signin-broker status | head -1`
+        code = code or EXIT_FAILED
+    os._exit(code)
 
 
 def _complain(message: str) -> None:

@@ -7,7 +7,8 @@ with BrokerClient() as broker:
     headers = {"Authorization": token.authorization}
 """
 
-from ._async import AsyncBrokerClient
+from typing import TYPE_CHECKING, Any
+
 from ._errors import BrokerError, DaemonNotRunning, NotSignedIn
 from ._models import (
     Account,
@@ -21,6 +22,9 @@ from ._models import (
     Token,
 )
 from ._sync import BrokerClient
+
+if TYPE_CHECKING:
+    from ._async import AsyncBrokerClient
 
 __all__ = [
     "Account",
@@ -38,3 +42,11 @@ __all__ = [
     "Status",
     "Token",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AsyncBrokerClient":  # loaded on first use: the one-shot CLI never needs it
+        from ._async import AsyncBrokerClient
+
+        return AsyncBrokerClient
+    raise AttributeError(f"module 'signin_broker.client' has no attribute {name!r}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from pathlib import Path
 
 from ..locations import default_socket_path
 from ..v1 import broker_pb2 as pb
@@ -18,14 +17,14 @@ CHANNEL_OPTIONS = (
 )
 
 
-def resolve_socket(socket_path: str | os.PathLike[str] | None) -> Path:
+def resolve_socket(socket_path: str | os.PathLike[str] | None) -> str:
     """The given socket, else SIGNIN_BROKER_SOCKET, else the default in the runtime folder."""
-    return Path(socket_path) if socket_path is not None else default_socket_path()
+    return os.fspath(socket_path) if socket_path is not None else default_socket_path()
 
 
-def target(socket_path: Path) -> str:
+def target(socket_path: str) -> str:
     """The grpcio target for a Unix socket path."""
-    return f"unix:{socket_path.absolute()}"
+    return f"unix:{os.path.abspath(socket_path)}"  # noqa: PTH100 - pathlib costs the CLI ~7 ms
 
 
 def token_request(account: str, scopes: Iterable[str], min_ttl_seconds: int) -> pb.GetTokenRequest:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import errno
-import os
 import socket
-from pathlib import Path
 
 import grpc
 
@@ -22,7 +20,7 @@ class BrokerError(Exception):
 class DaemonNotRunning(BrokerError):
     """Nothing serves the socket: the daemon is not running (or not at this path)."""
 
-    def __init__(self, socket_path: Path) -> None:
+    def __init__(self, socket_path: str) -> None:
         super().__init__(
             grpc.StatusCode.UNAVAILABLE,
             f"the signin-broker daemon is not running (nothing serves {socket_path})",
@@ -34,7 +32,7 @@ class NotSignedIn(BrokerError):
     """The account has no session: the user must sign in (`signin-broker login`)."""
 
 
-def translate(error: grpc.RpcError, socket_path: Path) -> BrokerError:
+def translate(error: grpc.RpcError, socket_path: str) -> BrokerError:
     """Turn grpcio's error into a BrokerError, telling a stopped daemon apart."""
     code: grpc.StatusCode = error.code()
     message: str = error.details() or code.name.lower()
@@ -45,11 +43,11 @@ def translate(error: grpc.RpcError, socket_path: Path) -> BrokerError:
     return BrokerError(code, message)
 
 
-def _socket_answers(socket_path: Path) -> bool:
+def _socket_answers(socket_path: str) -> bool:
     """Whether anything accepts connections on the socket right now."""
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        probe.connect(os.fspath(socket_path))
+        probe.connect(socket_path)
     except OSError as error:
         return error.errno not in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTDIR)
     finally:

@@ -7,14 +7,15 @@ import logging
 import os
 import signal
 import time
+from typing import cast
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from ..session.manager import SessionManager
 from ..v1 import broker_pb2, broker_pb2_grpc
-from .callers import CallerCheckInterceptor, CallerRegistry
+from .callers import CallerCheck, CallerRegistry, CheckedRegistration
 from .front import FrontListener
 from .instance import Instance
 from .servicer import DaemonInfo, TokenBrokerServicer
@@ -33,17 +34,22 @@ async def serve(settings: Settings, instance: Instance) -> None:
     started_at = time.time()
     session = SessionManager(settings.issuer or None)
     registry = CallerRegistry()
-    server = grpc.aio.server(
-        interceptors=[CallerCheckInterceptor(registry, allowed_uid=os.geteuid())],
-        options=[("grpc.max_receive_message_length", MAX_REQUEST_BYTES)],
+    server = grpc.aio.server(options=[("grpc.max_receive_message_length", MAX_REQUEST_BYTES)])
+    # The registration functions only call the two methods CheckedRegistration has.
+    checked = cast(
+        grpc.aio.Server,
+        CheckedRegistration(server, CallerCheck(registry, allowed_uid=os.geteuid())),
     )
     broker_pb2_grpc.add_TokenBrokerServicer_to_server(
-        TokenBrokerServicer(session, DaemonInfo(instance.socket_path, started_at)), server
+        TokenBrokerServicer(session, DaemonInfo(instance.socket_path, started_at)), checked
     )
     health_servicer = health.aio.HealthServicer()  # type: ignore[attr-defined]  # set at import
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, checked)
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
+        reflection.aio.ReflectionServicer(  # type: ignore[attr-defined]  # set at import
+            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
+        ),
+        checked,
     )
     server.add_insecure_port(f"unix:{instance.private_socket_path}")
     await server.start()

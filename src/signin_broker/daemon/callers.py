@@ -20,9 +20,9 @@ import os
 import signal
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn, TypeAlias
 
 import grpc
 import psutil
@@ -113,51 +113,68 @@ _current_caller: contextvars.ContextVar[Caller] = contextvars.ContextVar("caller
 
 
 def current_caller() -> Caller:
-    """The verified caller of the RPC being served (set by CallerCheckInterceptor)."""
+    """The verified caller of the RPC being served (set by CallerCheck)."""
     return _current_caller.get()
 
 
 Behavior = Callable[..., Any]
-Handler = grpc.RpcMethodHandler[Any, Any]
+Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"  # generic only to the type checker
+Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
+GenericHandler: TypeAlias = "grpc.GenericRpcHandler[Any, Any]"
 
 
-class CallerCheckInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-arg]
-    """Wraps every handler so that it runs only for a verified caller of the daemon's uid.
+class CallerCheck:
+    """Wraps handlers so that each runs only for a verified caller of the daemon's uid.
 
-    A grpc interceptor cannot see the peer, so the check lives in a wrapper around
-    the handler's behavior, where the ServicerContext is available.
+    A grpc interceptor cannot see the peer and costs a coroutine and a new handler on
+    every call, so the check is instead wrapped around each handler's behavior once,
+    when the service is registered (see CheckedRegistration); the ServicerContext,
+    which knows the peer, is at hand there.
     """
 
     def __init__(self, registry: CallerRegistry, allowed_uid: int) -> None:
         self._registry = registry
         self._allowed_uid = allowed_uid
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> Handler:
-        """Return the handler with its behavior wrapped in the caller check."""
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
-        method = handler_call_details.method
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                self._wrap_unary(handler.unary_unary, method),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
-                self._wrap_stream(handler.unary_stream, method),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        raise NotImplementedError(f"{method}: client-streaming methods are not served")
+    def wrap(self, handler: Handler, method: str) -> Handler:
+        """The same handler with its behavior, whatever its kind, checked first."""
+        for kind, make_handler in _HANDLER_KINDS:
+            behavior = getattr(handler, kind)
+            if behavior is not None:
+                return make_handler(
+                    self._wrap_behavior(behavior, method),
+                    request_deserializer=handler.request_deserializer,
+                    response_serializer=handler.response_serializer,
+                )
+        raise ValueError(f"{method}: a handler without a behavior")
 
-    async def _admit(self, context: grpc.aio.ServicerContext[Any, Any], method: str) -> Caller:
-        caller = self._registry.lookup(context.peer())
+    def _wrap_behavior(self, behavior: Behavior, method: str) -> Behavior:
+        """The same kind of callable as behavior (coroutine or async generator), checked first."""
+        lookup = self._registry.lookup
+        allowed_uid = self._allowed_uid
+        if inspect.isasyncgenfunction(behavior):
+
+            async def checked_stream(request: Any, context: Context) -> AsyncIterator[Any]:
+                caller = lookup(context.peer())
+                if caller is None or caller.uid != allowed_uid:
+                    await self._refuse(context, caller, method)
+                _current_caller.set(caller)
+                async for response in behavior(request, context):
+                    yield response
+
+            return checked_stream
+
+        async def checked(request: Any, context: Context) -> Any:
+            caller = lookup(context.peer())
+            if caller is None or caller.uid != allowed_uid:
+                await self._refuse(context, caller, method)
+            _current_caller.set(caller)
+            result = behavior(request, context)  # a coroutine, or a plain function's result
+            return await result if inspect.isawaitable(result) else result
+
+        return checked
+
+    async def _refuse(self, context: Context, caller: Caller | None, method: str) -> NoReturn:
         if caller is None:
             log.warning(
                 "refused a connection that did not come through the broker socket",
@@ -167,34 +184,67 @@ class CallerCheckInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[type-a
                 grpc.StatusCode.UNAUTHENTICATED,
                 "caller identity unknown: connect through the broker socket",
             )
-        if caller.uid != self._allowed_uid:
-            log.warning(
-                "refused a caller of another user",
-                extra={"method": method, "caller_uid": caller.uid, "caller_pid": caller.pid},
-            )
-            await context.abort(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"uid {caller.uid} may not use the broker of uid {self._allowed_uid}",
-            )
-        return caller
+        log.warning(
+            "refused a caller of another user",
+            extra={"method": method, "caller_uid": caller.uid, "caller_pid": caller.pid},
+        )
+        await context.abort(
+            grpc.StatusCode.PERMISSION_DENIED,
+            f"uid {caller.uid} may not use the broker of uid {self._allowed_uid}",
+        )
 
-    def _wrap_unary(self, behavior: Behavior, method: str) -> Behavior:
-        async def checked(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            _current_caller.set(await self._admit(context, method))
-            result = behavior(request, context)
-            return await result if inspect.isawaitable(result) else result
 
-        return checked
+class CheckedRegistration:
+    """Stands in for the server when services register, wrapping each handler in the check.
 
-    def _wrap_stream(self, behavior: Behavior, method: str) -> Behavior:
-        if not inspect.isasyncgenfunction(behavior):  # a coroutine writing with context.write()
-            return self._wrap_unary(behavior, method)
+    The generated `add_*Servicer_to_server` functions (ours, health, reflection) call
+    exactly these two methods, so every method of every service is checked, and an
+    unknown method has no handler at all.
+    """
 
-        async def checked(
-            request: Any, context: grpc.aio.ServicerContext[Any, Any]
-        ) -> AsyncIterator[Any]:
-            _current_caller.set(await self._admit(context, method))
-            async for response in behavior(request, context):
-                yield response
+    def __init__(self, server: grpc.aio.Server, check: CallerCheck) -> None:
+        self._server = server
+        self._check = check
 
-        return checked
+    def add_generic_rpc_handlers(self, handlers: Sequence[GenericHandler]) -> None:
+        """Register generic handlers whose every handler is checked."""
+        self._server.add_generic_rpc_handlers(
+            tuple(_CheckedGenericHandler(handler, self._check) for handler in handlers)
+        )
+
+    def add_registered_method_handlers(
+        self, service_name: str, method_handlers: dict[str, Handler]
+    ) -> None:
+        """Register pre-registered methods (grpcio's fast path), each checked."""
+        self._server.add_registered_method_handlers(  # type: ignore[attr-defined]  # grpcio 1.62+
+            service_name,
+            {
+                name: self._check.wrap(handler, f"/{service_name}/{name}")
+                for name, handler in method_handlers.items()
+            },
+        )
+
+
+class _CheckedGenericHandler(grpc.GenericRpcHandler):  # type: ignore[type-arg]
+    """A generic handler whose handlers are wrapped once per method, then reused."""
+
+    def __init__(self, inner: GenericHandler, check: CallerCheck) -> None:
+        self._inner = inner
+        self._check = check
+        self._wrapped: dict[str, Handler | None] = {}
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> Handler | None:
+        method = handler_call_details.method
+        if method not in self._wrapped:
+            handler = self._inner.service(handler_call_details)
+            self._wrapped[method] = None if handler is None else self._check.wrap(handler, method)
+        return self._wrapped[method]
+
+
+# Each kind of RPC handler and how to rebuild one around a wrapped behavior.
+_HANDLER_KINDS: tuple[tuple[str, Callable[..., Handler]], ...] = (
+    ("unary_unary", grpc.unary_unary_rpc_method_handler),
+    ("unary_stream", grpc.unary_stream_rpc_method_handler),
+    ("stream_unary", grpc.stream_unary_rpc_method_handler),
+    ("stream_stream", grpc.stream_stream_rpc_method_handler),
+)

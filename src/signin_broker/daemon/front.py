@@ -5,7 +5,7 @@ cannot ask the kernel who the caller is. The front listener accepts each connect
 itself, identifies the caller once (callers.identify_caller), then opens a connection
 to the gRPC server's private socket from a socket bound to a fresh abstract address,
 registers that address with the caller, and copies bytes both ways. The caller check
-around every handler (callers.CallerCheckInterceptor) maps `context.peer()` back to
+around every handler (callers.CallerCheck) maps `context.peer()` back to
 the caller. Copying uses asyncio protocols on the daemon's loop: no thread, no extra
 process, flow control in both directions, half-closes forwarded.
 """

@@ -182,7 +182,7 @@ OPTIONS: tuple[_Option, ...] = (
         "socket",
         "the Unix socket to serve on",
         _absolute_path,
-        lambda: str(locations.default_socket_path()),
+        locations.default_socket_path,
         "PATH",
     ),
     _Option(
@@ -196,7 +196,7 @@ OPTIONS: tuple[_Option, ...] = (
         "state_dir",
         "folder for the daemon's persistent state",
         _absolute_path,
-        lambda: str(locations.default_state_dir()),
+        locations.default_state_dir,
         "PATH",
     ),
     _Option(
@@ -279,7 +279,7 @@ def _read_config(
     named = explicit or (
         Path(environ[env_name("config")]) if env_name("config") in environ else None
     )
-    path = named or locations.default_config_path()
+    path = named or Path(locations.default_config_path())
     try:
         with path.open("rb") as file:
             values = tomllib.load(file)

@@ -1,0 +1,273 @@
+"""Latency, throughput, start-up and memory of the broker, beside bare grpcio in the same run.
+
+    python benchmarks/bench_api.py            # prints a table; nothing is asserted
+
+The yardstick is `_yardstick.py`: the same proto served by plain grpcio on the same
+kind of event loop, called with plain generated stubs. The broker is the real daemon
+called through the SDK, so its column includes the front relay, the kernel caller
+check, the servicer and the SDK's conversions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+
+from signin_broker.client import BrokerClient, BrokerError
+from signin_broker.v1 import broker_pb2 as pb
+from signin_broker.v1 import broker_pb2_grpc as pb_grpc
+
+HERE = Path(__file__).parent
+BIN = Path(sys.executable).parent
+
+
+def start(args: list[str], ready_marker: str) -> tuple[subprocess.Popen[str], float]:
+    """Start a server process; returns it and the seconds until it said it was ready."""
+    began = time.perf_counter()
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert process.stdout is not None
+    for line in process.stdout:
+        if ready_marker in line:
+            return process, time.perf_counter() - began
+    raise RuntimeError(f"{args[0]} exited before it was ready")
+
+
+def bare_call(socket_path: str, method: str) -> Callable[[], object]:
+    import grpc
+
+    channel = grpc.insecure_channel(f"unix:{socket_path}")
+    stub = pb_grpc.TokenBrokerStub(channel)
+    rpc = getattr(stub, method)
+    request = pb.GetTokenRequest() if method == "GetToken" else pb.GetStatusRequest()
+    return lambda: rpc(request, timeout=10)
+
+
+def broker_call(socket_path: str, method: str) -> Callable[[], object]:
+    client = BrokerClient(socket_path)
+    call = client.get_token if method == "GetToken" else client.status
+
+    def invoke() -> object:
+        try:
+            return call()
+        except BrokerError as error:  # GetToken before sign-in: the error path is measured
+            return error
+
+    return invoke
+
+
+CALLERS = {"bare": bare_call, "broker": broker_call}
+
+
+def latencies(kind: str, socket_path: str, method: str, calls: int) -> list[float]:
+    call = CALLERS[kind](socket_path, method)
+    for _ in range(200):  # warm up: connection, caches, branch predictors
+        call()
+    samples = []
+    for _ in range(calls):
+        began = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - began)
+    return samples
+
+
+def count_calls(kind: str, socket_path: str, method: str, seconds: float) -> int:
+    call = CALLERS[kind](socket_path, method)
+    for _ in range(50):
+        call()
+    done = 0
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        call()
+        done += 1
+    return done
+
+
+def throughput(kind: str, socket_path: str, method: str, clients: int, seconds: float) -> float:
+    """Calls per second of `clients` separate processes (as separate apps would be)."""
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(clients) as pool:
+        counts = pool.starmap(count_calls, [(kind, socket_path, method, seconds)] * clients)
+    return sum(counts) / seconds
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
+
+
+def one_shot(args: list[str], runs: int) -> float:
+    """Median wall time of a whole command, process start to exit."""
+    times = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        times.append(time.perf_counter() - began)
+    return statistics.median(times)
+
+
+async def hold_watchers(socket_path: str, count: int, ready: str) -> None:
+    from signin_broker.client import AsyncBrokerClient
+
+    clients = [AsyncBrokerClient(socket_path) for _ in range(count)]
+    streams = [client.watch_events() for client in clients]
+    await asyncio.gather(*(anext(stream) for stream in streams))
+    os.close(os.open(ready, os.O_CREAT | os.O_WRONLY))
+    await asyncio.sleep(3600)
+
+
+def watchers_rss(socket_path: str, daemon_pid: int, count: int) -> float:
+    """Daemon RSS in MB while `count` apps each hold a WatchEvents stream open."""
+    ready = tempfile.mktemp()
+    code = (
+        "import asyncio, bench_api; "
+        f"asyncio.run(bench_api.hold_watchers({socket_path!r}, {count}, {ready!r}))"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code], cwd=HERE)
+    try:
+        deadline = time.monotonic() + 120
+        while not os.path.exists(ready):
+            if holder.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the watcher process did not get its streams")
+            time.sleep(0.1)
+        time.sleep(1)
+        return psutil.Process(daemon_pid).memory_info().rss / 2**20
+    finally:
+        holder.kill()
+        holder.wait()
+        if os.path.exists(ready):
+            os.unlink(ready)
+
+
+def row(name: str, bare: str, broker: str, ratio: str, target: str) -> str:
+    return f"{name:<38} {bare:>12} {broker:>14} {ratio:>7}  {target}"
+
+
+def broker_only(name: str, value: float, target: str) -> str:
+    return row(name, "", f"{value:.1f}" if value < 100 else f"{value:.0f}", "", target)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=3000, help="sequential calls per round")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds, alternating the servers")
+    parser.add_argument("--seconds", type=float, default=3.0, help="duration of throughput runs")
+    parser.add_argument("--watchers", type=int, default=1000)
+    options = parser.parse_args()
+
+    folder = Path(tempfile.mkdtemp(prefix="sb-bench-", dir="/tmp"))
+    bare_socket = str(folder / "bare.sock")
+    broker_socket = str(folder / "run" / "broker.sock")
+    env_home = {"XDG_CONFIG_HOME": str(folder / "config"), "XDG_STATE_HOME": str(folder / "state")}
+    os.environ.update(env_home)
+    yardstick, _ = start([sys.executable, str(HERE / "_yardstick.py"), bare_socket], "ready")
+    starts = []
+    daemon = None
+    try:
+        for _ in range(5):  # start-up time: median of a few starts
+            daemon, seconds = start(
+                [str(BIN / "signin-brokerd"), "--socket", broker_socket], '"msg":"ready"'
+            )
+            starts.append(seconds)
+            daemon.terminate()
+            daemon.wait()
+        daemon, _ = start([str(BIN / "signin-brokerd"), "--socket", broker_socket], '"msg":"ready"')
+        sockets = {"bare": bare_socket, "broker": broker_socket}
+
+        lines = [row("figure", "bare grpcio", "signin-broker", "ratio", "target"), "-" * 96]
+        for method in ("GetStatus", "GetToken"):
+            samples: dict[str, list[float]] = {"bare": [], "broker": []}
+            for _ in range(options.rounds):
+                for kind in ("bare", "broker"):
+                    samples[kind] += latencies(kind, sockets[kind], method, options.calls)
+            for label, fraction, target in (("p50", 0.5, "<= 1.2x"), ("p99", 0.99, "<= 2 ms")):
+                bare, broker = (percentile(samples[k], fraction) * 1000 for k in ("bare", "broker"))
+                lines.append(
+                    row(
+                        f"{method} {label} latency (ms), 1 client",
+                        f"{bare:.3f}",
+                        f"{broker:.3f}",
+                        f"{broker / bare:.2f}x",
+                        target,
+                    )
+                )
+            for clients, target in ((1, ""), (16, ">= 0.85x")):
+                bare, broker = (
+                    throughput(k, sockets[k], method, clients, options.seconds)
+                    for k in ("bare", "broker")
+                )
+                lines.append(
+                    row(
+                        f"{method} calls/s, {clients} client{'s' * (clients > 1)}",
+                        f"{bare:,.0f}",
+                        f"{broker:,.0f}",
+                        f"{broker / bare:.2f}x",
+                        target,
+                    )
+                )
+
+        import_grpc = one_shot([sys.executable, "-c", "import grpc"], 15)
+        for command in ("status", "token"):
+            cli = one_shot([str(BIN / "signin-broker"), "--socket", broker_socket, command], 15)
+            lines.append(
+                row(
+                    f"`signin-broker {command}` one-shot (ms)",
+                    f"{import_grpc * 1000:.0f}",
+                    f"{cli * 1000:.0f}",
+                    f"{cli / import_grpc:.2f}x",
+                    "<= 1.3x `import grpc`",
+                )
+            )
+        oidc_token = shutil.which("oidc-token")
+        if oidc_token:
+            incumbent = one_shot([oidc_token, "--help"], 15)
+            lines.append(
+                row(
+                    "oidc-token --help one-shot (ms)",
+                    "",
+                    f"{incumbent * 1000:.0f}",
+                    "",
+                    "incumbent",
+                )
+            )
+        lines.append(
+            row(
+                "daemon start to ready (ms), median of 5",
+                "",
+                f"{statistics.median(starts) * 1000:.0f}",
+                "",
+                "<= 600",
+            )
+        )
+        idle = psutil.Process(daemon.pid).memory_info().rss / 2**20
+        lines.append(row("daemon RSS after the runs above (MB)", "", f"{idle:.1f}", "", "<= 60"))
+        held = watchers_rss(broker_socket, daemon.pid, options.watchers)
+        lines.append(
+            row(f"daemon RSS with {options.watchers} watchers (MB)", "", f"{held:.1f}", "", "<= 90")
+        )
+        print("\n".join(lines))
+        print(
+            f"\n{os.cpu_count()} CPUs; {options.rounds} rounds of {options.calls} calls; "
+            f"throughput over {options.seconds:g} s; clients are separate processes."
+        )
+    finally:
+        for process in (yardstick, daemon):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

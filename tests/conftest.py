@@ -1,0 +1,41 @@
+"""Fixtures shared by the whole suite: short temp folders and a running daemon."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.daemon import DaemonProcess, short_temp_dir
+
+
+@pytest.fixture
+def folder() -> Iterator[Path]:
+    """A fresh private temp folder with a short path, removed afterwards."""
+    path = short_temp_dir()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def socket_path(folder: Path) -> Path:
+    """Where a test daemon serves: a folder the daemon will create 0700."""
+    return folder / "run" / "broker.sock"
+
+
+@pytest.fixture
+def daemon(socket_path: Path) -> Iterator[DaemonProcess]:
+    """A running daemon with no identity provider configured."""
+    with DaemonProcess(socket_path) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def shared_daemon() -> Iterator[DaemonProcess]:
+    """One daemon for a module's read-only tests (starting one costs a few hundred ms)."""
+    path = short_temp_dir()
+    with DaemonProcess(path / "run" / "broker.sock") as process:
+        yield process
+    shutil.rmtree(path, ignore_errors=True)

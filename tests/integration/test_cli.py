@@ -1,0 +1,85 @@
+"""The bundled `signin-broker` command against a real daemon: output, JSON and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from signin_broker import __version__
+from support.commands import signin_broker
+from support.daemon import DaemonProcess
+
+
+def cli(daemon_socket: Path, *args: str):
+    return signin_broker("--socket", str(daemon_socket), *args)
+
+
+def test_status_human_output_is_a_readable_table(shared_daemon: DaemonProcess) -> None:
+    result = cli(shared_daemon.socket_path, "status")
+    assert result.returncode == 0, result.stderr
+    lines = dict(line.split(None, 1) for line in result.stdout.splitlines() if "  " in line)
+    assert lines["daemon"].startswith(f"running (pid {shared_daemon.pid}, version {__version__}")
+    assert lines["socket"].strip() == str(shared_daemon.socket_path)
+    assert "not configured" in result.stdout
+
+
+def test_status_json_is_complete(shared_daemon: DaemonProcess) -> None:
+    result = cli(shared_daemon.socket_path, "status", "--json")
+    assert result.returncode == 0, result.stderr
+    status = json.loads(result.stdout)
+    assert status["pid"] == shared_daemon.pid
+    assert status["sign_in_state"] == "not_configured"
+    assert status["caller"]["uid"] == os.geteuid()
+
+
+def test_token_when_not_signed_in_exits_4_with_what_to_do(shared_daemon: DaemonProcess) -> None:
+    result = cli(shared_daemon.socket_path, "token")
+    assert result.returncode == 4
+    assert result.stdout == ""
+    assert "not signed in" in result.stderr
+    assert "signin-broker login" in result.stderr
+
+
+def test_token_bad_request_exits_1_with_the_daemons_reason(shared_daemon: DaemonProcess) -> None:
+    result = cli(shared_daemon.socket_path, "token", "--min-ttl", "-3")
+    assert result.returncode == 1
+    assert "invalid_argument: min_ttl_seconds must be between 0 and 86400" in result.stderr
+    result = cli(shared_daemon.socket_path, "token", "--account", "user:ghost", "--json")
+    assert result.returncode == 1
+    assert "not_found: not found" in result.stderr
+
+
+def test_accounts_and_logout_when_nobody_is_signed_in(shared_daemon: DaemonProcess) -> None:
+    listed = cli(shared_daemon.socket_path, "accounts", "--json")
+    assert (listed.returncode, json.loads(listed.stdout)) == (0, [])
+    human = cli(shared_daemon.socket_path, "accounts")
+    assert human.returncode == 0 and "no accounts signed in" in human.stderr
+    logout = cli(shared_daemon.socket_path, "logout", "--json")
+    assert logout.returncode == 0
+    assert json.loads(logout.stdout) == {"was_signed_in": False, "logout_url": ""}
+
+
+def test_login_without_provider_says_how_to_configure_one(shared_daemon: DaemonProcess) -> None:
+    result = cli(shared_daemon.socket_path, "login", "--no-browser")
+    assert result.returncode == 1
+    assert "set issuer" in result.stderr
+
+
+def test_daemon_not_running_exits_3_and_says_how_to_start_it(folder: Path) -> None:
+    for command in ("status", "token", "accounts", "logout", "login"):
+        result = cli(folder / "nothing-here.sock", command)
+        assert result.returncode == 3, (command, result.stderr)
+        assert "daemon is not running" in result.stderr
+        assert "signin-brokerd" in result.stderr
+
+
+def test_usage_errors_exit_2(shared_daemon: DaemonProcess) -> None:
+    assert cli(shared_daemon.socket_path, "frobnicate").returncode == 2
+    assert cli(shared_daemon.socket_path, "token", "--min-ttl", "soon").returncode == 2
+    assert signin_broker().returncode == 2
+
+
+def test_version() -> None:
+    result = signin_broker("--version")
+    assert (result.returncode, result.stdout.strip()) == (0, f"signin-broker {__version__}")

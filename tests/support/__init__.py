@@ -1,0 +1,1 @@
+"""Helpers for the test suite: real daemon processes, privilege drops, skips that CI forbids."""

@@ -1,0 +1,133 @@
+"""Runs the real `signin-brokerd` as a subprocess and reads its JSON log lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+READY_TIMEOUT_SECONDS = 15.0
+
+
+def short_temp_dir() -> Path:
+    """A fresh 0700 folder with a short path (Unix socket paths are limited to ~100 bytes)."""
+    return Path(tempfile.mkdtemp(prefix="sb-", dir="/tmp"))
+
+
+class DaemonProcess:
+    """A signin-brokerd subprocess: start, wait until ready, read logs, stop."""
+
+    def __init__(
+        self,
+        socket_path: Path,
+        *args: str,
+        env: dict[str, str] | None = None,
+        user: str | None = None,
+    ) -> None:
+        self.socket_path = socket_path
+        self.args = [
+            sys.executable,
+            "-m",
+            "signin_broker.daemon.main",
+            "--socket",
+            str(socket_path),
+            "--http",
+            "127.0.0.1:0",
+            *args,
+        ]
+        # Never the developer's own config or state: both default into the socket's folder.
+        folder = socket_path.parent
+        self.env = {
+            **os.environ,
+            "XDG_CONFIG_HOME": str(folder / "config"),
+            "XDG_STATE_HOME": str(folder / "state"),
+            **(env or {}),
+        }
+        self.user = user
+        self.lines: list[str] = []
+        self._ready = threading.Event()
+        self.process: subprocess.Popen[str] | None = None
+
+    def start(self, wait: bool = True) -> DaemonProcess:
+        """Start the process; with wait, return once it logged "ready"."""
+        self.process = subprocess.Popen(
+            self.args,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            user=self.user,
+        )
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+        if wait:
+            self.wait_ready()
+        return self
+
+    def _read_stderr(self) -> None:
+        assert self.process is not None and self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.append(line.rstrip("\n"))
+            if '"msg":"ready"' in line:
+                self._ready.set()
+
+    def wait_ready(self) -> None:
+        """Block until the daemon logged "ready"; fail with its output otherwise."""
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        while not self._ready.wait(0.05):
+            assert self.process is not None
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                time.sleep(0.1)  # let the reader catch the last lines
+                raise AssertionError(
+                    f"daemon did not become ready (exit {self.process.poll()}):\n" + self.output()
+                )
+
+    def wait_exit(self, timeout: float = 15.0) -> int:
+        """Wait for the process to end by itself; returns its exit status."""
+        assert self.process is not None
+        code = self.process.wait(timeout)
+        time.sleep(0.05)
+        return code
+
+    def stop(self, signum: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        """Send signum and wait for the exit status."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signum)
+        return self.wait_exit(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL: the daemon gets no chance to clean up."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(15)
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every log line, parsed: each must be one JSON object."""
+        return [json.loads(line) for line in self.lines if line.strip()]
+
+    def __enter__(self) -> DaemonProcess:
+        return self.start() if self.process is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.alive:
+            self.stop()

@@ -1,0 +1,52 @@
+"""The public surface changes only on purpose: these lists are the contract with app developers."""
+
+from __future__ import annotations
+
+import signin_broker
+import signin_broker.client
+
+
+def test_package_root_exports() -> None:
+    assert signin_broker.__all__ == [
+        "Account",
+        "AsyncBrokerClient",
+        "BrokerClient",
+        "BrokerError",
+        "DaemonNotRunning",
+        "Event",
+        "EventKind",
+        "NotSignedIn",
+        "SignInState",
+        "Status",
+        "Token",
+        "__version__",
+    ]
+    for name in signin_broker.__all__:
+        assert getattr(signin_broker, name) is not None
+
+
+def test_client_exports() -> None:
+    assert sorted(signin_broker.client.__all__) == sorted(
+        [
+            "Account",
+            "AsyncBrokerClient",
+            "BrokerClient",
+            "BrokerError",
+            "Caller",
+            "DaemonNotRunning",
+            "Event",
+            "EventKind",
+            "NotSignedIn",
+            "SignInStart",
+            "SignInState",
+            "SignOutResult",
+            "Status",
+            "Token",
+        ]
+    )
+
+
+def test_token_repr_never_shows_the_secret() -> None:
+    token = signin_broker.Token("secret-value", "Bearer", 1, ("openid",), "user:1")
+    assert "secret-value" not in repr(token)
+    assert token.authorization == "Bearer secret-value"
