@@ -52,7 +52,6 @@ class DaemonProcess:
         }
         self.user = user
         self.lines: list[str] = []
-        self._ready = threading.Event()
         self.process: subprocess.Popen[str] | None = None
 
     def start(self, wait: bool = True) -> DaemonProcess:
@@ -75,19 +74,44 @@ class DaemonProcess:
         assert self.process is not None and self.process.stderr is not None
         for line in self.process.stderr:
             self.lines.append(line.rstrip("\n"))
-            if '"msg":"ready"' in line:
-                self._ready.set()
 
     def wait_ready(self) -> None:
-        """Block until the daemon logged "ready"; fail with its output otherwise."""
-        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-        while not self._ready.wait(0.05):
+        """Block until the daemon logged "ready" and its sign-in page is up."""
+        self.wait_for_log("sign-in page ready")
+
+    def wait_for_log(self, message: str, timeout: float = READY_TIMEOUT_SECONDS) -> dict[str, Any]:
+        """Block until a log record with this msg appears; return it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for record in self._lenient_records():
+                if record.get("msg") == message:
+                    return record
             assert self.process is not None
             if self.process.poll() is not None or time.monotonic() > deadline:
                 time.sleep(0.1)  # let the reader catch the last lines
                 raise AssertionError(
-                    f"daemon did not become ready (exit {self.process.poll()}):\n" + self.output()
+                    f"no {message!r} from the daemon (exit {self.process.poll()}):\n"
+                    + self.output()
                 )
+            time.sleep(0.02)
+
+    @property
+    def web_url(self) -> str:
+        """The daemon's loopback page, e.g. http://127.0.0.1:41234 (no trailing slash)."""
+        return str(self.wait_for_log("ready")["web"]).rstrip("/")
+
+    def logs_with(self, **fields: object) -> list[dict[str, Any]]:
+        """Log records that carry all of these field values."""
+        return [r for r in self._lenient_records() if all(r.get(k) == v for k, v in fields.items())]
+
+    def _lenient_records(self) -> list[dict[str, Any]]:
+        records = []
+        for line in list(self.lines):
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue  # a crash's traceback: output() shows it
+        return records
 
     def wait_exit(self, timeout: float = 15.0) -> int:
         """Wait for the process to end by itself; returns its exit status."""

@@ -1,13 +1,15 @@
-"""Assembles the daemon: gRPC server on the private socket, front listener, health, shutdown."""
+"""Assembles the daemon: gRPC server behind the front listener, the sign-in page, shutdown."""
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import signal
+import socket
 import time
-from typing import cast
+from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -17,9 +19,13 @@ from ..session.manager import SessionManager
 from ..v1 import broker_pb2, broker_pb2_grpc
 from .callers import CallerCheck, CallerRegistry, CheckedRegistration
 from .front import FrontListener
-from .instance import Instance
+from .instance import Instance, loopback_base_url
 from .servicer import DaemonInfo, TokenBrokerServicer
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from ..session.signin import SignInSecrets
+    from .web import SignInSite
 
 log = logging.getLogger(__name__)
 
@@ -29,28 +35,18 @@ MAX_REQUEST_BYTES = 64 * 1024
 SHUTDOWN_GRACE_SECONDS = 2.0
 
 
-async def serve(settings: Settings, instance: Instance) -> None:
+# A test hook for the contract's deterministic state and nonce (5.3 c); honoured only
+# with a loopback issuer, so a real provider never sees predictable values.
+DETERMINISTIC_SECRETS_ENV = "SIGNIN_BROKER_TEST_SECRETS_SEED"
+
+
+async def serve(settings: Settings, instance: Instance, web_socket: socket.socket) -> None:
     """Serve until SIGTERM or SIGINT, then stop cleanly."""
     started_at = time.time()
     session = SessionManager(settings.issuer or None)
     registry = CallerRegistry()
-    server = grpc.aio.server(options=[("grpc.max_receive_message_length", MAX_REQUEST_BYTES)])
-    # The registration functions only call the two methods CheckedRegistration has.
-    checked = cast(
-        grpc.aio.Server,
-        CheckedRegistration(server, CallerCheck(registry, allowed_uid=os.geteuid())),
-    )
-    broker_pb2_grpc.add_TokenBrokerServicer_to_server(
-        TokenBrokerServicer(session, DaemonInfo(instance.socket_path, started_at)), checked
-    )
-    health_servicer = health.aio.HealthServicer()  # type: ignore[attr-defined]  # set at import
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, checked)
-    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
-        reflection.aio.ReflectionServicer(  # type: ignore[attr-defined]  # set at import
-            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
-        ),
-        checked,
-    )
+    info = DaemonInfo(instance.socket_path, started_at, web_url=loopback_base_url(web_socket))
+    server, health_servicer = _grpc_server(TokenBrokerServicer(session, info), registry)
     server.add_insecure_port(f"unix:{instance.private_socket_path}")
     await server.start()
     front = FrontListener(instance.listening, os.fspath(instance.private_socket_path), registry)
@@ -66,16 +62,86 @@ async def serve(settings: Settings, instance: Instance) -> None:
         "ready",
         extra={
             "socket": str(instance.socket_path),
+            "web": info.web_url + "/",
             "issuer": settings.issuer or None,
             "startup_ms": round((time.time() - started_at) * 1000, 1),
         },
     )
+    site = await _start_sign_in(settings, session, web_socket)
     await stopping.wait()
 
     log.info("stopping", extra={"connections": len(front.connections)})
     await health_servicer.enter_graceful_shutdown()
     session.events.close("the daemon is stopping")
     await front.stop_accepting()
-    await server.stop(SHUTDOWN_GRACE_SECONDS)
+    await asyncio.gather(server.stop(SHUTDOWN_GRACE_SECONDS), site.stop())
     await front.close()
+    if session.provider is not None:
+        await session.provider.close()
     log.info("stopped")
+
+
+async def _start_sign_in(
+    settings: Settings, session: SessionManager, web_socket: socket.socket
+) -> SignInSite:
+    """Load the OAuth and web stack after "ready", then serve the sign-in page.
+
+    Starlette, uvicorn, httpx2, PyJWT and authlib cost about a quarter of a second to
+    import; apps can be served meanwhile. The page's port is already bound, so a
+    browser that comes early waits in its backlog rather than being refused.
+    """
+    await asyncio.to_thread(importlib.import_module, "signin_broker.daemon.web")
+    from ..session.oidc import Provider
+    from ..session.signin import SignInFlow
+    from .web import SignInSite
+
+    flow = None
+    if settings.issuer:
+        session.provider = Provider(settings.issuer, settings.client_id)
+        flow = SignInFlow(session.provider, settings.scopes, _secrets_source(settings.issuer))
+    site = SignInSite(web_socket, session, flow, own_uid=os.geteuid())
+    await site.start()
+    log.info("sign-in page ready", extra={"web": site.base_url + "/"})
+    return site
+
+
+def _secrets_source(issuer: str) -> SignInSecrets:
+    from ..session.oidc import is_acceptable_url
+    from ..session.signin import DeterministicSecrets, RandomSecrets
+
+    seed = os.environ.get(DETERMINISTIC_SECRETS_ENV)
+    if not seed:
+        return RandomSecrets()
+    if not (issuer.startswith("http://") and is_acceptable_url(issuer)):
+        log.warning(
+            f"{DETERMINISTIC_SECRETS_ENV} is ignored: only a loopback test provider may see"
+            " predictable sign-in values"
+        )
+        return RandomSecrets()
+    log.warning(
+        "TEST MODE: sign-in state, nonce and PKCE verifier are predictable"
+        f" ({DETERMINISTIC_SECRETS_ENV} is set)"
+    )
+    return DeterministicSecrets(seed)
+
+
+def _grpc_server(
+    servicer: TokenBrokerServicer, registry: CallerRegistry
+) -> tuple[grpc.aio.Server, Any]:
+    """The gRPC server with our service, health and reflection, every handler checked."""
+    server = grpc.aio.server(options=[("grpc.max_receive_message_length", MAX_REQUEST_BYTES)])
+    # The registration functions only call the two methods CheckedRegistration has.
+    checked = cast(
+        grpc.aio.Server,
+        CheckedRegistration(server, CallerCheck(registry, allowed_uid=os.geteuid())),
+    )
+    broker_pb2_grpc.add_TokenBrokerServicer_to_server(servicer, checked)
+    health_servicer = health.aio.HealthServicer()  # type: ignore[attr-defined]  # set at import
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, checked)
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
+        reflection.aio.ReflectionServicer(  # type: ignore[attr-defined]  # set at import
+            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
+        ),
+        checked,
+    )
+    return server, health_servicer

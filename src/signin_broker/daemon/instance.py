@@ -1,4 +1,4 @@
-"""One daemon per socket: the private socket folder, the instance lock, and the bound socket.
+"""What a daemon claims at start: its socket folder, instance lock and socket, and its web port.
 
 The lock (an flock on a file beside the socket) is what makes an instance the owner of
 a socket path: the kernel drops it when the owner dies, even by SIGKILL, so a socket
@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import logging
 import os
 import socket
 import stat
@@ -19,6 +20,9 @@ from pathlib import Path
 
 from ..locations import MAX_SOCKET_PATH_BYTES
 from .front import LISTEN_BACKLOG
+from .settings import HttpAddress
+
+log = logging.getLogger(__name__)
 
 
 class InstanceError(Exception):
@@ -140,3 +144,35 @@ def _bind(socket_path: Path) -> socket.socket:
     listening.listen(LISTEN_BACKLOG)
     listening.setblocking(False)
     return listening
+
+
+def listen_loopback(address: HttpAddress) -> socket.socket:
+    """Bind the page's port; if another program holds it, take a free port instead.
+
+    On a computer with several users, each one's daemon wants 127.0.0.1:8765. The
+    provider accepts any port on a loopback redirect URI (RFC 8252 section 7.3) and
+    clients learn the real address from the daemon, so a busy port is no failure.
+    """
+    family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((address.host, address.port))
+    except OSError as error:
+        if error.errno != errno.EADDRINUSE:
+            sock.close()
+            raise
+        log.warning(
+            "the sign-in page's port is taken; using a free one",
+            extra={"wanted": str(address)},
+        )
+        sock.bind((address.host, 0))
+    sock.listen(64)
+    sock.setblocking(False)
+    return sock
+
+
+def loopback_base_url(sock: socket.socket) -> str:
+    """The http:// origin of the bound web port, e.g. http://127.0.0.1:8765."""
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

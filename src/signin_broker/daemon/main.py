@@ -18,7 +18,7 @@ os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
 from . import logs
 from .app import serve
-from .instance import InstanceError, claim
+from .instance import InstanceError, claim, listen_loopback
 from .settings import SettingsError, load
 
 log = logging.getLogger("signin_broker.daemon")
@@ -37,14 +37,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         instance = claim(settings.socket)
     except InstanceError as error:
-        log.error(str(error), extra={"socket": str(settings.socket)})  # noqa: TRY400 - expected
-        print(f"signin-brokerd: {error}", file=sys.stderr)
-        return 1
+        return _cannot_start(str(error))
     try:
-        _run(serve(settings, instance))
+        web_socket = listen_loopback(settings.http)
+    except OSError as error:
+        instance.release()
+        return _cannot_start(f"cannot listen on {settings.http}: {error.strerror}")
+    try:
+        _run(serve(settings, instance, web_socket))
     finally:
         instance.release()
     return 0
+
+
+def _cannot_start(reason: str) -> int:
+    log.error(reason)
+    print(f"signin-brokerd: {reason}", file=sys.stderr)
+    return 1
 
 
 def _run(coroutine: object) -> None:

@@ -56,3 +56,34 @@ def open_peer_pidfd(sock: socket.socket) -> int | None:
         return sock.getsockopt(socket.SOL_SOCKET, SO_PEERPIDFD)
     except OSError:
         return None
+
+
+def loopback_tcp_peer_uid(client: tuple[str, int], server: tuple[str, int]) -> int | None:
+    """The uid owning the client end of a loopback TCP connection (Linux), else None.
+
+    TCP carries no credentials, but on one machine the kernel's socket table does:
+    /proc/net/tcp lists the client's socket (local = client, remote = server) with
+    the uid that created it. This lets the loopback web page serve only its user.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    wanted = (_proc_net_address(*client), _proc_net_address(*server))
+    table = "/proc/net/tcp6" if ":" in client[0] else "/proc/net/tcp"
+    try:
+        with open(table) as rows:  # noqa: PTH123 - a plain read of a kernel table
+            next(rows)  # the header
+            for row in rows:
+                fields = row.split()
+                if (fields[1], fields[2]) == wanted:
+                    return int(fields[7])
+    except OSError:
+        return None
+    return None
+
+
+def _proc_net_address(host: str, port: int) -> str:
+    """An address as /proc/net/tcp{,6} prints it: native-order 32-bit words in hex, then port."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    packed = socket.inet_pton(family, host)
+    words = struct.unpack(f"={len(packed) // 4}I", packed)
+    return "".join(f"{word:08X}" for word in words) + f":{port:04X}"

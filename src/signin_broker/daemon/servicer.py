@@ -20,13 +20,22 @@ from typing import Any, TypeVar
 import grpc
 
 from .._version import __version__
-from ..session.errors import AccountNotFound, NotConfigured, SessionError, SignInRequired
+from ..session.errors import (
+    AccountNotFound,
+    NotConfigured,
+    ProviderUnreachable,
+    ScopeNotGranted,
+    SessionError,
+    SignInRequired,
+    TokenTooShortLived,
+)
 from ..session.events import EventKind, SessionEvent, WatcherDropped
 from ..session.manager import AccountInfo, SessionManager, SignInState
 from ..session.validation import MAX_MIN_TTL_SECONDS, check_account, check_scopes
 from ..v1 import broker_pb2 as pb
 from ..v1 import broker_pb2_grpc as pb_grpc
 from .callers import current_caller
+from .pages import BEGIN_PATH
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +43,9 @@ _STATUS_OF: dict[type[SessionError], grpc.StatusCode] = {
     SignInRequired: grpc.StatusCode.UNAUTHENTICATED,
     AccountNotFound: grpc.StatusCode.NOT_FOUND,
     NotConfigured: grpc.StatusCode.FAILED_PRECONDITION,
+    ScopeNotGranted: grpc.StatusCode.FAILED_PRECONDITION,
+    TokenTooShortLived: grpc.StatusCode.FAILED_PRECONDITION,
+    ProviderUnreachable: grpc.StatusCode.UNAVAILABLE,
 }
 _SIGN_IN_STATE = {
     SignInState.NOT_CONFIGURED: pb.SIGN_IN_STATE_NOT_CONFIGURED,
@@ -59,6 +71,7 @@ class DaemonInfo:
 
     socket_path: Path
     started_at: float
+    web_url: str  # the loopback page, e.g. http://127.0.0.1:8765
     pid: int = os.getpid()
 
 
@@ -105,7 +118,10 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
         scopes = _checked(check_scopes, list(request.scopes))
         if not 0 <= request.min_ttl_seconds <= MAX_MIN_TTL_SECONDS:
             raise InvalidRequest(f"min_ttl_seconds must be between 0 and {MAX_MIN_TTL_SECONDS}")
-        token = await self._session.get_token(account, scopes, request.min_ttl_seconds)
+        caller = current_caller()
+        token = await self._session.get_token(
+            account, scopes, request.min_ttl_seconds, app=caller.executable, pid=caller.pid
+        )
         return pb.GetTokenResponse(
             access_token=token.access_token,
             token_type=token.token_type,
@@ -132,6 +148,7 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
             caller=pb.Caller(
                 uid=caller.uid, gid=caller.gid, pid=caller.pid, executable=caller.executable
             ),
+            web_url=self._info.web_url + "/",
         )
 
     @_unary
@@ -146,17 +163,19 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
         self, request: pb.BeginSignInRequest, context: Context
     ) -> pb.BeginSignInResponse:
         """Start a sign-in."""
-        started = await self._session.begin_sign_in()
+        started = self._session.new_sign_in()
         return pb.BeginSignInResponse(
             sign_in_id=started.sign_in_id,
-            sign_in_url=started.url,
+            sign_in_url=f"{self._info.web_url}{BEGIN_PATH}?sign_in={started.sign_in_id}",
             expires_at_unix=int(started.expires_at),
         )
 
     @_unary
     async def SignOut(self, request: pb.SignOutRequest, context: Context) -> pb.SignOutResponse:
         """End an account's session."""
-        result = await self._session.sign_out(_checked(check_account, request.account))
+        result = await self._session.sign_out(
+            _checked(check_account, request.account), self._info.web_url + "/"
+        )
         return pb.SignOutResponse(was_signed_in=result.was_signed_in, logout_url=result.logout_url)
 
     async def WatchEvents(
@@ -164,7 +183,7 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
     ) -> AsyncIterator[pb.WatchEventsResponse]:
         """A snapshot, then every event until the caller leaves or the daemon stops."""
         with self._session.events.subscribe() as subscription:
-            yield self._event_message(pb.EVENT_KIND_SNAPSHOT, "", time.time(), "")
+            yield self._event_message(pb.EVENT_KIND_SNAPSHOT, "", time.time(), "", "")
             while True:
                 try:
                     event = await subscription.next()
@@ -174,11 +193,15 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
 
     def _event(self, event: SessionEvent) -> pb.WatchEventsResponse:
         return self._event_message(
-            _EVENT_KIND[event.kind], event.account, event.occurred_at, event.detail
+            _EVENT_KIND[event.kind],
+            event.account,
+            event.occurred_at,
+            event.detail,
+            event.sign_in_id,
         )
 
     def _event_message(
-        self, kind: pb.EventKind.ValueType, account: str, at: float, detail: str
+        self, kind: pb.EventKind.ValueType, account: str, at: float, detail: str, sign_in_id: str
     ) -> pb.WatchEventsResponse:
         return pb.WatchEventsResponse(
             kind=kind,
@@ -186,6 +209,7 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
             occurred_at_unix_ms=int(at * 1000),
             sign_in_state=_SIGN_IN_STATE[self._session.state],
             detail=detail,
+            sign_in_id=sign_in_id,
         )
 
 

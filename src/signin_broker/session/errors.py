@@ -1,4 +1,9 @@
-"""Why a session request failed, in terms the gRPC layer maps onto status codes."""
+"""The session's exceptions: what a caller may be told, and how the provider failed us.
+
+The first group maps onto gRPC statuses (their messages are safe to show). The
+second group describes the provider: refusing (OAuthError) versus not answering
+usefully (ProviderUnavailable); the daemon treats the two differently.
+"""
 
 from __future__ import annotations
 
@@ -23,3 +28,51 @@ class AccountNotFound(SessionError):
 
 class NotConfigured(SessionError):
     """The daemon lacks a setting that this request needs."""
+
+
+class ProviderUnreachable(SessionError):
+    """The provider could not be reached to renew a token that no longer serves the caller."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the identity provider is unreachable ({reason}); try again shortly")
+
+
+class ScopeNotGranted(SessionError):
+    """A caller asked for a scope the account was never granted: no up-scoping."""
+
+    def __init__(self, missing: list[str], account: str) -> None:
+        super().__init__(
+            f"scope {' '.join(missing)} was not granted to {account} at sign-in;"
+            " add it to the daemon's scopes setting and sign in again"
+        )
+
+
+class TokenTooShortLived(SessionError):
+    """The token cannot be renewed and will not last as long as the caller asked."""
+
+    def __init__(self, seconds_left: int) -> None:
+        super().__init__(
+            f"the access token lasts {seconds_left} s more and cannot be renewed;"
+            " ask for a shorter min_ttl_seconds or sign in again"
+        )
+
+
+# -- how the provider failed us -------------------------------------------------------
+
+
+class ProviderUnavailable(Exception):
+    """The provider did not answer usefully (network, timeout, 5xx, malformed); try later."""
+
+
+class OAuthError(Exception):
+    """The provider refused a request with an OAuth error code such as invalid_grant."""
+
+    def __init__(self, error: str, description: str, status: int) -> None:
+        super().__init__(f"{error}: {description}" if description else error)
+        self.error = error
+        self.description = description
+        self.status = status
+
+
+class IdTokenInvalid(Exception):
+    """The id_token failed validation; the message says which check."""

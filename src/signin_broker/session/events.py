@@ -34,6 +34,7 @@ class SessionEvent:
     kind: EventKind
     account: str = ""
     detail: str = ""
+    sign_in_id: str = ""  # set on the outcome of a sign-in begun with BeginSignIn
     occurred_at: float = field(default_factory=time.time)
 
 

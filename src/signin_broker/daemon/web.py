@@ -1,0 +1,411 @@
+"""The loopback web surface: where a browser begins and completes a sign-in (RFC 8252).
+
+Routes follow the contract's section 4.1: the begin endpoint and /user/login, the
+callback, /logout, the anonymous landing at /, and the dashboard. Only the user who
+owns the daemon is served: the Host header must name the loopback address (a DNS
+rebinding guard), and on Linux the kernel's socket table must show the browser's
+connection as that user's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import secrets
+import socket
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from ..session.errors import IdTokenInvalid, OAuthError, ProviderUnavailable
+from ..session.manager import SessionManager
+from ..session.signin import SignInFlow
+from . import pages
+from .instance import loopback_base_url
+from .peercred import loopback_tcp_peer_uid
+
+log = logging.getLogger(__name__)
+
+SESSION_COOKIE = "signin_broker_session"
+BEGIN_PATH = pages.BEGIN_PATH
+CALLBACK_PATH = BEGIN_PATH + "/callback"
+HOME_PATH = "/dashboard"
+BROWSER_SESSION_SECONDS = 12 * 3600
+MAX_PARAMETER_LENGTH = 4096
+SIGN_IN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class BrowserSessions:
+    """Which browser (by cookie) signed in as which account; in memory only."""
+
+    def __init__(self) -> None:
+        self._by_cookie: dict[str, tuple[str, float]] = {}
+
+    def create(self, account_id: str) -> str:
+        """A new cookie value for a browser that just signed in."""
+        now = time.time()
+        self._by_cookie = {k: v for k, v in self._by_cookie.items() if v[1] > now}
+        cookie = secrets.token_urlsafe(32)
+        self._by_cookie[cookie] = (account_id, now + BROWSER_SESSION_SECONDS)
+        return cookie
+
+    def account_of(self, cookie: str | None) -> str | None:
+        """The account a cookie belongs to, while it is valid."""
+        entry = self._by_cookie.get(cookie or "")
+        if entry is None or entry[1] <= time.time():
+            return None
+        return entry[0]
+
+    def end(self, cookie: str | None) -> None:
+        """Forget a cookie (logout)."""
+        self._by_cookie.pop(cookie or "", None)
+
+
+def same_origin_target(value: str, base_url: str) -> str:
+    """Where to send the browser after sign-in: the requested place if it is ours, else home.
+
+    Contract 4.1 rules 6 and 7: a same-origin redirect_to survives the round trip;
+    anything else (another origin, a scheme-relative `//host`, backslash tricks,
+    control characters) falls back to the authenticated home.
+    """
+    if not value or len(value) > MAX_PARAMETER_LENGTH or not value.isprintable():
+        return HOME_PATH
+    parts = urlsplit(value)
+    foreign = f"{parts.scheme}://{parts.netloc}".lower() != base_url.lower()
+    if (parts.scheme or parts.netloc) and foreign:
+        return HOME_PATH
+    path = parts.path
+    if not path.startswith("/") or path.startswith("//") or "\\" in value:
+        return HOME_PATH
+    if path.startswith(BEGIN_PATH) or path == "/logout":
+        return HOME_PATH
+    return path + (f"?{parts.query}" if parts.query else "")
+
+
+class SignInSite:
+    """The Starlette app and the uvicorn server that serves it on the daemon's loop."""
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        session: SessionManager,
+        flow: SignInFlow | None,
+        own_uid: int,
+    ) -> None:
+        self.base_url = loopback_base_url(sock)
+        authority = self.base_url.removeprefix("http://")
+        self.redirect_uri = self.base_url + CALLBACK_PATH
+        self._sock = sock
+        self._session = session
+        self._flow = flow
+        self._browsers = BrowserSessions()
+        app = Starlette(
+            routes=[
+                Route("/", self.home),
+                Route(HOME_PATH, self.dashboard),
+                Route(BEGIN_PATH, self.begin),
+                Route("/user/login", self.user_login),
+                Route(CALLBACK_PATH, self.callback),
+                Route("/logout", self.logout, methods=["GET", "POST"]),
+            ],
+        )
+        issuer = session.issuer or ""
+        guarded = LoopbackGuard(app, authority, own_uid, _origin(issuer))
+        config = uvicorn.Config(
+            guarded,
+            lifespan="off",
+            log_config=None,
+            access_log=False,
+            server_header=False,
+            proxy_headers=False,
+            timeout_keep_alive=5,
+            limit_concurrency=64,
+            h11_max_incomplete_event_size=16 * 1024,
+        )
+        self._server = _EmbeddedServer(config)
+        self._task: Any = None
+
+    async def start(self) -> None:
+        """Serve on the daemon's loop."""
+        logging.getLogger("uvicorn").setLevel(logging.WARNING)
+        self._task = asyncio.get_running_loop().create_task(
+            self._server.serve(sockets=[self._sock])
+        )
+        for _ in range(200):  # bounded: uvicorn's start-up takes a few milliseconds
+            if self._server.started or self._task.done():
+                break
+            await asyncio.sleep(0.01)
+        if self._task.done():
+            self._task.result()  # raise what stopped it
+
+    async def stop(self) -> None:
+        """Finish open requests briefly, then close."""
+        self._server.should_exit = True
+        if self._task is not None:
+            with contextlib.suppress(Exception):
+                await self._task
+        self._sock.close()
+
+    # -- routes ------------------------------------------------------------------------------
+
+    async def home(self, request: Request) -> Response:
+        """Landing for strangers, the dashboard for the signed-in (contract T6)."""
+        if self._signed_in_account(request) is not None:
+            return RedirectResponse(HOME_PATH, status_code=302)
+        return HTMLResponse(pages.landing())
+
+    async def dashboard(self, request: Request) -> Response:
+        """The authenticated home; anonymous visitors are sent to sign in and brought back."""
+        account_id = self._signed_in_account(request)
+        account = self._session.account(account_id) if account_id else None
+        if account is None:
+            original = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            return RedirectResponse(
+                f"{BEGIN_PATH}?redirect_to={quote(original, safe='')}", status_code=302
+            )
+        others = [a for a in self._session.accounts() if a.id != account.id]
+        return HTMLResponse(pages.dashboard(account, others))
+
+    async def user_login(self, request: Request) -> Response:
+        """The component convention: /user/login bounces to the begin endpoint."""
+        query = request.url.query
+        return RedirectResponse(BEGIN_PATH + (f"?{query}" if query else ""), status_code=302)
+
+    async def begin(self, request: Request) -> Response:
+        """Send the browser to the provider's authorize endpoint (contract 4.1 rule 4)."""
+        if self._flow is None:
+            return _page(
+                "Sign-in is not set up",
+                "No identity provider is configured. Set issuer (--issuer,"
+                " SIGNIN_BROKER_ISSUER or issuer in config.toml) and restart the daemon.",
+                status=503,
+            )
+        redirect_to = same_origin_target(request.query_params.get("redirect_to", ""), self.base_url)
+        sign_in_id = request.query_params.get("sign_in", "")
+        if not SIGN_IN_ID.fullmatch(sign_in_id):
+            sign_in_id = ""
+        try:
+            url = await self._flow.begin(self.redirect_uri, redirect_to, sign_in_id)
+        except ProviderUnavailable as error:
+            _oauth_log(logging.ERROR, "authorize", "provider_unavailable", str(error))
+            return _page(
+                "The identity provider cannot be reached",
+                "Check your network connection and try again.",
+                status=503,
+            )
+        return RedirectResponse(url, status_code=302)
+
+    async def callback(self, request: Request) -> Response:  # noqa: PLR0911 - one per outcome
+        """Finish a sign-in: check state, redeem the code, validate the id_token, set the cookie."""
+        if self._flow is None:
+            return _page("Sign-in is not set up", "No identity provider is configured.", status=503)
+        params = request.query_params
+        if any(len(v) > MAX_PARAMETER_LENGTH for v in params.values()) or len(params) > 16:
+            _oauth_log(logging.WARNING, "callback", "invalid_request", "oversized parameters")
+            return self._failed("", "invalid_request", "The sign-in response was malformed.")
+        state = params.get("state", "")
+        pending = self._flow.take(state) if state else None
+        if pending is None:
+            _oauth_log(logging.WARNING, "callback", "state_mismatch", "unknown or reused state")
+            return self._failed(
+                "",
+                "state_mismatch",
+                "This sign-in response does not belong to a sign-in started here,"
+                " or it was used already.",
+            )
+        if "error" in params:
+            error = params["error"] if re.fullmatch(r"[a-z_]{1,64}", params["error"]) else "invalid"
+            _oauth_log(logging.WARNING, "authorize", error, "the provider returned an error")
+            message = (
+                "The sign-in was declined."
+                if error == "access_denied"
+                else f"The identity provider refused the sign-in ({error})."
+            )
+            return self._failed(pending.sign_in_id, error, message)
+        code = params.get("code", "")
+        if not code:
+            _oauth_log(logging.WARNING, "callback", "invalid_request", "no code")
+            return self._failed(pending.sign_in_id, "invalid_request", "The response had no code.")
+        try:
+            signed_in = await self._flow.complete(pending, code)
+        except OAuthError as error:
+            _oauth_log(logging.WARNING, "token_exchange", "invalid_code", error.error)
+            return self._failed(
+                pending.sign_in_id,
+                "invalid_code",
+                "The identity provider did not accept the sign-in code. Please sign in again.",
+            )
+        except IdTokenInvalid as error:
+            _oauth_log(logging.ERROR, "id_token", "invalid_id_token", str(error))
+            return self._failed(
+                pending.sign_in_id,
+                "invalid_id_token",
+                "The identity provider's answer was not valid.",
+            )
+        except ProviderUnavailable as error:
+            _oauth_log(logging.ERROR, "token_exchange", "provider_unavailable", str(error))
+            return self._failed(
+                pending.sign_in_id,
+                "provider_unavailable",
+                "The identity provider cannot be reached. Try again in a moment.",
+            )
+        account = await self._session.complete_sign_in(signed_in)
+        log.info("signed in", extra={"flow": "oauth", "step": "callback", "account": account.id})
+        response = RedirectResponse(pending.redirect_to, status_code=303)
+        response.set_cookie(
+            SESSION_COOKIE,
+            self._browsers.create(account.id),
+            max_age=BROWSER_SESSION_SECONDS,
+            path="/",
+            secure=True,
+            httponly=True,
+            samesite="lax",
+        )
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        """POST ends the session (here and at the provider); GET only asks to confirm."""
+        if request.method == "GET":
+            if self._signed_in_account(request) is None:
+                return RedirectResponse("/", status_code=302)
+            return HTMLResponse(pages.logout_confirmation())
+        if not _same_origin_post(request, self.base_url):
+            return _page("Not signed out", "That request did not come from this page.", status=403)
+        cookie = request.cookies.get(SESSION_COOKIE)
+        account_id = self._signed_in_account(request)
+        self._browsers.end(cookie)
+        if account_id is not None:
+            await self._session.sign_out(account_id)
+            log.info("signed out from the browser", extra={"account": account_id})
+        logout_url = await self._session.provider_logout_url(self.base_url + "/")
+        response = RedirectResponse(logout_url or "/", status_code=303)
+        response.delete_cookie(SESSION_COOKIE, path="/", secure=True, httponly=True, samesite="lax")
+        return response
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _signed_in_account(self, request: Request) -> str | None:
+        account_id = self._browsers.account_of(request.cookies.get(SESSION_COOKIE))
+        if account_id is not None and self._session.account(account_id) is None:
+            return None  # signed out meanwhile (by an app or the CLI)
+        return account_id
+
+    def _failed(self, sign_in_id: str, error_code: str, message: str) -> Response:
+        """The user-facing error of a failed callback: 200 with a message, no cookie."""
+        self._session.sign_in_failed(sign_in_id, f"{error_code}: {message}")
+        return _page("Sign-in failed", message, status=200, hint=error_code)
+
+
+def _page(title: str, message: str, *, status: int, hint: str = "") -> Response:
+    return HTMLResponse(pages.error(title, message, status_hint=hint), status_code=status)
+
+
+def _oauth_log(level: int, step: str, error_code: str, reason: str) -> None:
+    """The contract's structured record (section 6); reason never holds a code or token."""
+    log.log(
+        level,
+        "sign-in failed",
+        extra={"flow": "oauth", "step": step, "error_code": error_code, "reason": reason},
+    )
+
+
+def _same_origin_post(request: Request, base_url: str) -> bool:
+    """A POST from our own page: its Origin (or Sec-Fetch-Site) says so."""
+    origin = request.headers.get("origin")
+    if origin is not None:
+        return origin.lower() == base_url.lower()
+    return request.headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else ""
+
+
+class LoopbackGuard:
+    """Serves only requests addressed to this loopback page, from this computer's user.
+
+    Also adds the security headers every page carries: a strict Content-Security-Policy
+    (no scripts at all), no framing, no referrer, no caching.
+    """
+
+    def __init__(self, app: ASGIApp, authority: str, own_uid: int, provider_origin: str) -> None:
+        self._app = app
+        self._authority = authority
+        self._own_uid = own_uid
+        form_action = f"'self' {provider_origin}".strip()
+        self._headers = [
+            (
+                b"content-security-policy",
+                f"default-src 'none'; style-src 'unsafe-inline'; form-action {form_action};"
+                " frame-ancestors 'none'; base-uri 'none'".encode(),
+            ),
+            (b"x-content-type-options", b"nosniff"),
+            (b"referrer-policy", b"no-referrer"),
+            (b"cache-control", b"no-store"),
+            (b"x-frame-options", b"DENY"),
+        ]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Check host and user, then serve with the security headers added."""
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+
+        async def send_with_headers(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *self._headers]
+            await send(message)
+
+        await self._app(scope, receive, send_with_headers)
+
+    def _refusal(self, scope: Scope) -> Response | None:
+        host = dict(scope["headers"]).get(b"host", b"").decode("latin-1").lower()
+        if host != self._authority:
+            if host == "localhost:" + self._authority.rsplit(":", 1)[1]:
+                target = f"http://{self._authority}{scope['path']}"
+                return RedirectResponse(target, status_code=302)
+            log.warning("refused a request for another host", extra={"host": host[:100]})
+            return _page(
+                "Wrong address",
+                f"This page answers only at http://{self._authority}/.",
+                status=421,
+            )
+        client, server = scope.get("client"), scope.get("server")
+        if client and server:
+            uid = loopback_tcp_peer_uid((client[0], client[1]), (server[0], server[1]))
+            if uid is not None and uid != self._own_uid:
+                log.warning("refused a browser of another user", extra={"caller_uid": uid})
+                return _page(
+                    "Not your sign-in",
+                    "This page belongs to another user of this computer.",
+                    status=403,
+                )
+        return None
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """uvicorn on the daemon's own loop: the daemon, not uvicorn, owns SIGTERM and SIGINT."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Any:
+        """Leave the signal handlers alone."""
+        yield

@@ -1,0 +1,175 @@
+"""A browser sign-in in progress: PKCE, state and nonce, and completing it at the callback.
+
+The flow is authorization code with PKCE S256 (RFC 6749, RFC 7636) and an OpenID
+nonce. Each begun sign-in is remembered under its state until its callback arrives,
+for ten minutes at most; a state is good for one callback only, so a replayed or
+forged callback finds nothing and is refused as a state mismatch.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
+from authlib.oauth2.rfc7636 import create_s256_code_challenge
+
+from .errors import IdTokenInvalid
+from .manager import SIGN_IN_SECONDS
+from .oidc import Provider, TokenResponse
+
+PENDING_TTL_SECONDS = SIGN_IN_SECONDS
+MAX_PENDING = 64
+
+
+class SignInSecrets(Protocol):
+    """Where the unguessable values of a sign-in come from (swappable for tests)."""
+
+    def state(self) -> str:
+        """A CSRF state of at least 16 characters."""
+
+    def nonce(self) -> str:
+        """An OpenID nonce that binds the id_token to this sign-in."""
+
+    def code_verifier(self) -> str:
+        """A PKCE code verifier of 43 to 128 characters."""
+
+
+class RandomSecrets:
+    """256 bits from the operating system's CSPRNG for each value."""
+
+    def state(self) -> str:
+        """A fresh random state."""
+        return secrets.token_urlsafe(32)
+
+    def nonce(self) -> str:
+        """A fresh random nonce."""
+        return secrets.token_urlsafe(32)
+
+    def code_verifier(self) -> str:
+        """A fresh random code verifier (43 characters)."""
+        return secrets.token_urlsafe(32)
+
+
+class DeterministicSecrets:
+    """Predictable values for conformance tests (contract 5.3 c): HMAC-SHA256(seed, counter).
+
+    Never a seeded global random: each instance has its own counter, and the same
+    seed gives the same sequence, so a test can compute what the daemon will send.
+    """
+
+    def __init__(self, seed: str) -> None:
+        self._seed = seed.encode()
+        self._counter = 0
+
+    def _next(self, kind: str) -> str:
+        self._counter += 1
+        digest = hmac.new(self._seed, f"{kind}:{self._counter}".encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+    def state(self) -> str:
+        """The next state of the sequence."""
+        return self._next("state")
+
+    def nonce(self) -> str:
+        """The next nonce of the sequence."""
+        return self._next("nonce")
+
+    def code_verifier(self) -> str:
+        """The next code verifier of the sequence."""
+        return self._next("code_verifier")
+
+
+@dataclass(frozen=True, slots=True)
+class PendingSignIn:
+    """What the callback needs to finish a sign-in; kept in the daemon, never sent out."""
+
+    state: str = field(repr=False)
+    nonce: str = field(repr=False)
+    code_verifier: str = field(repr=False)
+    redirect_uri: str
+    redirect_to: str  # where the browser goes afterwards (a same-origin path)
+    sign_in_id: str  # correlates the outcome with a BeginSignIn; "" when begun in the browser
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class SignedIn:
+    """A completed sign-in: the tokens and the validated id_token claims."""
+
+    tokens: TokenResponse
+    claims: dict[str, Any] = field(repr=False)
+    pending: PendingSignIn
+
+
+class SignInFlow:
+    """Begins sign-ins (the authorize URL) and completes them (the token exchange)."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        scopes: tuple[str, ...],
+        source: SignInSecrets,
+    ) -> None:
+        self._provider = provider
+        self._scopes = scopes
+        self._source = source
+        self._pending: OrderedDict[str, PendingSignIn] = OrderedDict()
+
+    async def begin(self, redirect_uri: str, redirect_to: str, sign_in_id: str) -> str:
+        """Remember a new sign-in and return the provider's authorize URL for it."""
+        metadata = await self._provider.metadata()
+        pending = PendingSignIn(
+            state=self._source.state(),
+            nonce=self._source.nonce(),
+            code_verifier=self._source.code_verifier(),
+            redirect_uri=redirect_uri,
+            redirect_to=redirect_to,
+            sign_in_id=sign_in_id,
+            created_at=time.time(),
+        )
+        self._forget_expired()
+        while len(self._pending) >= MAX_PENDING:
+            self._pending.popitem(last=False)  # the oldest abandoned one
+        self._pending[pending.state] = pending
+        url: str = prepare_grant_uri(
+            metadata.authorization_endpoint,
+            client_id=self._provider.client_id,
+            response_type="code",
+            redirect_uri=redirect_uri,
+            scope=" ".join(self._scopes),
+            state=pending.state,
+            code_challenge=create_s256_code_challenge(pending.code_verifier),
+            code_challenge_method="S256",
+            nonce=pending.nonce,
+        )
+        return url
+
+    def take(self, state: str) -> PendingSignIn | None:
+        """The sign-in begun with this state, removed so that it completes only once."""
+        self._forget_expired()
+        for known in self._pending:
+            if hmac.compare_digest(known, state):
+                return self._pending.pop(known)
+        return None
+
+    async def complete(self, pending: PendingSignIn, code: str) -> SignedIn:
+        """Redeem the code and validate the id_token against this sign-in's nonce."""
+        tokens = await self._provider.exchange_code(
+            code, pending.redirect_uri, pending.code_verifier
+        )
+        if tokens.id_token is None:
+            raise IdTokenInvalid("the token response has no id_token (is openid in the scopes?)")
+        claims = await self._provider.validate_id_token(tokens.id_token, pending.nonce)
+        return SignedIn(tokens=tokens, claims=claims, pending=pending)
+
+    def _forget_expired(self) -> None:
+        cutoff = time.time() - PENDING_TTL_SECONDS
+        for state in [s for s, p in self._pending.items() if p.created_at < cutoff]:
+            del self._pending[state]

@@ -1,0 +1,68 @@
+"""An account's tokens and the rule for when to renew them.
+
+The contract's rule (5.1.5, 8): renew once the access token has lived 75 % of its
+lifetime, or sooner when a caller needs it to last longer than it will.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .oidc import TokenResponse
+
+REFRESH_AT_FRACTION = 0.75
+
+
+@dataclass(frozen=True, slots=True)
+class TokenSet:
+    """The tokens of one account at one moment; secrets are kept out of repr."""
+
+    access_token: str = field(repr=False)
+    token_type: str
+    scopes: tuple[str, ...]
+    issued_at: float
+    expires_at: float
+    refresh_token: str | None = field(repr=False, default=None)
+    id_token: str | None = field(repr=False, default=None)
+
+    @classmethod
+    def issued(
+        cls, response: TokenResponse, now: float, requested_scopes: tuple[str, ...]
+    ) -> TokenSet:
+        """The tokens of a fresh token response (scopes as granted, else as requested)."""
+        return cls(
+            access_token=response.access_token,
+            token_type=response.token_type,
+            scopes=response.scope if response.scope is not None else requested_scopes,
+            issued_at=now,
+            expires_at=now + response.expires_in,
+            refresh_token=response.refresh_token,
+            id_token=response.id_token,
+        )
+
+    def renewed(self, response: TokenResponse, now: float) -> TokenSet:
+        """The tokens after a refresh; a refresh token or id_token not re-sent is kept."""
+        fresh = TokenSet.issued(response, now, self.scopes)
+        return replace(
+            fresh,
+            refresh_token=fresh.refresh_token or self.refresh_token,
+            id_token=fresh.id_token or self.id_token,
+        )
+
+    @property
+    def lifetime(self) -> float:
+        """Seconds between issue and expiry."""
+        return self.expires_at - self.issued_at
+
+    def is_valid(self, now: float) -> bool:
+        """Whether the access token has not expired yet."""
+        return now < self.expires_at
+
+    def wants_refresh(self, now: float, min_ttl: float = 0) -> bool:
+        """At or past 75 % of the lifetime, or not lasting min_ttl seconds more."""
+        return (
+            now >= self.issued_at + REFRESH_AT_FRACTION * self.lifetime
+            or self.expires_at - now < min_ttl
+        )

@@ -1,0 +1,102 @@
+"""What a test configures the stub provider with, and what it reads back from it."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+
+@dataclass(frozen=True, slots=True)
+class StubUser:
+    """A person who can sign in; empty claims are left out of tokens and userinfo."""
+
+    sub: str
+    name: str = ""
+    email: str = ""
+    preferred_username: str = ""
+    email_verified: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class StubClient:
+    """A registered public client (no secret: it proves itself with PKCE).
+
+    Loopback redirect URIs (http://127.0.0.1/... and http://[::1]/...) match the same
+    URI on any port, as RFC 8252 section 7.3 asks; other URIs must match exactly.
+    """
+
+    client_id: str
+    redirect_uris: Sequence[str]
+    post_logout_redirect_uris: Sequence[str] = ()
+
+    def accepts_redirect_uri(self, uri: str) -> bool:
+        """Whether `uri` is one of the registered redirect URIs."""
+        return any(_same_uri(registered, uri) for registered in self.redirect_uris)
+
+    def accepts_post_logout_redirect_uri(self, uri: str) -> bool:
+        """Whether `uri` is one of the registered post-logout redirect URIs."""
+        return any(_same_uri(registered, uri) for registered in self.post_logout_redirect_uris)
+
+
+@dataclass(frozen=True, slots=True)
+class StubPaths:
+    """Where each endpoint is served, relative to the base URL (not the issuer)."""
+
+    authorize: str = "/oauth/v2/authorize"
+    token: str = "/oauth/v2/token"  # noqa: S105 - a path, not a password
+    userinfo: str = "/oauth/v2/userinfo"
+    jwks: str = "/.well-known/jwks.json"
+    logout: str = "/logout"
+    revocation: str = "/oauth/v2/revoke"
+    admin_revoke: str = "/admin/revoke"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """One request as the stub received it, before it was handled.
+
+    `params` merges the query and a form body; `headers` has lower-case names.
+    """
+
+    method: str
+    path: str
+    params: dict[str, str]
+    headers: dict[str, str]
+    at: float
+
+
+DEFAULT_USER = StubUser(
+    sub="1001", name="Alice Example", email="alice@example.com", preferred_username="alice"
+)
+DEFAULT_CLIENT = StubClient(
+    client_id="signin-broker",
+    redirect_uris=["http://127.0.0.1/auth/oauth2/id-provider/callback"],
+    post_logout_redirect_uris=["http://127.0.0.1/"],
+)
+
+
+def _same_uri(registered: str, requested: str) -> bool:
+    if registered == requested:
+        return True
+    loopback = _loopback_parts(registered)
+    return loopback is not None and loopback == _loopback_parts(requested)
+
+
+def _loopback_parts(uri: str) -> tuple[str, str, str, str] | None:
+    """What must match in a loopback http URI (all but the port); None for other URIs."""
+    try:
+        parts = urlsplit(uri)
+        port_is_valid = parts.port is None or parts.port > 0
+    except ValueError:
+        return None
+    if not port_is_valid or parts.scheme != "http" or "@" in parts.netloc or not parts.hostname:
+        return None
+    try:
+        is_loopback = ipaddress.ip_address(parts.hostname).is_loopback
+    except ValueError:
+        return None  # a name such as localhost may resolve anywhere (RFC 8252 section 8.3)
+    if not is_loopback:
+        return None
+    return (parts.hostname, parts.path, parts.query, parts.fragment)

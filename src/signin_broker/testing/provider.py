@@ -1,0 +1,270 @@
+"""StubProvider: a real OpenID Connect provider on loopback, served from a background thread.
+
+It has the knobs a test turns: revoke a user, rotate keys, fail the token endpoint.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from types import TracebackType
+from typing import Self
+
+import uvicorn
+
+from .models import (
+    DEFAULT_CLIENT,
+    DEFAULT_USER,
+    RecordedRequest,
+    StubClient,
+    StubPaths,
+    StubUser,
+)
+from .server import StubAuthorizationServer
+from .store import StubStore, TokenFailure
+from .web import DISCOVERY_PATH, Site, build_app
+
+START_TIMEOUT_SECONDS = 10.0
+STOP_TIMEOUT_SECONDS = 5.0
+LISTEN_BACKLOG = 128
+
+
+@dataclass(frozen=True, slots=True)
+class _Serving:
+    server: uvicorn.Server
+    thread: threading.Thread
+    base_url: str
+    issuer: str
+
+
+class StubProvider:
+    """A stub OpenID Connect provider for tests and demos.
+
+    Public clients only, authorization code flow with mandatory PKCE (S256), RS256 ID
+    tokens, rotating refresh tokens, opaque access tokens that can really be revoked.
+    Start it with `start()` or a `with` block; it serves on loopback only.
+    """
+
+    def __init__(
+        self,
+        users: Sequence[StubUser] | None = None,
+        clients: Sequence[StubClient] | None = None,
+        *,
+        access_token_ttl: int = 3600,
+        paths: StubPaths | None = None,
+        issuer_path: str = "",
+        auto_approve: str | None = "1001",
+    ) -> None:
+        self.users = tuple(users) if users is not None else (DEFAULT_USER,)
+        self.clients = tuple(clients) if clients is not None else (DEFAULT_CLIENT,)
+        self.access_token_ttl = access_token_ttl  # seconds, read at each issue
+        self.paths = paths or StubPaths()
+        self.issuer_path = issuer_path
+        self.auto_approve = auto_approve
+        self.admin_token = secrets.token_urlsafe(32)
+        _check_settings(self)
+        self._store = StubStore(self.users, self.clients)
+        self._serving: _Serving | None = None
+
+    def start(self, host: str = "127.0.0.1", port: int = 0) -> Self:
+        """Serve on host:port (port 0 picks a free one) from a background thread."""
+        if self._serving is not None:
+            raise RuntimeError("the stub provider is already running")
+        bind_host = _loopback_host(host)
+        listening = _listen(bind_host, port)
+        try:
+            url_host = f"[{bind_host}]" if ":" in bind_host else bind_host
+            base_url = f"http://{url_host}:{listening.getsockname()[1]}"
+            auto_user = next((u for u in self.users if u.sub == self.auto_approve), None)
+            site = Site(base_url, self.issuer_path, self.paths, auto_user, self.admin_token)
+            authorization = StubAuthorizationServer(
+                self._store, site.issuer, lambda: self.access_token_ttl
+            )
+            config = uvicorn.Config(
+                build_app(authorization, self._store, site),
+                log_config=None,
+                access_log=False,
+                lifespan="off",
+                timeout_graceful_shutdown=1,
+            )
+            server = uvicorn.Server(config)
+            thread = threading.Thread(
+                target=server.run,
+                kwargs={"sockets": [listening]},
+                name=f"stub-provider {base_url}",
+                daemon=True,
+            )
+            thread.start()
+            _wait_until_serving(server, thread)
+        except BaseException:
+            listening.close()
+            raise
+        self._serving = _Serving(server, thread, base_url, site.issuer)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving (idempotent); the state survives for a later `start()`."""
+        serving, self._serving = self._serving, None
+        if serving is None:
+            return
+        serving.server.should_exit = True
+        serving.thread.join(STOP_TIMEOUT_SECONDS)
+        if serving.thread.is_alive():
+            serving.server.force_exit = True
+            serving.thread.join(STOP_TIMEOUT_SECONDS)
+
+    def __enter__(self) -> Self:
+        if self._serving is None:
+            self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        """http://HOST:PORT, where the endpoint paths are rooted."""
+        return self._running().base_url
+
+    @property
+    def issuer(self) -> str:
+        """The issuer: the base URL plus issuer_path; discovery is below it."""
+        return self._running().issuer
+
+    @property
+    def discovery_url(self) -> str:
+        """The OpenID Provider Configuration document's URL."""
+        return self.issuer + DISCOVERY_PATH
+
+    @property
+    def signing_kid(self) -> str:
+        """The kid of the key that signs new ID tokens."""
+        return str(self._store.keys.current.kid)
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request so far, oldest first (a copy)."""
+        return self._store.recorded()
+
+    def token_requests(self, grant_type: str | None = None) -> list[RecordedRequest]:
+        """The requests to the token endpoint, of one grant type if given."""
+        return [
+            request
+            for request in self._store.recorded()
+            if request.path == self.paths.token
+            and request.method == "POST"
+            and (grant_type is None or request.params.get("grant_type") == grant_type)
+        ]
+
+    def clear_requests(self) -> None:
+        """Forget the recorded requests."""
+        self._store.clear_requests()
+
+    def revoke_user(self, sub: str) -> int:
+        """End every access token, refresh token and pending code of a user.
+
+        Returns how many grants (access and refresh token pairs) were still alive.
+        """
+        return self._store.revoke_user(sub)
+
+    def rotate_keys(self, keep_previous: bool = True) -> str:
+        """Sign with a new key from now on; returns its kid.
+
+        The old key stays in the JWKS only if keep_previous, so ID tokens it signed
+        stop validating otherwise.
+        """
+        return self._store.keys.rotate(keep_previous)
+
+    def fail_token_endpoint(
+        self, status: int = 400, error: str | None = None, times: int = 1
+    ) -> None:
+        """Make the next `times` token requests fail with `status` and {"error": error}.
+
+        The error defaults to invalid_grant, or server_error for a status of 500 and up.
+        """
+        if not 400 <= status <= 599 or times < 1:
+            raise ValueError("status must be 400-599 and times at least 1")
+        if error is None:
+            error = "server_error" if status >= 500 else "invalid_grant"
+        self._store.fail_token_requests(TokenFailure(status, error), times)
+
+    def deny_next_authorization(self) -> None:
+        """Make the next authorization request redirect back with error=access_denied."""
+        self._store.deny_next_authorization()
+
+    def _running(self) -> _Serving:
+        if self._serving is None:
+            raise RuntimeError("the stub provider is not running; call start() first")
+        return self._serving
+
+
+def _check_settings(stub: StubProvider) -> None:
+    subs = [user.sub for user in stub.users]
+    client_ids = [client.client_id for client in stub.clients]
+    paths = [getattr(stub.paths, field.name) for field in fields(stub.paths)]
+    paths.append(stub.issuer_path + DISCOVERY_PATH)
+    if not subs or len(set(subs)) != len(subs):
+        raise ValueError("users must be at least one, each with its own sub")
+    if not client_ids or len(set(client_ids)) != len(client_ids):
+        raise ValueError("clients must be at least one, each with its own client_id")
+    if stub.auto_approve is not None and stub.auto_approve not in subs:
+        raise ValueError(
+            f"auto_approve={stub.auto_approve!r} names none of the users {subs}; "
+            "pass one of their subs, or None for a sign-in page"
+        )
+    if stub.issuer_path and not (
+        stub.issuer_path.startswith("/") and not stub.issuer_path.endswith("/")
+    ):
+        raise ValueError("issuer_path must be empty or start, and not end, with '/'")
+    if any(not path.startswith("/") or "{" in path for path in paths):
+        raise ValueError("every path must start with '/' (and hold no '{')")
+    if len(set(paths)) != len(paths):
+        raise ValueError("every endpoint needs a path of its own")
+    if stub.access_token_ttl < 1:
+        raise ValueError("access_token_ttl must be at least one second")
+
+
+def _loopback_host(host: str) -> str:
+    if host == "localhost":
+        return "127.0.0.1"  # a name could resolve elsewhere; the address cannot
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        address = None
+    if address is None or not address.is_loopback:
+        raise ValueError(f"the stub provider serves on loopback only, not on {host!r}")
+    return str(address)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind((host, port))
+        listening.listen(LISTEN_BACKLOG)
+    except BaseException:
+        listening.close()
+        raise
+    return listening
+
+
+def _wait_until_serving(server: uvicorn.Server, thread: threading.Thread) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("the stub provider's web server failed to start")
+        if time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError("the stub provider's web server did not start in time")
+        time.sleep(0.005)

@@ -1,0 +1,459 @@
+"""The authlib authorization server behind the stub provider, and its glue to Starlette.
+
+It serves the code flow with PKCE, ID tokens, refresh rotation, revocation and sign-out.
+authlib has no Starlette integration, so this module is one: the web app reads each
+request body first (authlib is synchronous), wraps it in an HttpExchange, and calls the
+typed methods at the end of StubAuthorizationServer.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl
+
+from authlib.oauth2.rfc6749 import (
+    AuthorizationServer,
+    ClientMixin,
+    InvalidRequestError,
+    JsonPayload,
+    JsonRequest,
+    MissingAuthorizationError,
+    OAuth2Error,
+    OAuth2Payload,
+    OAuth2Request,
+    ResourceProtector,
+    UnsupportedTokenTypeError,
+    grants,
+    list_to_scope,
+    scope_to_list,
+)
+from authlib.oauth2.rfc6750 import BearerTokenGenerator, BearerTokenValidator, InvalidTokenError
+from authlib.oauth2.rfc7009 import RevocationEndpoint
+from authlib.oauth2.rfc7636 import CodeChallenge
+from authlib.oidc.core import UserInfo
+from authlib.oidc.core.grants import OpenIDCode
+from authlib.oidc.rpinitiated import EndSessionEndpoint
+from joserfc.jwk import KeySet, RSAKey
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse, Response
+
+from .models import StubClient, StubUser
+from .store import AUTHORIZATION_CODE_SECONDS, AuthorizationCode, IssuedToken, StubStore
+
+SUPPORTED_SCOPES = ["openid", "profile", "email", "offline_access"]
+GRANT_TYPES = ["authorization_code", "refresh_token"]
+SIGNING_ALGORITHM = "RS256"
+FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
+OPAQUE_TOKEN_BYTES = 32
+NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+
+Grant = Any  # an authlib grant object; authlib has no type information
+
+
+def parse_form(headers: Headers, body: bytes) -> list[tuple[str, str]]:
+    """The fields of a form body; nothing for any other content type."""
+    content_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if content_type != FORM_CONTENT_TYPE:
+        return []
+    return parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
+
+
+def user_claims(user: StubUser, scope: str) -> dict[str, Any]:
+    """The claims of `user` that `scope` grants, always with sub; empty ones left out."""
+    claims = UserInfo(
+        name=user.name,
+        preferred_username=user.preferred_username,
+        email=user.email,
+        email_verified=user.email_verified if user.email else "",
+    ).filter(scope)
+    return {"sub": user.sub, **{name: value for name, value in claims.items() if value != ""}}
+
+
+@dataclass(frozen=True, slots=True)
+class HttpExchange:
+    """A request whose body has been read, so authlib's synchronous code can use it."""
+
+    method: str
+    url: str  # built from the stub's own base URL, never from the Host header
+    headers: Headers
+    query: list[tuple[str, str]]
+    body: bytes
+
+    @property
+    def form(self) -> list[tuple[str, str]]:
+        """The fields of a form body."""
+        return parse_form(self.headers, self.body)
+
+    @property
+    def parameters(self) -> list[tuple[str, str]]:
+        """The OAuth parameters: a POST carries them in its form, anything else in its query."""
+        return self.form if self.method == "POST" else self.query
+
+
+class InvalidRedirectUriError(OAuth2Error):  # type: ignore[misc]
+    """The redirect URI is not registered: the error goes to the browser, never to the URI."""
+
+    error = "invalid_redirect_uri"
+    description = "The redirect_uri is not registered for this client."
+
+
+class _Parameters(OAuth2Payload):  # type: ignore[misc]
+    """Request parameters, keeping repeats so authlib can refuse them."""
+
+    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+        self._first: dict[str, str] = {}
+        self._all: defaultdict[str, list[str]] = defaultdict(list)
+        for name, value in pairs:
+            self._first.setdefault(name, value)
+            self._all[name].append(value)
+
+    @property
+    def data(self) -> dict[str, str]:
+        return self._first
+
+    @property
+    def datalist(self) -> defaultdict[str, list[str]]:
+        return self._all
+
+
+class _Request(OAuth2Request):  # type: ignore[misc]
+    """authlib's request, made from an exchange whose body is already read."""
+
+    def __init__(self, exchange: HttpExchange) -> None:
+        super().__init__(exchange.method, exchange.url, headers=exchange.headers)
+        self.payload = _Parameters(exchange.parameters)
+        self._exchange = exchange
+
+    @property
+    def args(self) -> dict[str, str]:
+        return dict(self._exchange.query)
+
+    @property
+    def form(self) -> dict[str, str]:
+        return dict(self._exchange.form)
+
+
+class _JsonBody(JsonPayload):  # type: ignore[misc]
+    """A JSON body, for authlib's endpoints that take one (none is registered today)."""
+
+    def __init__(self, body: bytes) -> None:
+        self._data = json.loads(body) if body else {}
+
+    @property
+    def data(self) -> Any:
+        return self._data
+
+
+class _Client(ClientMixin):  # type: ignore[misc]
+    """authlib's view of a StubClient: public, code flow only, registered URIs only."""
+
+    def __init__(self, registration: StubClient) -> None:
+        self.registration = registration
+        self.client_id = registration.client_id
+
+    def get_client_id(self) -> str:
+        return self.client_id
+
+    def get_default_redirect_uri(self) -> None:
+        return None  # OpenID Connect makes redirect_uri a required parameter
+
+    def get_allowed_scope(self, scope: str | None) -> str:
+        requested = scope_to_list(scope) or ["openid"]
+        return str(list_to_scope([name for name in requested if name in SUPPORTED_SCOPES]))
+
+    def check_redirect_uri(self, redirect_uri: str) -> bool:
+        return self.registration.accepts_redirect_uri(redirect_uri)
+
+    def check_client_secret(self, client_secret: str) -> bool:
+        return False  # public clients have none
+
+    def check_endpoint_auth_method(self, method: str, endpoint: str) -> bool:
+        return method == "none"
+
+    def check_response_type(self, response_type: str) -> bool:
+        return response_type == "code"
+
+    def check_grant_type(self, grant_type: str) -> bool:
+        return grant_type in GRANT_TYPES
+
+
+class _CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
+    """The code flow for public clients; codes are single-use and bound to their request."""
+
+    TOKEN_ENDPOINT_AUTH_METHODS = ["none"]  # noqa: RUF012 - authlib's class setting
+
+    @staticmethod
+    def validate_authorization_redirect_uri(request: _Request, client: _Client) -> str:
+        """Refuse a missing or unregistered redirect URI without redirecting to it."""
+        redirect_uri = request.payload.redirect_uri
+        if not redirect_uri:
+            raise InvalidRequestError("Missing 'redirect_uri' in request.")
+        if not client.check_redirect_uri(redirect_uri):
+            raise InvalidRedirectUriError()
+        return str(redirect_uri)
+
+    def save_authorization_code(self, code: str, request: _Request) -> None:
+        parameters = request.payload.data
+        now = time.time()
+        self.server.store.save_code(
+            AuthorizationCode(
+                code=code,
+                client_id=request.client.get_client_id(),
+                redirect_uri=request.payload.redirect_uri,
+                scope=request.scope,
+                sub=request.user.sub,
+                code_challenge=parameters["code_challenge"],
+                code_challenge_method=parameters["code_challenge_method"],
+                nonce=parameters.get("nonce"),
+                auth_time=int(now),
+                expires_at=now + AUTHORIZATION_CODE_SECONDS,
+            )
+        )
+
+    def query_authorization_code(self, code: str, client: _Client) -> AuthorizationCode | None:
+        store: StubStore = self.server.store
+        return store.redeem_code(code, client.get_client_id())
+
+    def delete_authorization_code(self, authorization_code: AuthorizationCode) -> None:
+        """Nothing left to do: redeeming the code already used it up."""
+
+    def authenticate_user(self, authorization_code: AuthorizationCode) -> StubUser | None:
+        store: StubStore = self.server.store
+        return store.users.get(authorization_code.sub)
+
+
+class _RefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
+    """Refresh with rotation: a new refresh token each time, the old one ends."""
+
+    TOKEN_ENDPOINT_AUTH_METHODS = ["none"]  # noqa: RUF012 - authlib's class setting
+    INCLUDE_NEW_REFRESH_TOKEN = True  # rotation: each refresh token works once
+
+    def authenticate_refresh_token(self, refresh_token: str) -> IssuedToken | None:
+        store: StubStore = self.server.store
+        token = store.by_refresh_token(refresh_token)
+        return None if token is None or token.refresh_revoked else token
+
+    def authenticate_user(self, refresh_token: IssuedToken) -> StubUser | None:
+        store: StubStore = self.server.store
+        return store.users.get(refresh_token.sub)
+
+    def revoke_old_credential(self, refresh_token: IssuedToken) -> None:
+        store: StubStore = self.server.store
+        store.revoke_refresh_token(refresh_token)
+
+
+class _S256Only(CodeChallenge):  # type: ignore[misc]
+    """PKCE is mandatory, and only with S256 (a plain challenge protects nothing)."""
+
+    SUPPORTED_CODE_CHALLENGE_METHOD = ["S256"]  # noqa: RUF012 - authlib's class setting
+
+    def validate_code_challenge(self, grant: Grant, redirect_uri: str | None) -> None:
+        parameters = grant.request.payload.data
+        if not parameters.get("code_challenge"):
+            raise InvalidRequestError(
+                "PKCE is required: send 'code_challenge' with 'code_challenge_method=S256'."
+            )
+        if parameters.get("code_challenge_method") != "S256":
+            raise InvalidRequestError("Only the S256 'code_challenge_method' is supported.")
+        super().validate_code_challenge(grant, redirect_uri)
+
+
+class _IdTokens(OpenIDCode):  # type: ignore[misc]
+    """Signs ID tokens with the current key and this stub's issuer."""
+
+    def __init__(self, store: StubStore, issuer: str) -> None:
+        super().__init__(require_nonce=False)
+        self._store = store
+        self._issuer = issuer
+
+    def resolve_client_private_key(self, client: _Client) -> RSAKey:
+        return self._store.keys.current
+
+    def get_client_claims(self, client: _Client) -> dict[str, str]:
+        return {"iss": self._issuer, "aud": client.get_client_id()}
+
+    def get_encode_header(self, client: _Client) -> dict[str, str]:
+        return {"alg": SIGNING_ALGORITHM, "kid": str(self._store.keys.current.kid)}
+
+    def generate_user_info(self, user: StubUser, scope: str) -> dict[str, Any]:
+        return user_claims(user, scope)
+
+    def exists_nonce(self, nonce: str, request: _Request) -> bool:
+        """Never: like common providers, the stub leaves nonce replay checks to the client.
+
+        Refusing a nonce that a pending code carries would fail a client that is restarted
+        with the same seeded secrets, which real providers do not do.
+        """
+        return False
+
+
+class _Revocation(RevocationEndpoint):  # type: ignore[misc]
+    """RFC 7009 revocation for public clients."""
+
+    CLIENT_AUTH_METHODS = ["none"]  # noqa: RUF012 - authlib's class setting
+
+    def query_token(self, token_string: str, token_type_hint: str | None) -> IssuedToken | None:
+        store: StubStore = self.server.store
+        return store.by_access_token(token_string) or store.by_refresh_token(token_string)
+
+    def revoke_token(self, token: IssuedToken, request: _Request) -> None:
+        """An access token ends alone; a refresh token ends with its access token (RFC 7009)."""
+        store: StubStore = self.server.store
+        if request.form["token"] == token.access_token:
+            store.revoke_access_token(token)
+        else:
+            store.revoke_grant(token)
+
+
+class _EndSession(EndSessionEndpoint):  # type: ignore[misc]
+    """RP-initiated logout: checks id_token_hint against the JWKS, redirects if registered."""
+
+    def get_server_jwks(self) -> KeySet:
+        store: StubStore = self.server.store
+        return store.keys.public_key_set()
+
+    def get_algorithms(self) -> list[str]:
+        return [SIGNING_ALGORITHM]
+
+    def end_session(self, end_session_request: Any) -> None:
+        """Nothing to end: the stub keeps no browser session (each sign-in starts afresh)."""
+
+    def is_post_logout_redirect_uri_legitimate(
+        self, request: _Request, post_logout_redirect_uri: str, client: _Client, hint: str | None
+    ) -> bool:
+        return True  # being registered is proof enough for a test provider
+
+    def _is_valid_post_logout_redirect_uri(self, client: _Client, uri: str) -> bool:
+        # authlib 1.9 matches exactly; loopback URIs must match on any port (RFC 8252)
+        return client.registration.accepts_post_logout_redirect_uri(uri)
+
+
+class _AccessTokens(BearerTokenValidator):  # type: ignore[misc]
+    """Looks bearer tokens up in the store; authlib checks expiry and revocation."""
+
+    def __init__(self, store: StubStore) -> None:
+        super().__init__()
+        self._store = store
+
+    def authenticate_token(self, token_string: str) -> IssuedToken | None:
+        return self._store.by_access_token(token_string)
+
+
+def _opaque_token(**_: Any) -> str:
+    return secrets.token_urlsafe(OPAQUE_TOKEN_BYTES)
+
+
+class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
+    """authlib's AuthorizationServer wired to the stub's store and Starlette responses."""
+
+    def __init__(
+        self, store: StubStore, issuer: str, access_token_seconds: Callable[[], int]
+    ) -> None:
+        super().__init__(scopes_supported=SUPPORTED_SCOPES)
+        self.store = store
+        self.register_token_generator(
+            "default",
+            BearerTokenGenerator(
+                _opaque_token,
+                _opaque_token,
+                lambda client, grant_type: access_token_seconds(),  # read at each issue
+            ),
+        )
+        self.register_grant(_CodeGrant, [_S256Only(required=True), _IdTokens(store, issuer)])
+        self.register_grant(_RefreshGrant)
+        self.register_endpoint(_Revocation)
+        self.register_endpoint(_EndSession)
+        self._access_tokens = ResourceProtector()
+        self._access_tokens.register_token_validator(_AccessTokens(store))
+
+    # What authlib asks of a framework integration.
+
+    def query_client(self, client_id: str) -> _Client | None:
+        registration = self.store.clients.get(client_id)
+        return None if registration is None else _Client(registration)
+
+    def save_token(self, token: dict[str, Any], request: _Request) -> None:
+        self.store.save_token(
+            IssuedToken(
+                access_token=token["access_token"],
+                refresh_token=token["refresh_token"],
+                client_id=request.client.get_client_id(),
+                sub=request.user.sub,
+                scope=token.get("scope", ""),
+                expires_at=time.time() + token.get("expires_in", 0),
+            )
+        )
+
+    def create_oauth2_request(self, request: HttpExchange) -> _Request:
+        return _Request(request)
+
+    def create_json_request(self, request: HttpExchange) -> JsonRequest:
+        json_request = JsonRequest(request.method, request.url, request.headers)
+        json_request.payload = _JsonBody(request.body)
+        return json_request
+
+    def handle_response(
+        self, status: int, body: dict[str, Any] | str, headers: list[tuple[str, str]]
+    ) -> Response:
+        content = json.dumps(body) if isinstance(body, dict) else body
+        return Response(content, status_code=status, headers=dict(headers))
+
+    def send_signal(self, name: str, *args: Any, **kwargs: Any) -> None:
+        """Nobody listens to authlib's signals here."""
+
+    # What the web app asks of it.
+
+    def check_authorization(self, exchange: HttpExchange, end_user: StubUser | None) -> Grant:
+        """Validate an authorization request; raises OAuth2Error when it is refused."""
+        return self.get_consent_grant(exchange, end_user)
+
+    def authorization_response(self, grant: Grant, user: StubUser | None) -> Response:
+        """Redirect back with a code for `user`, or with access_denied when None."""
+        response: Response = self.create_authorization_response(
+            grant.request, grant_user=user, grant=grant
+        )
+        return response
+
+    def error_response(self, error: OAuth2Error) -> Response:
+        """The standard response to an OAuth error: a redirect or a JSON body."""
+        response: Response = self.handle_error_response(None, error)
+        return response
+
+    def token_response(self, exchange: HttpExchange) -> Response:
+        """Answer a token request (authorization_code or refresh_token)."""
+        response: Response = self.create_token_response(exchange)
+        return response
+
+    def revocation_response(self, exchange: HttpExchange) -> Response:
+        """Answer an RFC 7009 revocation request."""
+        response: Response = self.create_endpoint_response("revocation", exchange)
+        return response
+
+    def end_session_response(self, exchange: HttpExchange) -> Response | None:
+        """Redirect to a registered post-logout URI, or None to show a page.
+
+        Raises OAuth2Error when the request is invalid (say, a forged id_token_hint).
+        """
+        validated = self.validate_endpoint_request("end_session", exchange)
+        response: Response | None = self.create_endpoint_response("end_session", validated)
+        return response
+
+    def userinfo_response(self, exchange: HttpExchange) -> Response:
+        """The claims the access token's scope grants, or 401 invalid_token."""
+        try:
+            try:
+                token: IssuedToken = self._access_tokens.validate_request(
+                    ["openid"], self.create_oauth2_request(exchange)
+                )
+            except (MissingAuthorizationError, UnsupportedTokenTypeError) as missing:
+                raise InvalidTokenError() from missing
+        except OAuth2Error as error:
+            return self.error_response(error)
+        user = self.store.users[token.sub]
+        return JSONResponse(user_claims(user, token.scope), headers=NO_STORE)

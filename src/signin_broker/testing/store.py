@@ -1,0 +1,205 @@
+"""The stub's memory: users, clients, codes, tokens, recorded requests and injected faults.
+
+The web app runs on its own thread and a test calls the admin methods from another,
+so every change happens under one lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from authlib.oauth2.rfc6749 import ClientMixin, TokenMixin
+from authlib.oidc.core import AuthorizationCodeMixin
+
+from .keys import SigningKeys
+from .models import RecordedRequest, StubClient, StubUser
+
+AUTHORIZATION_CODE_SECONDS = 60
+MAX_RECORDED_REQUESTS = 10_000  # a long demo run must not grow without end
+
+
+@dataclass(slots=True)
+class AuthorizationCode(AuthorizationCodeMixin):  # type: ignore[misc]
+    """A code and everything it is bound to: client, redirect URI, PKCE, nonce, user."""
+
+    code: str
+    client_id: str
+    redirect_uri: str
+    scope: str
+    sub: str
+    code_challenge: str
+    code_challenge_method: str
+    nonce: str | None
+    auth_time: int
+    expires_at: float
+
+    def get_redirect_uri(self) -> str:
+        """The redirect URI the code was delivered to; the token request must repeat it."""
+        return self.redirect_uri
+
+    def get_scope(self) -> str:
+        """The scope granted at the authorization endpoint."""
+        return self.scope
+
+    def get_nonce(self) -> str | None:
+        """The nonce of the authorization request, echoed in the ID token."""
+        return self.nonce
+
+    def get_auth_time(self) -> int:
+        """When the user approved, echoed in the ID token."""
+        return self.auth_time
+
+
+@dataclass(slots=True)
+class IssuedToken(TokenMixin):  # type: ignore[misc]
+    """An access token and the refresh token issued with it; both opaque and stored."""
+
+    access_token: str
+    refresh_token: str
+    client_id: str
+    sub: str
+    scope: str
+    expires_at: float
+    access_revoked: bool = False
+    refresh_revoked: bool = False
+
+    def check_client(self, client: ClientMixin) -> bool:
+        """Whether the token was issued to `client`."""
+        return bool(client.get_client_id() == self.client_id)
+
+    def get_scope(self) -> str:
+        """The granted scope."""
+        return self.scope
+
+    def is_expired(self) -> bool:
+        """Whether the access token has outlived its expires_in."""
+        return time.time() >= self.expires_at
+
+    def is_revoked(self) -> bool:
+        """Whether the access token was revoked."""
+        return self.access_revoked
+
+
+@dataclass(frozen=True, slots=True)
+class TokenFailure:
+    """An injected token endpoint failure."""
+
+    status: int
+    error: str
+
+
+class StubStore:
+    """Thread-safe in-memory state of one stub provider."""
+
+    def __init__(self, users: Iterable[StubUser], clients: Iterable[StubClient]) -> None:
+        self.users = {user.sub: user for user in users}
+        self.clients = {client.client_id: client for client in clients}
+        self.keys = SigningKeys()
+        self._lock = threading.Lock()
+        self._codes: dict[str, AuthorizationCode] = {}
+        self._by_access: dict[str, IssuedToken] = {}
+        self._by_refresh: dict[str, IssuedToken] = {}
+        self._requests: deque[RecordedRequest] = deque(maxlen=MAX_RECORDED_REQUESTS)
+        self._token_failures: deque[TokenFailure] = deque()
+        self._denials = 0
+
+    def record(self, request: RecordedRequest) -> None:
+        """Remember a request."""
+        with self._lock:
+            self._requests.append(request)
+
+    def recorded(self) -> list[RecordedRequest]:
+        """A copy of the recorded requests, oldest first."""
+        with self._lock:
+            return list(self._requests)
+
+    def clear_requests(self) -> None:
+        """Forget the recorded requests."""
+        with self._lock:
+            self._requests.clear()
+
+    def save_code(self, code: AuthorizationCode) -> None:
+        """Keep a new authorization code until it is redeemed or expires."""
+        now = time.time()
+        with self._lock:
+            for stale in [key for key, held in self._codes.items() if held.expires_at <= now]:
+                del self._codes[stale]
+            self._codes[code.code] = code
+
+    def redeem_code(self, code: str, client_id: str) -> AuthorizationCode | None:
+        """Take a code out for good: any redemption, even a failing one, uses it up."""
+        with self._lock:
+            held = self._codes.pop(code, None)
+        if held is None or held.client_id != client_id or held.expires_at <= time.time():
+            return None
+        return held
+
+    def save_token(self, token: IssuedToken) -> None:
+        """Remember an issued access and refresh token."""
+        with self._lock:
+            self._by_access[token.access_token] = token
+            self._by_refresh[token.refresh_token] = token
+
+    def by_access_token(self, access_token: str) -> IssuedToken | None:
+        """The record of an access token, revoked or not."""
+        with self._lock:
+            return self._by_access.get(access_token)
+
+    def by_refresh_token(self, refresh_token: str) -> IssuedToken | None:
+        """The record of a refresh token, revoked or not."""
+        with self._lock:
+            return self._by_refresh.get(refresh_token)
+
+    def revoke_refresh_token(self, token: IssuedToken) -> None:
+        """End a refresh token (after rotation); its access token lives on until it expires."""
+        with self._lock:
+            token.refresh_revoked = True
+
+    def revoke_access_token(self, token: IssuedToken) -> None:
+        """End an access token; its refresh token still works."""
+        with self._lock:
+            token.access_revoked = True
+
+    def revoke_grant(self, token: IssuedToken) -> None:
+        """End an access token and its refresh token together."""
+        with self._lock:
+            token.access_revoked = token.refresh_revoked = True
+
+    def revoke_user(self, sub: str) -> int:
+        """End every token and pending code of a user; returns how many grants it ended."""
+        with self._lock:
+            for code in [key for key, held in self._codes.items() if held.sub == sub]:
+                del self._codes[code]
+            ended = 0
+            for token in self._by_access.values():
+                if token.sub == sub and not (token.access_revoked and token.refresh_revoked):
+                    token.access_revoked = token.refresh_revoked = True
+                    ended += 1
+            return ended
+
+    def fail_token_requests(self, failure: TokenFailure, times: int) -> None:
+        """Make the next `times` token requests fail (after any failures already queued)."""
+        with self._lock:
+            self._token_failures.extend([failure] * times)
+
+    def next_token_failure(self) -> TokenFailure | None:
+        """The failure for this token request, if one is queued."""
+        with self._lock:
+            return self._token_failures.popleft() if self._token_failures else None
+
+    def deny_next_authorization(self) -> None:
+        """Make one more authorization request end in access_denied."""
+        with self._lock:
+            self._denials += 1
+
+    def take_denial(self) -> bool:
+        """Whether this authorization request is to be denied."""
+        with self._lock:
+            if self._denials == 0:
+                return False
+            self._denials -= 1
+            return True

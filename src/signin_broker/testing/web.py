@@ -1,0 +1,283 @@
+"""The stub provider's HTTP side: a Starlette app that records, reads, then hands to authlib."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from dataclasses import dataclass
+from urllib.parse import parse_qsl
+
+from authlib.oauth2.rfc6749 import OAuth2Error
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from . import pages
+from .models import RecordedRequest, StubPaths, StubUser
+from .server import (
+    GRANT_TYPES,
+    NO_STORE,
+    SIGNING_ALGORITHM,
+    SUPPORTED_SCOPES,
+    HttpExchange,
+    StubAuthorizationServer,
+    parse_form,
+)
+from .store import StubStore
+
+log = logging.getLogger(__name__)
+
+DISCOVERY_PATH = "/.well-known/openid-configuration"  # below the issuer (Discovery 1.0 sec. 4)
+MAX_BODY_BYTES = 1 << 20
+CONSENT_FIELDS = ("sub", "deny")  # what the consent page's buttons add to the request
+CLAIMS_SUPPORTED = [
+    "sub",
+    "iss",
+    "aud",
+    "exp",
+    "iat",
+    "auth_time",
+    "nonce",
+    "at_hash",
+    "name",
+    "preferred_username",
+    "email",
+    "email_verified",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """Where the stub is served and how it behaves."""
+
+    base_url: str
+    issuer_path: str
+    paths: StubPaths
+    auto_approve: StubUser | None
+    admin_token: str
+
+    @property
+    def issuer(self) -> str:
+        """The issuer identifier: the base URL plus the issuer path."""
+        return self.base_url + self.issuer_path
+
+
+def discovery_document(site: Site) -> dict[str, object]:
+    """The OpenID Provider metadata: absolute URLs of every endpoint."""
+    paths, base = site.paths, site.base_url
+    return {
+        "issuer": site.issuer,
+        "authorization_endpoint": base + paths.authorize,
+        "token_endpoint": base + paths.token,
+        "userinfo_endpoint": base + paths.userinfo,
+        "jwks_uri": base + paths.jwks,
+        "end_session_endpoint": base + paths.logout,
+        "revocation_endpoint": base + paths.revocation,
+        "scopes_supported": SUPPORTED_SCOPES,
+        "response_types_supported": ["code"],
+        "grant_types_supported": GRANT_TYPES,
+        "code_challenge_methods_supported": ["S256"],
+        "id_token_signing_alg_values_supported": [SIGNING_ALGORITHM],
+        "token_endpoint_auth_methods_supported": ["none"],
+        "revocation_endpoint_auth_methods_supported": ["none"],
+        "subject_types_supported": ["public"],
+        "claims_supported": CLAIMS_SUPPORTED,
+    }
+
+
+def build_app(server: StubAuthorizationServer, store: StubStore, site: Site) -> Starlette:
+    """The Starlette app serving every endpoint at the site's paths."""
+    endpoints = _Endpoints(server, store, site)
+    paths = site.paths
+    routes = [
+        Route(site.issuer_path + DISCOVERY_PATH, endpoints.discovery, methods=["GET"]),
+        Route(paths.authorize, endpoints.authorize, methods=["GET", "POST"]),
+        Route(paths.token, endpoints.token, methods=["POST"]),
+        Route(paths.userinfo, endpoints.userinfo, methods=["GET", "POST"]),
+        Route(paths.jwks, endpoints.jwks, methods=["GET"]),
+        Route(paths.logout, endpoints.logout, methods=["GET", "POST"]),
+        Route(paths.revocation, endpoints.revocation, methods=["POST"]),
+        Route(paths.admin_revoke, endpoints.admin_revoke, methods=["POST"]),
+    ]
+    return Starlette(routes=routes, middleware=[Middleware(_RecordEveryRequest, store=store)])
+
+
+class _Endpoints:
+    def __init__(self, server: StubAuthorizationServer, store: StubStore, site: Site) -> None:
+        self._server = server
+        self._store = store
+        self._site = site
+        self._discovery = discovery_document(site)
+
+    async def _read(self, request: Request) -> HttpExchange:
+        url = self._site.base_url + request.url.path
+        if request.url.query:
+            url += "?" + request.url.query
+        return HttpExchange(
+            method=request.method,
+            url=url,
+            headers=request.headers,
+            query=request.query_params.multi_items(),
+            body=await request.body(),
+        )
+
+    async def discovery(self, request: Request) -> Response:
+        return JSONResponse(self._discovery)
+
+    async def jwks(self, request: Request) -> Response:
+        return JSONResponse(self._store.keys.jwks())
+
+    async def authorize(self, request: Request) -> Response:
+        exchange = await self._read(request)
+        client_id = dict(exchange.parameters).get("client_id", "")
+        if client_id not in self._store.clients:  # so no redirect URI can be trusted
+            return _page(400, "Unknown client", "This sign-in request names no known client.")
+        choice = dict(exchange.form) if exchange.method == "POST" else {}
+        chosen_sub = choice.get("sub")
+        end_user = self._site.auto_approve
+        if chosen_sub is not None:
+            end_user = self._store.users.get(chosen_sub)
+            if end_user is None:
+                return _page(400, "Unknown user", "Nobody with that sub can sign in here.")
+        try:
+            grant = self._server.check_authorization(exchange, end_user)
+        except OAuth2Error as error:
+            return self._server.error_response(error)
+        if "deny" in choice or self._store.take_denial():
+            return self._server.authorization_response(grant, None)
+        if end_user is None:
+            return HTMLResponse(
+                pages.consent(
+                    client_id,
+                    self._store.users.values(),
+                    self._site.paths.authorize,
+                    [pair for pair in exchange.parameters if pair[0] not in CONSENT_FIELDS],
+                ),
+                headers=NO_STORE,
+            )
+        return self._server.authorization_response(grant, end_user)
+
+    async def token(self, request: Request) -> Response:
+        exchange = await self._read(request)
+        failure = self._store.next_token_failure()
+        if failure is not None:
+            return JSONResponse({"error": failure.error}, failure.status, headers=NO_STORE)
+        return self._server.token_response(exchange)
+
+    async def userinfo(self, request: Request) -> Response:
+        return self._server.userinfo_response(await self._read(request))
+
+    async def logout(self, request: Request) -> Response:
+        exchange = await self._read(request)
+        try:
+            redirect = self._server.end_session_response(exchange)
+        except OAuth2Error as error:
+            return _page(400, "Sign-out refused", str(error.description))
+        return redirect or _page(200, "You are signed out", "You can close this window.")
+
+    async def revocation(self, request: Request) -> Response:
+        return self._server.revocation_response(await self._read(request))
+
+    async def admin_revoke(self, request: Request) -> Response:
+        exchange = await self._read(request)
+        scheme, _, presented = exchange.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not secrets.compare_digest(
+            presented.strip().encode(), self._site.admin_token.encode()
+        ):
+            return JSONResponse(
+                {"error": "invalid_token"},
+                401,
+                headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+            )
+        sub = dict(exchange.form).get("sub")
+        if not sub:
+            return JSONResponse(
+                {"error": "invalid_request", "error_description": "Missing 'sub'."}, 400
+            )
+        return JSONResponse({"revoked": self._store.revoke_user(sub)})
+
+
+def _page(status: int, title: str, text: str) -> Response:
+    return HTMLResponse(pages.message(title, text), status, headers=NO_STORE)
+
+
+class _RecordEveryRequest:
+    """Records each request (query and form merged) before the app sees it, then logs it."""
+
+    def __init__(self, app: ASGIApp, store: StubStore) -> None:
+        self._app = app
+        self._store = store
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        body, complete = await _read_body(receive)
+        headers = Headers(scope=scope)
+        query = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
+        method, path = scope["method"], scope["path"]
+        self._store.record(
+            RecordedRequest(
+                method=method,
+                path=path,
+                params=dict(query + parse_form(headers, body)),
+                headers=_flat(headers),
+                at=time.time(),
+            )
+        )
+        status = 500  # until the app starts a response
+
+        async def send_and_note_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        if complete:
+            await self._app(scope, _replay(body, receive), send_and_note_status)
+        else:
+            await PlainTextResponse("request body too large", 413)(
+                scope, receive, send_and_note_status
+            )
+        log.info("%s %s %d", method, path, status)
+
+
+async def _read_body(receive: Receive) -> tuple[bytes, bool]:
+    """The request body, and False when it was cut off at MAX_BODY_BYTES."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= MAX_BODY_BYTES:
+        message = await receive()
+        if message["type"] != "http.request":
+            break  # the client went away
+        chunk: bytes = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks), size <= MAX_BODY_BYTES
+    return b"".join(chunks), False
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    delivered = False
+
+    async def replaying_receive() -> Message:
+        nonlocal delivered
+        if delivered:
+            return await receive()
+        delivered = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replaying_receive
+
+
+def _flat(headers: Headers) -> dict[str, str]:
+    flat: dict[str, str] = {}
+    for name, value in headers.items():
+        flat[name] = f"{flat[name]}, {value}" if name in flat else value
+    return flat

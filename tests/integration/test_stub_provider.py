@@ -1,0 +1,560 @@
+"""The stub identity provider (signin_broker.testing) over real HTTP, as a client sees it."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import secrets
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from html import unescape
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx2
+import jwt
+import pytest
+
+from signin_broker.testing import (
+    RecordedRequest,
+    StubClient,
+    StubPaths,
+    StubProvider,
+    StubUser,
+)
+
+CLIENT_ID = "signin-broker"
+REDIRECT_URI = "http://127.0.0.1:8765/auth/oauth2/id-provider/callback"  # registered without port
+BOB = StubUser(sub="2002", name="Bob Example", email="bob@example.com", preferred_username="bob")
+
+
+@dataclass(frozen=True)
+class Pkce:
+    verifier: str
+    challenge: str
+
+
+def new_pkce() -> Pkce:
+    verifier = secrets.token_urlsafe(48)
+    digest = hashlib.sha256(verifier.encode()).digest()
+    return Pkce(verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode())
+
+
+@pytest.fixture(scope="module")
+def http() -> Iterator[httpx2.Client]:
+    with httpx2.Client(trust_env=False, timeout=5) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def shared_stub() -> Iterator[StubProvider]:
+    """One default stub for tests that only sign in and read (each with its own tokens)."""
+    with StubProvider() as stub:
+        yield stub
+
+
+@pytest.fixture
+def stub() -> Iterator[StubProvider]:
+    """A fresh default stub for tests that turn its knobs."""
+    with StubProvider() as fresh:
+        yield fresh
+
+
+class Flow:
+    """A client of one provider that knows only its issuer, as the daemon does."""
+
+    def __init__(self, http: httpx2.Client, issuer: str, redirect_uri: str = REDIRECT_URI) -> None:
+        self.http = http
+        self.issuer = issuer
+        self.redirect_uri = redirect_uri
+        response = http.get(issuer + "/.well-known/openid-configuration")
+        assert response.status_code == 200
+        self.metadata: dict[str, Any] = response.json()
+
+    def authorize(self, pkce: Pkce | None = None, **overrides: str) -> httpx2.Response:
+        pkce = pkce or new_pkce()
+        params = {
+            "response_type": "code",
+            "client_id": CLIENT_ID,
+            "redirect_uri": self.redirect_uri,
+            "scope": "openid profile email",
+            "state": "state-" + secrets.token_hex(4),
+            "nonce": "nonce-" + secrets.token_hex(4),
+            "code_challenge": pkce.challenge,
+            "code_challenge_method": "S256",
+            **overrides,
+        }
+        return self.http.get(
+            self.metadata["authorization_endpoint"],
+            params={name: value for name, value in params.items() if value},
+        )
+
+    def redeem(self, code: str, verifier: str, redirect_uri: str = "") -> httpx2.Response:
+        return self.http.post(
+            self.metadata["token_endpoint"],
+            data={
+                "grant_type": "authorization_code",
+                "client_id": CLIENT_ID,
+                "code": code,
+                "redirect_uri": redirect_uri or self.redirect_uri,
+                "code_verifier": verifier,
+            },
+        )
+
+    def sign_in(self, scope: str = "openid profile email") -> dict[str, Any]:
+        pkce = new_pkce()
+        code = code_from(self.authorize(pkce, scope=scope))
+        response = self.redeem(code, pkce.verifier)
+        assert response.status_code == 200, response.text
+        tokens: dict[str, Any] = response.json()
+        return tokens
+
+    def refresh(self, refresh_token: str) -> httpx2.Response:
+        return self.http.post(
+            self.metadata["token_endpoint"],
+            data={
+                "grant_type": "refresh_token",
+                "client_id": CLIENT_ID,
+                "refresh_token": refresh_token,
+            },
+        )
+
+    def userinfo(self, access_token: str) -> httpx2.Response:
+        return self.http.get(
+            self.metadata["userinfo_endpoint"],
+            headers={"Authorization": f"Bearer {access_token}"},
+        )
+
+    def id_token_claims(self, id_token: str) -> dict[str, Any]:
+        """Validate an ID token against the published JWKS, as a relying party must."""
+        jwks = jwt.PyJWKSet.from_dict(self.http.get(self.metadata["jwks_uri"]).json())
+        kid = jwt.get_unverified_header(id_token)["kid"]
+        claims: dict[str, Any] = jwt.decode(
+            id_token,
+            jwks[kid].key,
+            algorithms=["RS256"],
+            audience=CLIENT_ID,
+            issuer=self.issuer,
+        )
+        return claims
+
+
+def redirect_params(response: httpx2.Response) -> dict[str, str]:
+    assert response.status_code == 302, response.text
+    return {
+        name: values[0]
+        for name, values in parse_qs(urlsplit(response.headers["location"]).query).items()
+    }
+
+
+def code_from(response: httpx2.Response) -> str:
+    params = redirect_params(response)
+    assert "code" in params, params
+    return params["code"]
+
+
+def test_discovery_lists_absolute_endpoints(shared_stub: StubProvider, http: httpx2.Client) -> None:
+    metadata = Flow(http, shared_stub.issuer).metadata
+    base = shared_stub.base_url
+    assert metadata["issuer"] == shared_stub.issuer == base
+    assert metadata["authorization_endpoint"] == base + "/oauth/v2/authorize"
+    assert metadata["token_endpoint"] == base + "/oauth/v2/token"
+    assert metadata["userinfo_endpoint"] == base + "/oauth/v2/userinfo"
+    assert metadata["jwks_uri"] == base + "/.well-known/jwks.json"
+    assert metadata["end_session_endpoint"] == base + "/logout"
+    assert metadata["revocation_endpoint"] == base + "/oauth/v2/revoke"
+    assert metadata["code_challenge_methods_supported"] == ["S256"]
+    assert metadata["token_endpoint_auth_methods_supported"] == ["none"]
+    assert metadata["grant_types_supported"] == ["authorization_code", "refresh_token"]
+    assert metadata["scopes_supported"] == ["openid", "profile", "email", "offline_access"]
+    assert metadata["id_token_signing_alg_values_supported"] == ["RS256"]
+    assert {"sub", "email", "name"} <= set(metadata["claims_supported"])
+
+
+def test_code_flow_with_pkce_gives_tokens_whose_id_token_validates(
+    shared_stub: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, shared_stub.issuer)
+    pkce = new_pkce()
+    response = flow.authorize(pkce, state="s p&c=é", nonce="nonce-42")
+    params = redirect_params(response)
+    assert response.headers["location"].startswith(REDIRECT_URI + "?")
+    assert params["state"] == "s p&c=é"
+    tokens = flow.redeem(params["code"], pkce.verifier).json()
+    assert tokens["token_type"] == "Bearer"
+    assert tokens["expires_in"] == 3600
+    assert tokens["scope"] == "openid profile email"
+    assert tokens["access_token"] and tokens["refresh_token"]
+    assert jwt.get_unverified_header(tokens["id_token"])["kid"] == shared_stub.signing_kid
+    claims = flow.id_token_claims(tokens["id_token"])
+    assert claims["iss"] == shared_stub.issuer
+    assert claims["aud"] == CLIENT_ID
+    assert claims["sub"] == "1001"
+    assert claims["nonce"] == "nonce-42"
+    assert {"exp", "iat", "auth_time", "at_hash"} <= claims.keys()
+    assert claims["name"] == "Alice Example" and claims["email"] == "alice@example.com"
+
+
+def test_a_code_works_once(shared_stub: StubProvider, http: httpx2.Client) -> None:
+    flow = Flow(http, shared_stub.issuer)
+    pkce = new_pkce()
+    code = code_from(flow.authorize(pkce))
+    assert flow.redeem(code, pkce.verifier).status_code == 200
+    second = flow.redeem(code, pkce.verifier)
+    assert (second.status_code, second.json()["error"]) == (400, "invalid_grant")
+
+
+def test_a_wrong_code_verifier_is_invalid_grant(
+    shared_stub: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, shared_stub.issuer)
+    code = code_from(flow.authorize(new_pkce()))
+    response = flow.redeem(code, new_pkce().verifier)
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_grant")
+
+
+def test_a_code_redeemed_with_another_redirect_uri_is_invalid_grant(
+    shared_stub: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, shared_stub.issuer)
+    pkce = new_pkce()
+    code = code_from(flow.authorize(pkce))
+    response = flow.redeem(code, pkce.verifier, REDIRECT_URI.replace("8765", "8766"))
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_grant")
+
+
+def test_pkce_s256_is_required(shared_stub: StubProvider, http: httpx2.Client) -> None:
+    flow = Flow(http, shared_stub.issuer)
+    missing = redirect_params(flow.authorize(code_challenge="", code_challenge_method=""))
+    assert missing["error"] == "invalid_request" and "code" not in missing
+    pkce = new_pkce()
+    plain = redirect_params(
+        flow.authorize(code_challenge=pkce.verifier, code_challenge_method="plain")
+    )
+    assert plain["error"] == "invalid_request" and "code" not in plain
+
+
+def test_an_unregistered_redirect_uri_gets_400_and_no_redirect(
+    shared_stub: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, shared_stub.issuer)
+    for redirect_uri in (
+        "http://127.0.0.1:8765/elsewhere",
+        "http://evil.example/auth/oauth2/id-provider/callback",
+        "http://user@127.0.0.1:8765/auth/oauth2/id-provider/callback",
+    ):
+        response = flow.authorize(redirect_uri=redirect_uri)
+        assert response.status_code == 400
+        assert "location" not in response.headers
+        assert response.json()["error"] == "invalid_redirect_uri"
+    unknown = flow.authorize(client_id="someone-else")
+    assert unknown.status_code == 400 and "location" not in unknown.headers
+    assert "text/html" in unknown.headers["content-type"]
+
+
+def test_loopback_redirect_uris_match_on_any_port(
+    shared_stub: StubProvider, http: httpx2.Client
+) -> None:
+    for port in ("8765", "54321"):
+        flow = Flow(http, shared_stub.issuer, REDIRECT_URI.replace("8765", port))
+        assert flow.sign_in()["access_token"]
+    client = StubClient("app", ["http://[::1]/cb", "https://app.example/cb"])
+    assert client.accepts_redirect_uri("http://[::1]:4000/cb")
+    assert client.accepts_redirect_uri("https://app.example/cb")
+    assert not client.accepts_redirect_uri("https://app.example:8443/cb")
+    assert not client.accepts_redirect_uri("http://[::1]:4000/cb?x=1")
+
+
+def test_refresh_rotates_and_an_old_refresh_token_is_invalid_grant(
+    shared_stub: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, shared_stub.issuer)
+    first = flow.sign_in()
+    response = flow.refresh(first["refresh_token"])
+    assert response.status_code == 200, response.text
+    second = response.json()
+    assert second["access_token"] != first["access_token"]
+    assert second["refresh_token"] != first["refresh_token"]
+    assert second["expires_in"] == 3600 and second["token_type"] == "Bearer"
+    reused = flow.refresh(first["refresh_token"])
+    assert (reused.status_code, reused.json()["error"]) == (400, "invalid_grant")
+    assert flow.refresh(second["refresh_token"]).status_code == 200
+    assert flow.userinfo(second["access_token"]).status_code == 200
+
+
+def test_userinfo_claims_follow_the_scope(shared_stub: StubProvider, http: httpx2.Client) -> None:
+    flow = Flow(http, shared_stub.issuer)
+    assert flow.userinfo(flow.sign_in("openid")["access_token"]).json() == {"sub": "1001"}
+    assert flow.userinfo(flow.sign_in("openid email")["access_token"]).json() == {
+        "sub": "1001",
+        "email": "alice@example.com",
+        "email_verified": True,
+    }
+    assert flow.userinfo(flow.sign_in("openid profile")["access_token"]).json() == {
+        "sub": "1001",
+        "name": "Alice Example",
+        "preferred_username": "alice",
+    }
+    for headers in ({}, {"Authorization": "Bearer not-a-token"}, {"Authorization": "Basic eDp5"}):
+        refused = http.get(flow.metadata["userinfo_endpoint"], headers=headers)
+        assert refused.status_code == 401
+        assert 'error="invalid_token"' in refused.headers["www-authenticate"]
+
+
+def test_revoke_user_ends_every_token_of_that_user(stub: StubProvider, http: httpx2.Client) -> None:
+    flow = Flow(http, stub.issuer)
+    first, second = flow.sign_in(), flow.sign_in()
+    assert stub.revoke_user("1001") == 2
+    for tokens in (first, second):
+        assert flow.userinfo(tokens["access_token"]).status_code == 401
+        refused = flow.refresh(tokens["refresh_token"])
+        assert (refused.status_code, refused.json()["error"]) == (400, "invalid_grant")
+    assert flow.userinfo(flow.sign_in()["access_token"]).status_code == 200  # may sign in again
+
+
+def test_the_admin_endpoint_needs_the_admin_token(stub: StubProvider, http: httpx2.Client) -> None:
+    flow = Flow(http, stub.issuer)
+    tokens = flow.sign_in()
+    url = stub.base_url + "/admin/revoke"
+    for headers in ({}, {"Authorization": "Bearer wrong"}):
+        assert http.post(url, data={"sub": "1001"}, headers=headers).status_code == 401
+    assert flow.userinfo(tokens["access_token"]).status_code == 200
+    response = http.post(
+        url, data={"sub": "1001"}, headers={"Authorization": f"Bearer {stub.admin_token}"}
+    )
+    assert (response.status_code, response.json()) == (200, {"revoked": 1})
+    assert flow.userinfo(tokens["access_token"]).status_code == 401
+
+
+def test_rotate_keys_publishes_a_new_kid(stub: StubProvider, http: httpx2.Client) -> None:
+    flow = Flow(http, stub.issuer)
+    old_kid, old_token = stub.signing_kid, flow.sign_in()["id_token"]
+    new_kid = stub.rotate_keys()
+    assert new_kid == stub.signing_kid != old_kid
+    jwks = http.get(flow.metadata["jwks_uri"]).json()["keys"]
+    assert [key["kid"] for key in jwks] == [new_kid, old_kid]
+    assert all(key["use"] == "sig" and key["alg"] == "RS256" and "d" not in key for key in jwks)
+    new_token = flow.sign_in()["id_token"]
+    assert jwt.get_unverified_header(new_token)["kid"] == new_kid
+    assert flow.id_token_claims(new_token)["sub"] == flow.id_token_claims(old_token)["sub"]
+    newest_kid = stub.rotate_keys(keep_previous=False)
+    assert [key["kid"] for key in http.get(flow.metadata["jwks_uri"]).json()["keys"]] == [
+        newest_kid
+    ]
+    with pytest.raises(KeyError):
+        flow.id_token_claims(new_token)
+
+
+def test_fail_token_endpoint_fails_the_next_requests(
+    stub: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, stub.issuer)
+    tokens = flow.sign_in()
+    stub.fail_token_endpoint(status=503, times=2)
+    for _ in range(2):
+        failed = flow.refresh(tokens["refresh_token"])
+        assert (failed.status_code, failed.json()) == (503, {"error": "server_error"})
+    stub.fail_token_endpoint()
+    failed = flow.refresh(tokens["refresh_token"])
+    assert (failed.status_code, failed.json()) == (400, {"error": "invalid_grant"})
+    stub.fail_token_endpoint(status=429, error="slow_down")
+    assert flow.refresh(tokens["refresh_token"]).json() == {"error": "slow_down"}
+    assert flow.refresh(tokens["refresh_token"]).status_code == 200  # injected failures ate nothing
+    assert len(stub.token_requests("refresh_token")) == 5
+    assert len(stub.token_requests("authorization_code")) == 1
+
+
+def test_deny_next_authorization_redirects_with_access_denied(
+    stub: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, stub.issuer)
+    stub.deny_next_authorization()
+    denied = redirect_params(flow.authorize(state="keep-me"))
+    assert (denied["error"], denied["state"]) == ("access_denied", "keep-me")
+    assert "code" not in denied
+    assert "code" in redirect_params(flow.authorize())  # only the next one
+
+
+def test_the_consent_page_signs_in_the_chosen_user(http: httpx2.Client) -> None:
+    with StubProvider(users=[StubUser("1001", "Alice Example"), BOB], auto_approve=None) as stub:
+        flow = Flow(http, stub.issuer)
+        pkce = new_pkce()
+        page = flow.authorize(pkce, state="st-1")
+        assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+        assert "Sign in to signin-broker" in page.text
+        assert "Sign in as Alice Example" in page.text and "Sign in as Bob Example" in page.text
+        assert ">Deny</button>" in page.text
+        action = re.search(r'<form method="post" action="([^"]+)"', page.text)
+        assert action is not None
+        hidden = {
+            unescape(name): unescape(value)
+            for name, value in re.findall(
+                r'type="hidden" name="([^"]*)" value="([^"]*)"', page.text
+            )
+        }
+        chosen = http.post(stub.base_url + unescape(action[1]), data={**hidden, "sub": "2002"})
+        params = redirect_params(chosen)
+        assert params["state"] == "st-1"
+        tokens = flow.redeem(params["code"], pkce.verifier).json()
+        assert flow.id_token_claims(tokens["id_token"])["sub"] == "2002"
+        denied = http.post(stub.base_url + unescape(action[1]), data={**hidden, "deny": "1"})
+        assert redirect_params(denied)["error"] == "access_denied"
+
+
+def test_logout_redirects_only_to_a_registered_uri(
+    shared_stub: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, shared_stub.issuer)
+    id_token = flow.sign_in()["id_token"]
+    logout = flow.metadata["end_session_endpoint"]
+    registered = http.get(
+        logout,
+        params={
+            "id_token_hint": id_token,
+            "post_logout_redirect_uri": "http://127.0.0.1:8765/",
+            "state": "bye",
+        },
+    )
+    assert registered.status_code == 302
+    assert registered.headers["location"] == "http://127.0.0.1:8765/?state=bye"
+    by_client_id = http.post(
+        logout, data={"client_id": CLIENT_ID, "post_logout_redirect_uri": "http://127.0.0.1/"}
+    )
+    assert by_client_id.headers["location"] == "http://127.0.0.1/"
+    for params in (
+        {"id_token_hint": id_token, "post_logout_redirect_uri": "http://evil.example/"},
+        {},
+    ):
+        page = http.get(logout, params=params)
+        assert page.status_code == 200 and "location" not in page.headers
+        assert "You are signed out" in page.text
+    forged = http.get(logout, params={"id_token_hint": id_token[:-4] + "AAAA", "state": "x"})
+    assert forged.status_code == 400 and "location" not in forged.headers
+    recorded = [r for r in shared_stub.requests if r.path == "/logout"][-5:]
+    assert [r.method for r in recorded] == ["GET", "POST", "GET", "GET", "GET"]
+    assert recorded[0].params["state"] == "bye"
+
+
+def test_revocation_ends_a_token(shared_stub: StubProvider, http: httpx2.Client) -> None:
+    flow = Flow(http, shared_stub.issuer)
+    tokens = flow.sign_in()
+    revoke = flow.metadata["revocation_endpoint"]
+    response = http.post(
+        revoke,
+        data={
+            "token": tokens["access_token"],
+            "token_type_hint": "access_token",
+            "client_id": CLIENT_ID,
+        },
+    )
+    assert response.status_code == 200
+    assert flow.userinfo(tokens["access_token"]).status_code == 401
+    unknown = http.post(revoke, data={"token": "never-issued", "client_id": CLIENT_ID})
+    assert unknown.status_code == 200
+    assert (
+        http.post(
+            revoke, data={"token": tokens["refresh_token"], "client_id": CLIENT_ID}
+        ).status_code
+        == 200
+    )
+    assert flow.refresh(tokens["refresh_token"]).json()["error"] == "invalid_grant"
+
+
+def test_an_issuer_path_and_other_paths_work_through_discovery_alone(http: httpx2.Client) -> None:
+    prefix = "/realms/test/protocol/openid-connect"
+    paths = StubPaths(
+        authorize=prefix + "/auth",
+        token=prefix + "/token",
+        userinfo=prefix + "/userinfo",
+        jwks=prefix + "/certs",
+        logout=prefix + "/logout",
+        revocation=prefix + "/revoke",
+        admin_revoke="/admin/realms/test/revoke",
+    )
+    with StubProvider(paths=paths, issuer_path="/realms/test") as stub:
+        assert stub.issuer == stub.base_url + "/realms/test"
+        flow = Flow(http, stub.issuer)
+        assert flow.metadata["issuer"] == stub.issuer
+        assert flow.metadata["token_endpoint"] == stub.base_url + prefix + "/token"
+        tokens = flow.sign_in()
+        assert flow.id_token_claims(tokens["id_token"])["iss"] == stub.issuer
+        assert flow.userinfo(tokens["access_token"]).json()["sub"] == "1001"
+        assert flow.refresh(tokens["refresh_token"]).status_code == 200
+        assert http.get(stub.base_url + "/.well-known/openid-configuration").status_code == 404
+        assert {r.path for r in stub.requests} >= {prefix + "/auth", prefix + "/certs"}
+
+
+def test_access_token_ttl_is_expires_in_and_expiry_is_real(http: httpx2.Client) -> None:
+    with StubProvider(access_token_ttl=120) as stub:
+        flow = Flow(http, stub.issuer)
+        tokens = flow.sign_in()
+        assert tokens["expires_in"] == 120
+        stub.access_token_ttl = 1
+        short = flow.refresh(tokens["refresh_token"]).json()
+        assert short["expires_in"] == 1
+        assert flow.userinfo(short["access_token"]).status_code == 200
+        deadline = time.monotonic() + 3
+        while flow.userinfo(short["access_token"]).status_code == 200:
+            assert time.monotonic() < deadline, "the access token never expired"
+            time.sleep(0.1)
+        assert flow.userinfo(tokens["access_token"]).status_code == 200
+
+
+def test_every_request_is_recorded_before_it_is_handled(
+    stub: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, stub.issuer)
+    flow.sign_in()
+    http.get(stub.base_url + "/nowhere?x=1")
+    requests = stub.requests
+    assert [(r.method, r.path) for r in requests] == [
+        ("GET", "/.well-known/openid-configuration"),
+        ("GET", "/oauth/v2/authorize"),
+        ("POST", "/oauth/v2/token"),
+        ("GET", "/nowhere"),
+    ]
+    token: RecordedRequest = stub.token_requests("authorization_code")[0]
+    assert token.params["grant_type"] == "authorization_code"
+    assert token.params["client_id"] == CLIENT_ID
+    assert token.headers["content-type"] == "application/x-www-form-urlencoded"
+    assert requests[1].params["response_type"] == "code"
+    assert requests[-1].params == {"x": "1"} and requests[0].at <= requests[-1].at <= time.time()
+    stub.clear_requests()
+    assert stub.requests == []
+
+
+def test_only_loopback_is_served() -> None:
+    for host in ("0.0.0.0", "192.0.2.1", "example.com", "::"):
+        with pytest.raises(ValueError, match="loopback"):
+            StubProvider().start(host=host)
+
+
+def test_the_command_prints_one_json_line_and_exits_0_on_sigterm(http: httpx2.Client) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "signin_broker.testing", "--access-token-ttl", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ready, _, _ = select.select([process.stdout], [], [], 20)
+        assert ready, "the command printed nothing"
+        assert process.stdout is not None
+        line = json.loads(process.stdout.readline())
+        assert set(line) == {"issuer", "admin_token"}
+        assert Flow(http, line["issuer"]).sign_in()["expires_in"] == 60
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+        assert process.stdout.read() == ""
+        assert process.stderr is not None
+        assert "/oauth/v2/token" in process.stderr.read()
+    finally:
+        process.kill()
+        process.wait(timeout=10)
