@@ -10,6 +10,8 @@ import pytest
 
 from support.daemon import DaemonProcess, short_temp_dir
 
+pytest_plugins = ["support.signin"]
+
 
 @pytest.fixture
 def folder() -> Iterator[Path]:

@@ -13,13 +13,13 @@ from urllib.parse import urlsplit
 import httpx2
 import pytest
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
-from conformance.conftest import CALLBACK, sign_in
 
 from signin_broker.client import BrokerClient
 from signin_broker.session.signin import DeterministicSecrets
 from signin_broker.testing import StubProvider
 from support.browser import Browser, location, query_of
 from support.daemon import DaemonProcess
+from support.signin import CALLBACK, sign_in
 
 BEGIN = "/auth/oauth2/id-provider"
 
@@ -138,8 +138,7 @@ def assert_failed_callback_like_T3(daemon: DaemonProcess, response: httpx2.Respo
     assert "Sign-in failed" in response.text
     assert "did not accept the sign-in code" in response.text
     assert_no_cookie(response)
-    records = oauth_records(daemon, step="token_exchange", error_code="invalid_code")
-    assert records, daemon.output()
+    daemon.expect_log(flow="oauth", step="token_exchange", error_code="invalid_code")
     assert daemon.alive
 
 
@@ -301,7 +300,7 @@ def test_N1_forged_callback_with_a_valid_code_but_another_state_is_refused(
     assert forged.status_code == 200 and "Sign-in failed" in forged.text
     assert_no_cookie(forged)
     assert stub.token_requests() == []  # the code was never redeemed
-    (record,) = oauth_records(broker, error_code="state_mismatch")
+    (record,) = broker.expect_log(flow="oauth", error_code="state_mismatch")
     assert record["severity"] == "warn"
     assert browser.get(broker.web_url + "/dashboard").status_code == 302
 

@@ -19,32 +19,7 @@ from signin_broker.client import BrokerClient
 from signin_broker.v1 import broker_pb2, broker_pb2_grpc
 from support.commands import BIN
 from support.daemon import DaemonProcess
-from support.real import unavailable
-
-AS_USER = Path(__file__).parent.parent / "support" / "as_user.py"
-
-
-def other_user() -> str:
-    """A second OS user: SIGNIN_BROKER_TEST_OTHER_USER (CI creates it), else `nobody`."""
-    if os.geteuid() != 0:
-        unavailable("acting as a second OS user needs root (CI runs as root)")
-    name = os.environ.get("SIGNIN_BROKER_TEST_OTHER_USER", "nobody")
-    try:
-        pwd.getpwnam(name)
-    except KeyError:
-        unavailable(f"no OS user {name!r} to act as the second user")
-    return name
-
-
-def run_as(user: str, socket_path: Path, action: str) -> dict:
-    result = subprocess.run(
-        [sys.executable, str(AS_USER), user, str(socket_path), action],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
-    return json.loads(result.stdout)
+from support.other_user import other_user, run_as
 
 
 def test_each_caller_is_attributed_to_its_own_process(daemon: DaemonProcess) -> None:
@@ -93,8 +68,8 @@ def test_other_user_is_permission_denied_before_any_handler_runs(daemon: DaemonP
         in (outcome["message"])
     )
     assert run_as(user, daemon.socket_path, "status")["code"] == "PERMISSION_DENIED"
-    refusals = [r for r in daemon.records() if r["msg"] == "refused a caller of another user"]
-    assert refusals and refusals[0]["caller_uid"] == pwd.getpwnam(user).pw_uid
+    refusals = daemon.expect_log(msg="refused a caller of another user")
+    assert refusals[0]["caller_uid"] == pwd.getpwnam(user).pw_uid
     with BrokerClient(daemon.socket_path) as mine:  # the owner is still served
         assert mine.status().caller.uid == os.geteuid()
 

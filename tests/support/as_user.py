@@ -1,6 +1,7 @@
 """Run one broker call as another OS user and print the outcome as JSON.
 
 Usage: python as_user.py USER SOCKET {connect,status,bad-token-request}
+       python as_user.py USER URL http-get
 
 Needs root. Everything is imported first and the privileges dropped afterwards, so
 the interpreter and the packages need not be readable by the other user; the call
@@ -29,6 +30,16 @@ def drop_to(user: str) -> None:
 
 
 def main(user: str, socket_path: str, action: str) -> dict[str, object]:
+    if action == "http-get":
+        import urllib.request
+
+        "127.0.0.1".encode("idna")  # load the codec while its files are still readable
+        drop_to(user)
+        try:
+            with urllib.request.urlopen(socket_path, timeout=5) as response:
+                return {"status": response.status}
+        except urllib.error.HTTPError as error:
+            return {"status": error.code}
     client = BrokerClient(socket_path, timeout=5)  # creates the channel as root; connects later
     drop_to(user)
     if action == "connect":

@@ -65,7 +65,8 @@ class DaemonProcess:
             text=True,
             user=self.user,
         )
-        threading.Thread(target=self._read_stderr, daemon=True).start()
+        self._reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._reader.start()
         if wait:
             self.wait_ready()
         return self
@@ -104,6 +105,15 @@ class DaemonProcess:
         """Log records that carry all of these field values."""
         return [r for r in self._lenient_records() if all(r.get(k) == v for k, v in fields.items())]
 
+    def expect_log(self, timeout: float = 5.0, **fields: object) -> list[dict[str, Any]]:
+        """Wait for a record with these field values (stderr is read a moment late)."""
+        deadline = time.monotonic() + timeout
+        while not (found := self.logs_with(**fields)):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no log record with {fields}:\n{self.output()}")
+            time.sleep(0.02)
+        return found
+
     def _lenient_records(self) -> list[dict[str, Any]]:
         records = []
         for line in list(self.lines):
@@ -117,7 +127,7 @@ class DaemonProcess:
         """Wait for the process to end by itself; returns its exit status."""
         assert self.process is not None
         code = self.process.wait(timeout)
-        time.sleep(0.05)
+        self._reader.join(timeout)  # every line the process wrote has been read
         return code
 
     def stop(self, signum: int = signal.SIGTERM, timeout: float = 15.0) -> int:

@@ -35,6 +35,7 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
                     f" up {duration(time.time() - info.started_at_unix)})",
                 ),
                 ("socket", info.socket_path),
+                ("page", info.web_url or "-"),
                 ("provider", info.issuer or "none configured"),
                 ("sign-in", _STATE_WORDS[info.sign_in_state]),
                 ("default account", info.default_account or "-"),
@@ -92,6 +93,8 @@ def login(client: BrokerClient, args: argparse.Namespace) -> int:
     print("Waiting for the sign-in to complete...", file=sys.stderr)
     try:
         for event in events:
+            if event.sign_in_id != started.sign_in_id:
+                continue  # another sign-in, e.g. in a second browser tab
             if event.kind is EventKind.SIGNED_IN:
                 if args.json:
                     return _print_json(event)

@@ -100,6 +100,7 @@ class Status:
     default_account: str
     account_count: int
     caller: Caller
+    web_url: str  # the daemon's sign-in page and dashboard
 
     @classmethod
     def from_proto(cls, message: pb.GetStatusResponse) -> Status:
@@ -119,6 +120,7 @@ class Status:
                 pid=message.caller.pid,
                 executable=message.caller.executable,
             ),
+            web_url=message.web_url,
         )
 
 
@@ -150,7 +152,7 @@ class Account:
 
 @dataclass(frozen=True, slots=True)
 class SignInStart:
-    """A sign-in the daemon began: the user opens `url` to complete it."""
+    """A sign-in the daemon began: the user opens `url`; events carry its sign_in_id."""
 
     sign_in_id: str
     url: str
@@ -184,6 +186,7 @@ class Event:
     occurred_at_unix_ms: int
     sign_in_state: SignInState
     detail: str
+    sign_in_id: str  # for the outcome of a sign-in begun with begin_sign_in()
 
     @classmethod
     def from_proto(cls, message: pb.WatchEventsResponse) -> Event:
@@ -194,4 +197,5 @@ class Event:
             occurred_at_unix_ms=message.occurred_at_unix_ms,
             sign_in_state=_sign_in_state(message.sign_in_state),
             detail=message.detail,
+            sign_in_id=message.sign_in_id,
         )

@@ -27,8 +27,8 @@ from .errors import IdTokenInvalid, OAuthError, ProviderUnavailable
 
 HTTP_TIMEOUT_SECONDS = 10.0
 CLOCK_SKEW_SECONDS = 60
-# A provider rotating keys is normal; one that keeps presenting unknown kids is not.
-JWKS_REFETCH_MIN_INTERVAL_SECONDS = 5.0
+# A provider rotating keys is normal; one that keeps presenting an unknown kid is not.
+UNKNOWN_KID_RETRY_SECONDS = 60.0
 DEFAULT_EXPIRES_IN_SECONDS = 3600
 # Asymmetric algorithms only: "none" and shared-secret HS* can never sign an id_token here.
 SIGNING_ALGORITHMS = (
@@ -160,7 +160,7 @@ class Provider:
         self._metadata: ProviderMetadata | None = None
         self._metadata_lock = asyncio.Lock()
         self._keys: dict[str, jwt.PyJWK] = {}
-        self._keys_fetched_at = 0.0
+        self._unknown_kids: dict[str, float] = {}
         self._keys_lock = asyncio.Lock()
 
     async def close(self) -> None:
@@ -255,13 +255,19 @@ class Provider:
         return claims
 
     async def _signing_key(self, kid: object) -> jwt.PyJWK:
-        """The published key with this kid, fetching the key set again when it is new."""
+        """The published key with this kid, fetching the key set again for a new kid.
+
+        A provider that rotates keys presents a kid we have not seen: fetch once. A kid
+        still unknown after that is not asked about again for a while.
+        """
         async with self._keys_lock:
             key = self._find_key(kid)
-            recently = time.monotonic() - self._keys_fetched_at < JWKS_REFETCH_MIN_INTERVAL_SECONDS
-            if key is None and not (self._keys and recently):
+            tried = self._unknown_kids.get(str(kid), 0.0)
+            if key is None and time.monotonic() - tried > UNKNOWN_KID_RETRY_SECONDS:
                 await self._fetch_keys()
                 key = self._find_key(kid)
+                if key is None:
+                    self._unknown_kids[str(kid)] = time.monotonic()
         if key is None:
             raise IdTokenInvalid(f"the provider publishes no key with kid {kid!r}")
         return key
@@ -278,7 +284,6 @@ class Provider:
         except (jwt.PyJWKSetError, jwt.PyJWKError, TypeError, KeyError) as error:
             raise ProviderUnavailable(f"the provider's key set is unusable: {error}") from None
         self._keys = {key.key_id or "": key for key in key_set.keys}
-        self._keys_fetched_at = time.monotonic()
 
     async def _token_request(self, body: str) -> TokenResponse:
         url = (await self.metadata()).token_endpoint

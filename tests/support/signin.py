@@ -1,4 +1,4 @@
-"""Fixtures for the sign-in cases: a stub provider, a daemon signed up to it, a browser."""
+"""Sign-in fixtures (pytest plugin): a stub provider, a daemon signed up to it, a browser."""
 
 from __future__ import annotations
 
