@@ -208,6 +208,8 @@ def test_T5_logout_from_another_site_is_refused(broker: DaemonProcess, browser: 
     sign_in(browser, broker)
     forged = browser.post(broker.web_url + "/logout", headers={"Origin": "https://evil.example"})
     assert forged.status_code == 403
+    cross_site = browser.post(broker.web_url + "/logout", headers={"Sec-Fetch-Site": "cross-site"})
+    assert cross_site.status_code == 403
     assert browser.get(broker.web_url + "/dashboard").status_code == 200
 
 

@@ -98,7 +98,7 @@ def login(client: BrokerClient, args: argparse.Namespace) -> int:
             if event.kind is EventKind.SIGNED_IN:
                 if args.json:
                     return _print_json(event)
-                print(f"Signed in as {event.account}.", file=sys.stderr)
+                print(f"{event.detail.capitalize()} ({event.account}).", file=sys.stderr)
                 return 0
             if event.kind is EventKind.SIGN_IN_FAILED:
                 print(f"signin-broker: sign-in failed: {event.detail}", file=sys.stderr)
@@ -118,10 +118,17 @@ def logout(client: BrokerClient, args: argparse.Namespace) -> int:
     result = client.sign_out(args.account)
     if args.json:
         return _print_json(result)
-    print("Signed out." if result.was_signed_in else "Was not signed in.", file=sys.stderr)
-    if result.logout_url:
+    said = "Signed out; the provider was asked to revoke the tokens."
+    print(said if result.was_signed_in else "Was not signed in.", file=sys.stderr)
+    if args.browser and result.logout_url and not _open_browser(result.logout_url):
         print(
-            f"To end the provider's browser session too, open {result.logout_url}", file=sys.stderr
+            f"Open this address to sign out there too:\n\n    {result.logout_url}\n",
+            file=sys.stderr,
+        )
+    elif result.logout_url and not args.browser:
+        print(
+            "`signin-broker logout --browser` also ends the provider's web session.",
+            file=sys.stderr,
         )
     return 0
 

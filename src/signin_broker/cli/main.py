@@ -86,6 +86,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     logout = command("logout", "sign out", _commands.logout)
     logout.add_argument("--account", default="", help="account id (default: the default account)")
+    logout.add_argument(
+        "--browser",
+        action="store_true",
+        help="also open the provider's logout page, ending its web session",
+    )
     command("accounts", "list the signed-in accounts", _commands.accounts)
     return parser
 

@@ -53,3 +53,5 @@ def configure(level: str) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.captureWarnings(True)
+    for chatty in ("httpx2", "httpcore", "uvicorn"):  # a line per request, and URLs
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, root.level))

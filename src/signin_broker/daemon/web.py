@@ -141,7 +141,6 @@ class SignInSite:
 
     async def start(self) -> None:
         """Serve on the daemon's loop."""
-        logging.getLogger("uvicorn").setLevel(logging.WARNING)
         self._task = asyncio.get_running_loop().create_task(
             self._server.serve(sockets=[self._sock])
         )
@@ -324,11 +323,12 @@ def _oauth_log(level: int, step: str, error_code: str, reason: str) -> None:
 
 
 def _same_origin_post(request: Request, base_url: str) -> bool:
-    """A POST from our own page: its Origin (or Sec-Fetch-Site) says so."""
+    """A POST from our own page, as the browser reports it (Sec-Fetch-Site, else Origin)."""
+    fetch_site = request.headers.get("sec-fetch-site")
+    if fetch_site is not None:
+        return fetch_site in ("same-origin", "none")
     origin = request.headers.get("origin")
-    if origin is not None:
-        return origin.lower() == base_url.lower()
-    return request.headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
+    return origin is None or origin.lower() == base_url.lower()
 
 
 def _origin(url: str) -> str:
@@ -355,7 +355,7 @@ class LoopbackGuard:
                 " frame-ancestors 'none'; base-uri 'none'".encode(),
             ),
             (b"x-content-type-options", b"nosniff"),
-            (b"referrer-policy", b"no-referrer"),
+            (b"referrer-policy", b"same-origin"),  # no-referrer would make Origin "null"
             (b"cache-control", b"no-store"),
             (b"x-frame-options", b"DENY"),
         ]
