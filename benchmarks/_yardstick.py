@@ -16,7 +16,7 @@ from signin_broker.v1 import broker_pb2 as pb
 from signin_broker.v1 import broker_pb2_grpc as pb_grpc
 
 TOKEN = pb.GetTokenResponse(
-    access_token="x" * 800,  # about the size of a signed JWT access token
+    access_token="x" * 43,  # the size of the stub provider's opaque tokens
     token_type="Bearer",
     expires_at_unix=2_000_000_000,
     scopes=["openid", "profile", "email"],

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import enum
 import sys
 import time
 from typing import Any
 
 from ..client import BrokerClient, BrokerError, EventKind, SignInState
+from ..client._record import Record
 from ._output import duration, key_values, moment, table
 
 _STATE_WORDS = {
@@ -54,7 +54,7 @@ def token(client: BrokerClient, args: argparse.Namespace) -> int:
     """Print an access token: the bare token for `$(signin-broker token)`, or JSON."""
     issued = client.get_token(args.account, scopes=args.scopes, min_ttl_seconds=args.min_ttl)
     if args.json:
-        return _print_json({**_jsonable(issued), "access_token": issued.access_token})
+        return _print_json(issued)
     print(issued.access_token)
     return 0
 
@@ -143,8 +143,8 @@ def _open_browser(url: str) -> bool:
 
 
 def _jsonable(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Record):
+        return {name: _jsonable(field) for name, field in value.as_dict().items()}
     if isinstance(value, list | tuple):
         return [_jsonable(item) for item in value]
     if isinstance(value, enum.Enum):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import enum
 import time
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..v1 import broker_pb2 as pb
+from ._record import Record
 
 
 class SignInState(enum.Enum):
@@ -46,11 +46,10 @@ def _enum(kind: type[E], proto_enum: Any, value: int, prefix: str) -> E:
         return kind.UNSPECIFIED
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
+class Token(Record, secret=("access_token",)):
     """An access token. Its repr leaves the secret out, so logging the object is safe."""
 
-    access_token: str = field(repr=False)
+    access_token: str
     token_type: str
     expires_at_unix: int
     scopes: tuple[str, ...]
@@ -77,8 +76,7 @@ class Token:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Caller:
+class Caller(Record):
     """A process as the daemon's kernel check saw it."""
 
     uid: int
@@ -87,8 +85,7 @@ class Caller:
     executable: str
 
 
-@dataclass(frozen=True, slots=True)
-class Status:
+class Status(Record):
     """The daemon and its sign-in state, as GetStatus reports them."""
 
     version: str
@@ -124,8 +121,7 @@ class Status:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Account:
+class Account(Record):
     """A signed-in account."""
 
     id: str
@@ -150,8 +146,7 @@ class Account:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class SignInStart:
+class SignInStart(Record):
     """A sign-in the daemon began: the user opens `url`; events carry its sign_in_id."""
 
     sign_in_id: str
@@ -164,8 +159,7 @@ class SignInStart:
         return cls(message.sign_in_id, message.sign_in_url, message.expires_at_unix)
 
 
-@dataclass(frozen=True, slots=True)
-class SignOutResult:
+class SignOutResult(Record):
     """What a sign-out did."""
 
     was_signed_in: bool
@@ -177,8 +171,7 @@ class SignOutResult:
         return cls(message.was_signed_in, message.logout_url)
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(Record):
     """A session event from WatchEvents."""
 
     kind: EventKind
