@@ -64,7 +64,9 @@ def main() -> int:
         step("1. a stub OpenID provider on loopback")
         stub = subprocess.Popen(
             [sys.executable, "-m", "signin_broker.testing"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
         children.append(stub)
         assert stub.stdout is not None
@@ -74,7 +76,9 @@ def main() -> int:
         step("2. signin-brokerd, told only the issuer")
         daemon = subprocess.Popen(
             [BIN / "signin-brokerd", "--issuer", issuer, "--http", "127.0.0.1:0"],
-            env=env, stderr=subprocess.PIPE, text=True,
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         children.append(daemon)
         assert daemon.stderr is not None
@@ -87,7 +91,9 @@ def main() -> int:
         step("3. app 1 signs in: `signin-broker login --no-browser`")
         login = subprocess.Popen(
             [BIN / "signin-broker", "login", "--no-browser", "--wait", "60"],
-            env=env, stderr=subprocess.PIPE, text=True,
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         children.append(login)
         assert login.stderr is not None

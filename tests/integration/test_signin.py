@@ -219,33 +219,27 @@ def test_rotated_provider_keys_are_fetched_again(
     assert len(jwks_fetches) == 2
 
 
-def test_cli_login_opens_the_page_and_finishes_when_the_daemon_reports_the_session(
-    broker: DaemonProcess, stub: StubProvider, browser: Browser
-) -> None:
+def login_through_the_cli(
+    broker: DaemonProcess, browser: Browser, *flags: str
+) -> tuple[subprocess.Popen[str], str]:
+    """Run `signin-broker login --no-browser`, and open the address it prints as a user would."""
     login = subprocess.Popen(
-        [
-            str(BIN / "signin-broker"),
-            "--socket",
-            str(broker.socket_path),
-            "login",
-            "--no-browser",
-            "--json",
-            "--wait",
-            "30",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+        [str(BIN / "signin-broker"), "--socket", str(broker.socket_path), "login",
+         "--no-browser", "--wait", "30", *flags],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
     assert login.stderr is not None
-    url = ""
-    for line in login.stderr:
-        if line.strip().startswith("http://"):
-            url = line.strip()
-            break
+    url = next(line.strip() for line in login.stderr if line.strip().startswith("http://"))
     assert url.startswith(broker.web_url + BEGIN + "?sign_in=")
     response = browser.follow(browser.get(url), until=broker.web_url + CALLBACK)
     browser.get(location(response))
+    return login, url
+
+
+def test_cli_login_opens_the_page_and_finishes_when_the_daemon_reports_the_session(
+    broker: DaemonProcess, browser: Browser
+) -> None:
+    login, url = login_through_the_cli(broker, browser, "--json")
     out, err = login.communicate(timeout=30)
     assert login.returncode == 0, err
     event = json.loads(out)
@@ -258,24 +252,7 @@ def test_cli_login_reports_a_failed_sign_in(
     broker: DaemonProcess, stub: StubProvider, browser: Browser
 ) -> None:
     stub.fail_token_endpoint(status=400, error="invalid_grant")
-    login = subprocess.Popen(
-        [
-            str(BIN / "signin-broker"),
-            "--socket",
-            str(broker.socket_path),
-            "login",
-            "--no-browser",
-            "--wait",
-            "30",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert login.stderr is not None
-    url = next(line.strip() for line in login.stderr if line.strip().startswith("http://"))
-    response = browser.follow(browser.get(url), until=broker.web_url + CALLBACK)
-    browser.get(location(response))
+    login, _ = login_through_the_cli(broker, browser)
     _, err = login.communicate(timeout=30)
     assert login.returncode == 1
     assert "sign-in failed: invalid_code" in err
