@@ -136,10 +136,10 @@ def _grpc_server(
         CheckedRegistration(server, CallerCheck(registry, allowed_uid=os.geteuid())),
     )
     broker_pb2_grpc.add_TokenBrokerServicer_to_server(servicer, checked)
-    health_servicer = health.aio.HealthServicer()  # type: ignore[attr-defined]  # set at import
+    health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, checked)
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
-        reflection.aio.ReflectionServicer(  # type: ignore[attr-defined]  # set at import
+        reflection.aio.ReflectionServicer(
             (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
         ),
         checked,

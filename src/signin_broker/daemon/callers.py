@@ -120,7 +120,7 @@ def current_caller() -> Caller:
 Behavior = Callable[..., Any]
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"  # generic only to the type checker
 Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
-GenericHandler: TypeAlias = "grpc.GenericRpcHandler[Any, Any]"
+GenericHandler: TypeAlias = grpc.GenericRpcHandler
 
 
 class CallerCheck:
@@ -216,7 +216,7 @@ class CheckedRegistration:
         self, service_name: str, method_handlers: dict[str, Handler]
     ) -> None:
         """Register pre-registered methods (grpcio's fast path), each checked."""
-        self._server.add_registered_method_handlers(  # type: ignore[attr-defined]  # grpcio 1.62+
+        self._server.add_registered_method_handlers(
             service_name,
             {
                 name: self._check.wrap(handler, f"/{service_name}/{name}")
@@ -225,7 +225,7 @@ class CheckedRegistration:
         )
 
 
-class _CheckedGenericHandler(grpc.GenericRpcHandler):  # type: ignore[type-arg]
+class _CheckedGenericHandler(grpc.GenericRpcHandler):
     """A generic handler whose handlers are wrapped once per method, then reused."""
 
     def __init__(self, inner: GenericHandler, check: CallerCheck) -> None:
