@@ -12,7 +12,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from html import unescape
 from typing import Any
@@ -116,14 +117,18 @@ class Flow:
         tokens: dict[str, Any] = response.json()
         return tokens
 
-    def refresh(self, refresh_token: str) -> httpx2.Response:
+    def refresh(
+        self, refresh_token: str, timeout: float = 5, **extra: str | list[str]
+    ) -> httpx2.Response:
         return self.http.post(
             self.metadata["token_endpoint"],
             data={
                 "grant_type": "refresh_token",
                 "client_id": CLIENT_ID,
                 "refresh_token": refresh_token,
+                **extra,
             },
+            timeout=timeout,
         )
 
     def userinfo(self, access_token: str) -> httpx2.Response:
@@ -158,6 +163,59 @@ def code_from(response: httpx2.Response) -> str:
     params = redirect_params(response)
     assert "code" in params, params
     return params["code"]
+
+
+def wait_until(condition: Callable[[], object], seconds: float = 5) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.01)
+
+
+def send_in_background(
+    pool: ThreadPoolExecutor, method: str, url: str, **kwargs: Any
+) -> Future[httpx2.Response]:
+    def send() -> httpx2.Response:
+        with httpx2.Client(trust_env=False, timeout=10) as client:
+            return client.request(method, url, **kwargs)
+
+    return pool.submit(send)
+
+
+def every_endpoint(stub: StubProvider, tokens: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    """One request to each endpoint, each of which would change or read state."""
+    base = stub.base_url
+    return [
+        ("GET", stub.discovery_url, {}),
+        (
+            "GET",
+            base + "/oauth/v2/authorize",
+            {"params": {"response_type": "code", "client_id": CLIENT_ID}},
+        ),
+        (
+            "POST",
+            base + "/oauth/v2/token",
+            {
+                "data": {
+                    "grant_type": "refresh_token",
+                    "client_id": CLIENT_ID,
+                    "refresh_token": tokens["refresh_token"],
+                }
+            },
+        ),
+        (
+            "GET",
+            base + "/oauth/v2/userinfo",
+            {"headers": {"Authorization": f"Bearer {tokens['access_token']}"}},
+        ),
+        ("GET", base + "/.well-known/jwks.json", {}),
+        (
+            "POST",
+            base + "/oauth/v2/revoke",
+            {"data": {"token": tokens["access_token"], "client_id": CLIENT_ID}},
+        ),
+        ("GET", base + "/logout", {}),
+    ]
 
 
 def test_discovery_lists_absolute_endpoints(shared_stub: StubProvider, http: httpx2.Client) -> None:
@@ -558,3 +616,292 @@ def test_the_command_prints_one_json_line_and_exits_0_on_sigterm(http: httpx2.Cl
     finally:
         process.kill()
         process.wait(timeout=10)
+
+
+def test_a_stopped_outage_refuses_connections_then_serves_every_state_on_the_same_port(
+    stub: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, stub.issuer)
+    tokens = flow.sign_in()
+    pkce = new_pkce()
+    code = code_from(flow.authorize(pkce))
+    issuer, base_url, kid = stub.issuer, stub.base_url, stub.signing_kid
+    recorded = len(stub.requests)
+    stub.outage("stopped")
+    assert (stub.issuer, stub.base_url) == (issuer, base_url)
+    for method, url, kwargs in every_endpoint(stub, tokens):
+        with pytest.raises(httpx2.ConnectError):
+            http.request(method, url, **kwargs)
+    assert len(stub.requests) == recorded  # nothing arrived
+    stub.outage("http_500")  # back on the same port, failing another way
+    assert http.get(stub.discovery_url).status_code == 500
+    stub.outage(None)
+    assert Flow(http, issuer).metadata["token_endpoint"] == base_url + "/oauth/v2/token"
+    assert flow.userinfo(tokens["access_token"]).status_code == 200
+    redeemed = flow.redeem(code, pkce.verifier)
+    assert redeemed.status_code == 200, redeemed.text
+    assert jwt.get_unverified_header(redeemed.json()["id_token"])["kid"] == kid
+    assert flow.id_token_claims(redeemed.json()["id_token"])["iss"] == issuer
+    assert flow.refresh(tokens["refresh_token"]).status_code == 200
+    assert [r.path for r in stub.requests[recorded:]] == [
+        "/.well-known/openid-configuration",  # the 500
+        "/.well-known/openid-configuration",
+        "/oauth/v2/userinfo",
+        "/oauth/v2/token",
+        "/.well-known/jwks.json",
+        "/oauth/v2/token",
+    ]
+
+
+@pytest.mark.parametrize("mode", ["http_500", "garbage"])
+def test_a_failing_outage_answers_every_endpoint_and_uses_nothing_up(
+    mode: str, stub: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, stub.issuer)
+    tokens = flow.sign_in()
+    stub.clear_requests()
+    stub.outage(mode)
+    requests = every_endpoint(stub, tokens)
+    for method, url, kwargs in requests:
+        response = http.request(method, url, **kwargs)
+        if mode == "http_500":
+            assert (response.status_code, response.json()) == (500, {"error": "server_error"})
+        else:
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/html")
+            with pytest.raises(ValueError):
+                response.json()
+    assert [(r.method, r.path) for r in stub.requests] == [
+        (method, urlsplit(url).path) for method, url, _ in requests
+    ]
+    assert (
+        stub.token_requests("refresh_token")[0].params["refresh_token"] == (tokens["refresh_token"])
+    )
+    stub.outage(None)
+    assert flow.userinfo(tokens["access_token"]).status_code == 200  # revocation never ran
+    assert flow.refresh(tokens["refresh_token"]).status_code == 200  # nor the refresh
+
+
+def test_a_stall_outage_delays_every_request_then_answers_normally(
+    stub: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, stub.issuer)
+    tokens = flow.sign_in()
+    stub.outage("stall", stall_seconds=0.2)
+    started = time.monotonic()
+    assert flow.userinfo(tokens["access_token"]).json()["sub"] == "1001"
+    assert http.get(stub.discovery_url).json()["issuer"] == stub.issuer
+    assert time.monotonic() - started >= 0.4
+    assert [r.path for r in stub.requests][-2:] == [
+        "/oauth/v2/userinfo",
+        "/.well-known/openid-configuration",
+    ]
+
+
+def test_a_stalled_request_whose_client_leaves_is_dropped(
+    stub: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, stub.issuer)
+    tokens = flow.sign_in()
+    stub.outage("stall", stall_seconds=0.5)
+    started = time.monotonic()
+    with pytest.raises(httpx2.ReadTimeout):
+        flow.refresh(tokens["refresh_token"], timeout=0.15)
+    assert len(stub.token_requests("refresh_token")) == 1
+    stub.outage(None)
+    time.sleep(max(0.0, started + 0.7 - time.monotonic()))  # past the stall
+    assert flow.refresh(tokens["refresh_token"]).status_code == 200  # so it was never used
+
+
+def test_stopping_the_stub_ends_a_stall(stub: StubProvider) -> None:
+    issuer = stub.issuer
+    stub.outage("stall", stall_seconds=60)
+    with ThreadPoolExecutor(1) as pool:
+        pending = send_in_background(pool, "GET", stub.discovery_url)
+        wait_until(lambda: stub.requests)
+        started = time.monotonic()
+        stub.stop()
+        assert time.monotonic() - started < 3
+        response = pending.result(timeout=5)
+    assert (response.status_code, response.json()["issuer"]) == (200, issuer)  # handled normally
+
+
+def test_outage_and_delay_settings_are_checked(shared_stub: StubProvider) -> None:
+    with pytest.raises(ValueError, match="unknown outage mode"):
+        shared_stub.outage("down")
+    with pytest.raises(ValueError, match="stall_seconds"):
+        shared_stub.outage("stall", stall_seconds=-1)
+    with pytest.raises(ValueError, match="times"):
+        shared_stub.delay_token_response(1, after_processing=False, times=0)
+    with pytest.raises(ValueError, match="seconds"):
+        shared_stub.delay_token_response(float("nan"), after_processing=True)
+    with pytest.raises(RuntimeError, match="not running"):
+        StubProvider().outage("stopped")
+
+
+def test_a_delay_before_processing_uses_nothing_up_if_the_client_leaves(
+    stub: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, stub.issuer)
+    tokens = flow.sign_in()
+    stub.delay_token_response(0.5, after_processing=False)
+    started = time.monotonic()
+    with pytest.raises(httpx2.ReadTimeout):
+        flow.refresh(tokens["refresh_token"], timeout=0.15)
+    time.sleep(max(0.0, started + 0.7 - time.monotonic()))  # past the delay
+    assert flow.refresh(tokens["refresh_token"]).status_code == 200
+    assert len(stub.token_requests("refresh_token")) == 2
+
+
+def test_a_delay_after_processing_uses_the_refresh_token_and_loses_the_response(
+    stub: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, stub.issuer)
+    tokens = flow.sign_in()
+    stub.delay_token_response(30, after_processing=True)
+    with pytest.raises(httpx2.ReadTimeout):
+        flow.refresh(tokens["refresh_token"], timeout=0.3)
+    reused = flow.refresh(tokens["refresh_token"])
+    assert (reused.status_code, reused.json()["error"]) == (400, "invalid_grant")
+    assert stub.revoke_user("1001") == 2  # the sign-in's access token, and the lost pair
+
+
+def test_delayed_token_responses_come_late_but_whole(
+    stub: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, stub.issuer)
+    refresh_token = flow.sign_in()["refresh_token"]
+    stub.delay_token_response(0.3, after_processing=False)
+    stub.delay_token_response(0.3, after_processing=True, times=2)
+    elapsed = []
+    for _ in range(4):
+        started = time.monotonic()
+        response = flow.refresh(refresh_token)
+        elapsed.append(time.monotonic() - started)
+        assert response.status_code == 200, response.text
+        refresh_token = response.json()["refresh_token"]
+    assert [seconds >= 0.3 for seconds in elapsed] == [True, True, True, False]
+    assert len(stub.token_requests("refresh_token")) == 4
+
+
+@pytest.mark.parametrize("after_processing", [False, True])
+def test_stopping_the_stub_ends_a_token_delay(
+    after_processing: bool, stub: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, stub.issuer)
+    tokens = flow.sign_in()
+    stub.delay_token_response(60, after_processing=after_processing)
+    with ThreadPoolExecutor(1) as pool:
+        pending = send_in_background(
+            pool,
+            "POST",
+            flow.metadata["token_endpoint"],
+            data={
+                "grant_type": "refresh_token",
+                "client_id": CLIENT_ID,
+                "refresh_token": tokens["refresh_token"],
+            },
+        )
+        wait_until(lambda: stub.token_requests("refresh_token"))
+        started = time.monotonic()
+        stub.stop()
+        assert time.monotonic() - started < 3
+        response = pending.result(timeout=5)
+    assert response.status_code == 200, response.text
+    assert response.json()["refresh_token"] != tokens["refresh_token"]
+
+
+def test_a_refresh_can_narrow_the_scope_and_name_a_resource(
+    shared_stub: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, shared_stub.issuer)
+    tokens = flow.sign_in("openid profile email")
+    resource = "https://api.example/v1?tenant=7"
+    response = flow.refresh(tokens["refresh_token"], scope="openid email", resource=resource)
+    assert response.status_code == 200, response.text
+    narrowed = response.json()
+    assert narrowed["scope"] == "openid email"
+    assert shared_stub.access_token_info(narrowed["access_token"]) == {
+        "sub": "1001",
+        "scope": "openid email",
+        "audience": resource,
+        "expires_at": pytest.approx(time.time() + 3600, abs=10),
+        "active": True,
+    }
+    assert flow.userinfo(narrowed["access_token"]).json() == {
+        "sub": "1001",
+        "email": "alice@example.com",
+        "email_verified": True,
+    }
+    # The new refresh token kept the whole scope (RFC 6749 section 6): profile is still in it.
+    response = flow.refresh(narrowed["refresh_token"], scope="openid profile")
+    assert response.status_code == 200, response.text
+    other = response.json()
+    assert other["scope"] == "openid profile"
+    other_info = shared_stub.access_token_info(other["access_token"])
+    assert other_info is not None and other_info["audience"] is None
+    full = flow.refresh(other["refresh_token"]).json()
+    assert full["scope"] == "openid profile email"
+    assert shared_stub.access_token_info(full["access_token"]) == {
+        "sub": "1001",
+        "scope": "openid profile email",
+        "audience": None,
+        "expires_at": pytest.approx(time.time() + 3600, abs=10),
+        "active": True,
+    }
+
+
+def test_a_refresh_beyond_the_grant_or_with_a_bad_resource_is_refused(
+    shared_stub: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, shared_stub.issuer)
+    refresh_token = flow.sign_in("openid email")["refresh_token"]
+    for scope in ("openid profile", "openid email offline_access", "openid admin"):
+        wider = flow.refresh(refresh_token, scope=scope)
+        assert (wider.status_code, wider.json()["error"]) == (400, "invalid_scope"), scope
+    for resource in (
+        "/v1",
+        "api.example",
+        "https://api.example/v1#part",
+        "https://api example/",
+        "",
+        ["https://a.example/", "https://b.example/"],
+    ):
+        refused = flow.refresh(refresh_token, resource=resource)
+        assert (refused.status_code, refused.json()["error"]) == (400, "invalid_target"), resource
+    assert flow.refresh(refresh_token, scope="openid").status_code == 200  # nothing used it up
+
+
+def test_access_token_info_follows_revocation_and_knows_only_access_tokens(
+    shared_stub: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, shared_stub.issuer)
+    tokens = flow.sign_in()
+    assert shared_stub.access_token_info("never-issued") is None
+    assert shared_stub.access_token_info(tokens["refresh_token"]) is None
+    info = shared_stub.access_token_info(tokens["access_token"])
+    assert info is not None and info["active"] is True and info["sub"] == "1001"
+    http.post(
+        flow.metadata["revocation_endpoint"],
+        data={"token": tokens["access_token"], "client_id": CLIENT_ID},
+    )
+    assert shared_stub.access_token_info(tokens["access_token"]) == {**info, "active": False}
+
+
+def test_refresh_token_ttl_expires_refresh_tokens_only(http: httpx2.Client) -> None:
+    with pytest.raises(ValueError, match="refresh_token_ttl"):
+        StubProvider(refresh_token_ttl=0)
+    with StubProvider(refresh_token_ttl=1) as stub:
+        flow = Flow(http, stub.issuer)
+        first, second = flow.sign_in(), flow.sign_in()
+        rotated = flow.refresh(first["refresh_token"])
+        assert rotated.status_code == 200
+        last_issued = time.monotonic()
+        stub.refresh_token_ttl = None
+        lasting = flow.sign_in()
+        time.sleep(max(0.0, last_issued + 1.05 - time.monotonic()))
+        for expired in (second["refresh_token"], rotated.json()["refresh_token"]):
+            refused = flow.refresh(expired)
+            assert (refused.status_code, refused.json()["error"]) == (400, "invalid_grant")
+        assert flow.userinfo(second["access_token"]).status_code == 200
+        assert flow.refresh(lasting["refresh_token"]).status_code == 200

@@ -42,12 +42,15 @@ class DaemonProcess:
             "127.0.0.1:0",
             *args,
         ]
-        # Never the developer's own config or state: both default into the socket's folder.
+        # Never the developer's own config, state or keyring: all live beside the socket.
+        # The keyring is keyrings.alt's file backend there, unless a test picks another.
         folder = socket_path.parent
         self.env = {
             **os.environ,
             "XDG_CONFIG_HOME": str(folder / "config"),
             "XDG_STATE_HOME": str(folder / "state"),
+            "XDG_DATA_HOME": str(folder / "data"),
+            "PYTHON_KEYRING_BACKEND": "keyrings.alt.file.PlaintextKeyring",
             **(env or {}),
         }
         self.user = user

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from ..client import BrokerClient, BrokerError, EventKind, SignInState
+from ..client import Account, BrokerClient, BrokerError, EventKind, SignInState
 from ..client._record import Record
 from ._output import duration, key_values, moment, table
 
@@ -26,33 +26,54 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
     if args.json:
         return _print_json(info)
     caller = info.caller
-    print(
-        key_values(
-            [
-                (
-                    "daemon",
-                    f"running (pid {info.pid}, version {info.version},"
-                    f" up {duration(time.time() - info.started_at_unix)})",
-                ),
-                ("socket", info.socket_path),
-                ("page", info.web_url or "-"),
-                ("provider", info.issuer or "none configured"),
-                ("sign-in", _STATE_WORDS[info.sign_in_state]),
-                ("default account", info.default_account or "-"),
-                ("accounts", str(info.account_count)),
-                (
-                    "you",
-                    f"uid {caller.uid}, pid {caller.pid}, {caller.executable or 'unknown program'}",
-                ),
-            ]
+    default = info.default
+    provider = info.issuer or "none configured"
+    if info.issuer:
+        contact = (
+            f"last answered {duration(time.time() - info.last_provider_contact_unix)} ago"
+            if info.last_provider_contact_unix
+            else "not contacted yet"
         )
-    )
+        provider += f" ({'DEGRADED: ' + info.degraded_reason if info.degraded_reason else contact})"
+    rows = [
+        (
+            "daemon",
+            f"running (pid {info.pid}, version {info.version},"
+            f" up {duration(time.time() - info.started_at_unix)})",
+        ),
+        ("socket", info.socket_path),
+        ("page", info.web_url or "-"),
+        ("provider", provider),
+        ("sign-in", _STATE_WORDS[info.sign_in_state]),
+        ("default account", _describe(default) if default else "-"),
+    ]
+    if default:
+        rows += [
+            ("access token", f"expires {moment(default.access_token_expires_at_unix)}"),
+            (
+                "next renewal",
+                moment(default.next_refresh_unix) if default.next_refresh_unix else "-",
+            ),
+        ]
+    rows += [
+        ("accounts", str(info.account_count)),
+        ("storage", info.storage or "-"),
+        ("you", f"uid {caller.uid}, pid {caller.pid}, {caller.executable or 'unknown program'}"),
+    ]
+    print(key_values(rows))
     return 0
+
+
+def _describe(account: Account) -> str:
+    name = account.display_name or account.email
+    return f"{account.id} ({name})" if name else account.id
 
 
 def token(client: BrokerClient, args: argparse.Namespace) -> int:
     """Print an access token: the bare token for `$(signin-broker token)`, or JSON."""
-    issued = client.get_token(args.account, scopes=args.scopes, min_ttl_seconds=args.min_ttl)
+    issued = client.get_token(
+        args.account, scopes=args.scopes, min_ttl_seconds=args.min_ttl, audience=args.audience
+    )
     if args.json:
         return _print_json(issued)
     print(issued.access_token)

@@ -73,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="the token must stay valid at least this long",
     )
+    token.add_argument(
+        "--audience", default="", metavar="URI", help="the resource the token is for (RFC 8707)"
+    )
     login = command("login", "sign in through the web browser", _commands.login)
     login.add_argument(
         "--no-browser", action="store_true", help="print the address instead of opening it"

@@ -43,10 +43,19 @@ class AsyncBrokerClient:
         self._stub = pb_grpc.TokenBrokerStub(self._channel)
 
     async def get_token(
-        self, account: str = "", *, scopes: Iterable[str] = (), min_ttl_seconds: int = 0
+        self,
+        account: str = "",
+        *,
+        scopes: Iterable[str] = (),
+        min_ttl_seconds: int = 0,
+        audience: str = "",
     ) -> Token:
-        """An access token of `account` (default account when empty)."""
-        request = token_request(account, scopes, min_ttl_seconds)
+        """An access token of `account` (default account when empty).
+
+        Fewer `scopes` than the sign-in's, or an `audience` (RFC 8707), give a
+        down-scoped token, which the daemon keeps while it is valid.
+        """
+        request = token_request(account, scopes, min_ttl_seconds, audience)
         return Token.from_proto(await self._call(self._stub.GetToken, request))
 
     async def status(self) -> Status:

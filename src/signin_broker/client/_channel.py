@@ -27,6 +27,10 @@ def target(socket_path: str) -> str:
     return f"unix:{os.path.abspath(socket_path)}"  # noqa: PTH100 - pathlib costs the CLI ~7 ms
 
 
-def token_request(account: str, scopes: Iterable[str], min_ttl_seconds: int) -> pb.GetTokenRequest:
+def token_request(
+    account: str, scopes: Iterable[str], min_ttl_seconds: int, audience: str
+) -> pb.GetTokenRequest:
     """The GetToken request for the clients' keyword arguments."""
-    return pb.GetTokenRequest(account=account, scopes=list(scopes), min_ttl_seconds=min_ttl_seconds)
+    return pb.GetTokenRequest(
+        account=account, scopes=list(scopes), min_ttl_seconds=min_ttl_seconds, audience=audience
+    )

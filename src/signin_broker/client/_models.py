@@ -29,6 +29,8 @@ class EventKind(enum.Enum):
     REFRESHED = "refreshed"
     REVOKED = "revoked"
     SIGN_IN_FAILED = "sign_in_failed"
+    DEGRADED = "degraded"
+    RECOVERED = "recovered"
 
 
 E = TypeVar("E", SignInState, EventKind)
@@ -98,6 +100,10 @@ class Status(Record):
     account_count: int
     caller: Caller
     web_url: str  # the daemon's sign-in page and dashboard
+    degraded_reason: str  # why the provider is considered unreachable; "" when it answers
+    last_provider_contact_unix: int
+    storage: str  # where sessions survive restarts (keyring, key file, memory only)
+    default: Account | None  # the default account with its token's expiry and next renewal
 
     @classmethod
     def from_proto(cls, message: pb.GetStatusResponse) -> Status:
@@ -118,6 +124,12 @@ class Status(Record):
                 executable=message.caller.executable,
             ),
             web_url=message.web_url,
+            degraded_reason=message.degraded_reason,
+            last_provider_contact_unix=message.last_provider_contact_unix,
+            storage=message.storage,
+            default=Account.from_proto(message.default_account_detail)
+            if message.HasField("default_account_detail")
+            else None,
         )
 
 
@@ -131,6 +143,7 @@ class Account(Record):
     email: str
     is_default: bool
     access_token_expires_at_unix: int
+    next_refresh_unix: int  # 0 when the token cannot be renewed
 
     @classmethod
     def from_proto(cls, message: pb.Account) -> Account:
@@ -143,6 +156,7 @@ class Account(Record):
             email=message.email,
             is_default=message.is_default,
             access_token_expires_at_unix=message.access_token_expires_at_unix,
+            next_refresh_unix=message.next_refresh_unix,
         )
 
 

@@ -15,7 +15,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
-from ..session.manager import SessionManager
+from ..session.manager import SessionManager, keep
 from ..v1 import broker_pb2, broker_pb2_grpc
 from .callers import CallerCheck, CallerRegistry, CheckedRegistration
 from .front import FrontListener
@@ -25,6 +25,7 @@ from .settings import Settings
 
 if TYPE_CHECKING:
     from ..session.signin import SignInSecrets
+    from ..store.vault import Vault
     from .web import SignInSite
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,9 @@ DETERMINISTIC_SECRETS_ENV = "SIGNIN_BROKER_TEST_SECRETS_SEED"
 async def serve(settings: Settings, instance: Instance, web_socket: socket.socket) -> None:
     """Serve until SIGTERM or SIGINT, then stop cleanly."""
     started_at = time.time()
-    session = SessionManager(settings.issuer or None)
+    session = SessionManager(
+        settings.issuer or None, revalidate_seconds=settings.revalidate_seconds
+    )
     registry = CallerRegistry()
     info = DaemonInfo(instance.socket_path, started_at, web_url=loopback_base_url(web_socket))
     server, health_servicer = _grpc_server(TokenBrokerServicer(session, info), registry)
@@ -67,11 +70,12 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
             "startup_ms": round((time.time() - started_at) * 1000, 1),
         },
     )
-    site = await _start_sign_in(settings, session, web_socket)
+    keeper, site = await _start_sessions(settings, session, web_socket)
     await stopping.wait()
 
     log.info("stopping", extra={"connections": len(front.connections)})
     await health_servicer.enter_graceful_shutdown()
+    keeper.cancel()
     session.events.close("the daemon is stopping")
     await front.stop_accepting()
     await asyncio.gather(server.stop(SHUTDOWN_GRACE_SECONDS), site.stop())
@@ -81,28 +85,47 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
     log.info("stopped")
 
 
-async def _start_sign_in(
+async def _start_sessions(
     settings: Settings, session: SessionManager, web_socket: socket.socket
-) -> SignInSite:
-    """Load the OAuth and web stack after "ready", then serve the sign-in page.
+) -> tuple[asyncio.Task[None], SignInSite]:
+    """After "ready": restore stored sessions, start the keeper, serve the sign-in page.
 
-    Starlette, uvicorn, httpx2, PyJWT and authlib cost about a quarter of a second to
-    import; apps can be served meanwhile. The page's port is already bound, so a
-    browser that comes early waits in its backlog rather than being refused.
+    The keyring, cryptography, Starlette, uvicorn, httpx2, PyJWT and authlib cost about
+    a third of a second to import, so they load in a worker thread while apps are
+    already served (a GetToken meanwhile waits for the restore, not for a sign-in).
+    The page's port is already bound: a browser that comes early waits in the backlog.
     """
     await asyncio.to_thread(importlib.import_module, "signin_broker.daemon.web")
     from ..session.oidc import Provider
     from ..session.signin import SignInFlow
     from .web import SignInSite
 
+    session.store, session.storage = await asyncio.to_thread(_open_store, settings)
     flow = None
     if settings.issuer:
         session.provider = Provider(settings.issuer, settings.client_id)
         flow = SignInFlow(session.provider, settings.scopes, _secrets_source(settings.issuer))
+    await session.restore()
+    keeper = asyncio.get_running_loop().create_task(keep(session))
     site = SignInSite(web_socket, session, flow, own_uid=os.geteuid())
     await site.start()
-    log.info("sign-in page ready", extra={"web": site.base_url + "/"})
-    return site
+    log.info("sign-in page ready", extra={"web": site.base_url + "/", "storage": session.storage})
+    return keeper, site
+
+
+def _open_store(settings: Settings) -> tuple[Vault | None, str]:
+    """The encrypted store, or why sessions stay in memory only."""
+    from ..store.keys import KeyStoreUnavailable, open_key_store
+    from ..store.vault import Vault
+
+    try:
+        vault = Vault(
+            settings.state_dir / "accounts", open_key_store(settings.key_store, settings.state_dir)
+        )
+    except KeyStoreUnavailable as error:
+        log.warning("sessions will not survive a restart", extra={"reason": str(error)})
+        return None, f"memory only: {error}"
+    return vault, vault.description
 
 
 def _secrets_source(issuer: str) -> SignInSecrets:

@@ -9,7 +9,7 @@ import time
 from html import escape
 
 from .._version import __version__
-from ..session.manager import AccountInfo
+from ..session.accounts import AccountInfo
 
 BEGIN_PATH = "/auth/oauth2/id-provider"
 

@@ -20,9 +20,11 @@ from typing import Any, TypeVar
 import grpc
 
 from .._version import __version__
+from ..session.accounts import AccountInfo, SignInState
 from ..session.errors import (
     AccountNotFound,
     NotConfigured,
+    ProviderRefused,
     ProviderUnreachable,
     ScopeNotGranted,
     SessionError,
@@ -30,8 +32,13 @@ from ..session.errors import (
     TokenTooShortLived,
 )
 from ..session.events import EventKind, SessionEvent, WatcherDropped
-from ..session.manager import AccountInfo, SessionManager, SignInState
-from ..session.validation import MAX_MIN_TTL_SECONDS, check_account, check_scopes
+from ..session.manager import SessionManager
+from ..session.validation import (
+    MAX_MIN_TTL_SECONDS,
+    check_account,
+    check_audience,
+    check_scopes,
+)
 from ..v1 import broker_pb2 as pb
 from ..v1 import broker_pb2_grpc as pb_grpc
 from .callers import current_caller
@@ -45,6 +52,7 @@ _STATUS_OF: dict[type[SessionError], grpc.StatusCode] = {
     NotConfigured: grpc.StatusCode.FAILED_PRECONDITION,
     ScopeNotGranted: grpc.StatusCode.FAILED_PRECONDITION,
     TokenTooShortLived: grpc.StatusCode.FAILED_PRECONDITION,
+    ProviderRefused: grpc.StatusCode.FAILED_PRECONDITION,
     ProviderUnreachable: grpc.StatusCode.UNAVAILABLE,
 }
 _SIGN_IN_STATE = {
@@ -58,6 +66,8 @@ _EVENT_KIND = {
     EventKind.REFRESHED: pb.EVENT_KIND_REFRESHED,
     EventKind.REVOKED: pb.EVENT_KIND_REVOKED,
     EventKind.SIGN_IN_FAILED: pb.EVENT_KIND_SIGN_IN_FAILED,
+    EventKind.DEGRADED: pb.EVENT_KIND_DEGRADED,
+    EventKind.RECOVERED: pb.EVENT_KIND_RECOVERED,
 }
 
 
@@ -118,9 +128,15 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
         scopes = _checked(check_scopes, list(request.scopes))
         if not 0 <= request.min_ttl_seconds <= MAX_MIN_TTL_SECONDS:
             raise InvalidRequest(f"min_ttl_seconds must be between 0 and {MAX_MIN_TTL_SECONDS}")
+        audience = _checked(check_audience, request.audience)
         caller = current_caller()
         token = await self._session.get_token(
-            account, scopes, request.min_ttl_seconds, app=caller.executable, pid=caller.pid
+            account,
+            scopes,
+            request.min_ttl_seconds,
+            audience=audience,
+            app=caller.executable,
+            pid=caller.pid,
         )
         return pb.GetTokenResponse(
             access_token=token.access_token,
@@ -136,6 +152,8 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
     ) -> pb.GetStatusResponse:
         """Describe the daemon, the sign-in state and the caller."""
         caller = current_caller()
+        await self._session.restored.wait()
+        default = self._session.account(self._session.default_account)
         return pb.GetStatusResponse(
             version=__version__,
             pid=self._info.pid,
@@ -149,6 +167,10 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
                 uid=caller.uid, gid=caller.gid, pid=caller.pid, executable=caller.executable
             ),
             web_url=self._info.web_url + "/",
+            degraded_reason=self._session.degraded_reason,
+            last_provider_contact_unix=int(self._session.last_provider_contact),
+            storage=self._session.storage,
+            default_account_detail=_account(default) if default else None,
         )
 
     @_unary
@@ -156,6 +178,7 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
         self, request: pb.ListAccountsRequest, context: Context
     ) -> pb.ListAccountsResponse:
         """List the accounts, default first."""
+        await self._session.restored.wait()
         return pb.ListAccountsResponse(accounts=[_account(a) for a in self._session.accounts()])
 
     @_unary
@@ -229,4 +252,5 @@ def _account(account: AccountInfo) -> pb.Account:
         email=account.email,
         is_default=account.is_default,
         access_token_expires_at_unix=account.access_token_expires_at,
+        next_refresh_unix=account.next_refresh_at,
     )

@@ -27,6 +27,7 @@ ENV_PREFIX = "SIGNIN_BROKER_"
 REQUIRED_SCOPES = ("openid", "profile", "email")
 MAX_REVALIDATE_SECONDS = 60
 LOG_LEVELS = ("debug", "info", "warn", "error")
+KEY_STORES = ("keyring", "file")
 
 
 class SettingsError(Exception):
@@ -55,6 +56,7 @@ class Settings:
     http: HttpAddress
     state_dir: Path
     revalidate_seconds: int
+    key_store: str
     log_level: str
     config_file: Path | None  # the file that was read, if any
 
@@ -123,6 +125,13 @@ def _revalidate_seconds(value: object) -> int:
             f" within {MAX_REVALIDATE_SECONDS} s"
         )
     return seconds
+
+
+def _key_store(value: object) -> str:
+    kind = _text(value).lower()
+    if kind not in KEY_STORES:
+        raise ValueError('must be "keyring" or "file" (a 0600 key file: weaker, opt-in)')
+    return kind
 
 
 def _log_level(value: object) -> str:
@@ -205,6 +214,14 @@ OPTIONS: tuple[_Option, ...] = (
         _revalidate_seconds,
         lambda: "60",
         "SECONDS",
+    ),
+    _Option(
+        "key_store",
+        'where the key of the stored sessions lives: "keyring" (the OS keyring) or "file"'
+        " (a 0600 file beside the state; weaker, for machines without a keyring)",
+        _key_store,
+        lambda: "keyring",
+        "KIND",
     ),
     _Option("log_level", "debug, info, warn or error", _log_level, lambda: "info", "LEVEL"),
 )

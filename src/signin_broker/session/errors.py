@@ -47,6 +47,13 @@ class ScopeNotGranted(SessionError):
         )
 
 
+class ProviderRefused(SessionError):
+    """The provider refused a down-scoped token (invalid_scope, invalid_target, ...)."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__(f"the identity provider refused that token ({error})")
+
+
 class TokenTooShortLived(SessionError):
     """The token cannot be renewed and will not last as long as the caller asked."""
 

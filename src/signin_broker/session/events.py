@@ -25,6 +25,8 @@ class EventKind(enum.Enum):
     REFRESHED = "refreshed"
     REVOKED = "revoked"
     SIGN_IN_FAILED = "sign_in_failed"
+    DEGRADED = "degraded"
+    RECOVERED = "recovered"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,27 +1,46 @@
 """The daemon's accounts and their sessions: the one object the gRPC and web layers talk to.
 
 An account is keyed `user:<platform_user_id>` (the id_token `sub`, contract 2.1 and
-2.9). Tokens are renewed on demand at 75 % of their lifetime, once however many
-callers ask at the same moment: the callers of one account queue on its lock, and
-all but the first find the fresh token already there.
+2.9). Its tokens are renewed at 75 % of their lifetime, once however many callers
+ask at the same moment: one refresh task per account is shared by all of them, and
+every call that spends a refresh token runs under the account's lock, because a
+rotated refresh token may be spent only once. A rotated refresh token is written to
+the encrypted store before the new access token is handed out.
+
+When the provider cannot be reached the daemon keeps serving a still-valid token,
+says so (`degraded`), and tries again with exponential backoff and jitter. Only the
+provider saying `invalid_grant` ends a session.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
+import contextlib
 import logging
+import random
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
 
+from .accounts import (
+    Account,
+    AccountInfo,
+    AppUse,
+    IssuedToken,
+    ScopedKey,
+    SignInStart,
+    SignInState,
+    SignOutResult,
+    account_id_of,
+)
 from .errors import (
     AccountNotFound,
     NotConfigured,
     OAuthError,
+    ProviderRefused,
     ProviderUnavailable,
     ProviderUnreachable,
     ScopeNotGranted,
@@ -32,88 +51,38 @@ from .events import EventBus, EventKind, SessionEvent
 from .tokens import TokenSet
 
 if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
-    from .oidc import Provider
+    from .oidc import Provider, TokenResponse
     from .signin import SignedIn
-
-# How long a sign-in begun over the API may take (signin.PENDING_TTL_SECONDS agrees).
-SIGN_IN_SECONDS = 600
 
 log = logging.getLogger(__name__)
 
-
-class SignInState(enum.Enum):
-    """Where sign-in stands (mirrors the API's SignInState)."""
-
-    NOT_CONFIGURED = "not_configured"
-    SIGNED_OUT = "signed_out"
-    SIGNED_IN = "signed_in"
-
-
-@dataclass(frozen=True, slots=True)
-class AppUse:
-    """An app (by executable) that got tokens of an account, for the dashboard."""
-
-    executable: str
-    last_pid: int
-    last_used: float
-    tokens_issued: int
+# How long a sign-in begun over the API may take (signin.PENDING_TTL_SECONDS agrees).
+SIGN_IN_SECONDS = 600
+# A caller whose token is still good waits this long for a renewal, then gets the
+# current token while the renewal goes on: an outage never stalls the apps.
+RENEWAL_WAIT_SECONDS = 2.0
+BACKOFF_FIRST_SECONDS = 1.0
+BACKOFF_MAX_SECONDS = 60.0
 
 
-@dataclass(frozen=True, slots=True)
-class AccountInfo:
-    """What the daemon may say about an account to the user's apps (no secrets)."""
+class AccountStore(Protocol):
+    """Where accounts survive a restart (store.vault.Vault); calls may block."""
 
-    id: str
-    platform_user_id: str
-    workspace_id: str = ""
-    display_name: str = ""
-    email: str = ""
-    is_default: bool = False
-    access_token_expires_at: int = 0
-    signed_in_at: float = 0.0
-    apps: tuple[AppUse, ...] = ()
+    @property
+    def description(self) -> str:
+        """Where the state and its keys are, for status."""
 
+    def save(self, account_id: str, record: dict[str, Any]) -> None:
+        """Write the account's record."""
 
-@dataclass(frozen=True, slots=True)
-class IssuedToken:
-    """An access token handed to an app."""
+    def load(self, account_id: str) -> dict[str, Any] | None:
+        """Read the account's record."""
 
-    access_token: str = field(repr=False)
-    token_type: str
-    expires_at: int
-    scopes: tuple[str, ...]
-    account: str
+    def delete(self, account_id: str) -> None:
+        """Remove the account's record and key."""
 
-
-@dataclass(frozen=True, slots=True)
-class SignInStart:
-    """A sign-in begun over the API: its id, for matching the outcome's event."""
-
-    sign_in_id: str
-    expires_at: float
-
-
-@dataclass(frozen=True, slots=True)
-class SignOutResult:
-    """The outcome of a sign-out."""
-
-    was_signed_in: bool
-    logout_url: str = ""
-
-
-@dataclass
-class _Account:
-    """An account's mutable state, owned by the manager."""
-
-    info: AccountInfo
-    tokens: TokenSet
-    refresh_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    apps: dict[str, AppUse] = field(default_factory=dict)
-
-
-def account_id_of(platform_user_id: str) -> str:
-    """The tenant-prefixed account id (contract 2.9: `user:<platform_user_id>`)."""
-    return f"user:{platform_user_id}"
+    def accounts(self) -> list[str]:
+        """The ids of the stored accounts."""
 
 
 class SessionManager:
@@ -123,13 +92,24 @@ class SessionManager:
         self,
         issuer: str | None,
         provider: Provider | None = None,
+        *,
+        store: AccountStore | None = None,
+        storage: str = "memory only",
+        revalidate_seconds: int = 60,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.issuer = issuer
         self.provider = provider
         self.events = EventBus()
+        self.store = store
+        self.storage = store.description if store is not None else storage
+        self.revalidate_seconds = revalidate_seconds
+        self.degraded_reason = ""
+        self.last_provider_contact = 0.0
+        self.restored = asyncio.Event()  # set once stored accounts are back
+        self.changed = asyncio.Event()  # wakes the keeper: an account came or went
         self._clock = clock
-        self._accounts: dict[str, _Account] = {}
+        self._accounts: dict[str, Account] = {}
 
     # -- what apps may know ------------------------------------------------------------
 
@@ -162,15 +142,26 @@ class SessionManager:
         account_id: str,
         scopes: Sequence[str],
         min_ttl: int,
+        *,
+        audience: str = "",
         app: str = "",
         pid: int = 0,
     ) -> IssuedToken:
-        """A token of the account (default when empty) valid for min_ttl seconds more."""
+        """A token of the account (default when empty) valid for min_ttl seconds more.
+
+        With scopes narrower than the sign-in's, or an audience, the token is a
+        down-scoped one, kept until it wants renewing like any other.
+        """
+        await self.restored.wait()
         account = self._resolve(account_id)
         missing = [scope for scope in scopes if scope not in account.tokens.scopes]
         if missing:
             raise ScopeNotGranted(missing, account.info.id)
-        tokens = await self._fresh_tokens(account, min_ttl)
+        wanted = frozenset(scopes)
+        if audience or (wanted and wanted != frozenset(account.tokens.scopes)):
+            tokens = await self._scoped_token(account, (wanted, audience), min_ttl)
+        else:
+            tokens = await self._main_token(account, min_ttl)
         self._note_use(account, app, pid)
         return IssuedToken(
             access_token=tokens.access_token,
@@ -180,38 +171,111 @@ class SessionManager:
             account=account.info.id,
         )
 
-    async def _fresh_tokens(self, account: _Account, min_ttl: int) -> TokenSet:
-        if not account.tokens.wants_refresh(self._clock(), min_ttl):
-            return account.tokens  # the common case: no lock, no await
-        async with account.refresh_lock:
-            now = self._clock()
-            tokens = account.tokens
-            if not tokens.wants_refresh(now, min_ttl):
-                return tokens  # a caller ahead in the queue renewed it
-            if tokens.refresh_token is None or self.provider is None:
-                return self._without_refresh(tokens, now, min_ttl)
-            try:
-                response = await self.provider.refresh(tokens.refresh_token)
-            except OAuthError as error:
-                self._end(
-                    account, EventKind.REVOKED, f"the provider ended the session ({error.error})"
-                )
-                raise SignInRequired from None
-            except ProviderUnavailable as error:
-                log.warning(
-                    "could not renew a token",
-                    extra={"flow": "oauth", "step": "refresh", "reason": str(error)},
-                )
-                return self._without_refresh(tokens, now, min_ttl, reason=str(error))
-            account.tokens = tokens.renewed(response, now)
-            self._publish(EventKind.REFRESHED, account.info.id, "the access token was renewed")
-            return account.tokens
+    async def _main_token(  # noqa: PLR0911 - each return is a different situation
+        self, account: Account, min_ttl: int, *, force: bool = False
+    ) -> TokenSet:
+        tokens = account.tokens
+        now = self._clock()
+        if not force and not tokens.wants_refresh(now, min_ttl):
+            return tokens  # the common case: no lock, no await
+        if tokens.refresh_token is None or self.provider is None:
+            return self._serve_without_renewal(tokens, now, min_ttl)
+        task = account.refresh_task
+        if task is None or task.done():
+            if now < account.retry_at:  # backing off: do not hammer a failing provider
+                return self._serve_without_renewal(tokens, now, min_ttl, self.degraded_reason)
+            task = asyncio.get_running_loop().create_task(self._refresh_main(account))
+            account.refresh_task = task
+        still_good = tokens.is_valid(now) and tokens.expires_at - now >= min_ttl
+        try:
+            if still_good:
+                return await asyncio.wait_for(asyncio.shield(task), RENEWAL_WAIT_SECONDS)
+            return await asyncio.shield(task)
+        except TimeoutError:
+            return account.tokens  # still good; the renewal carries on
+        except ProviderUnavailable as error:
+            return self._serve_without_renewal(account.tokens, self._clock(), min_ttl, str(error))
+        except OAuthError:
+            raise SignInRequired from None  # the task ended the session
 
-    def _without_refresh(
+    async def _refresh_main(self, account: Account) -> TokenSet:
+        """Renew the main token; shared by every caller waiting at that moment."""
+        async with account.refresh_lock:
+            response = await self._spend_refresh_token(account, {})
+            now = self._clock()
+            renewed = account.tokens.renewed(response, now)
+            await self._persist(account, renewed)
+            account.tokens = renewed
+        self._publish(EventKind.REFRESHED, account.info.id, "the access token was renewed")
+        return renewed
+
+    async def _scoped_token(self, account: Account, key: ScopedKey, min_ttl: int) -> TokenSet:
+        cached = account.scoped.get(key)
+        now = self._clock()
+        if cached is not None and not cached.wants_refresh(now, min_ttl):
+            return cached  # no provider round trip while it is good
+        if account.tokens.refresh_token is None or self.provider is None:
+            raise (
+                TokenTooShortLived(0)
+                if cached is None
+                else TokenTooShortLived(int(cached.expires_at - now))
+            )
+        async with account.refresh_lock:
+            cached = account.scoped.get(key)
+            now = self._clock()
+            if cached is not None and not cached.wants_refresh(now, min_ttl):
+                return cached  # a caller ahead in the queue fetched it
+            scopes, audience = key
+            extra = {"scope": " ".join(sorted(scopes))} if scopes else {}
+            if audience:
+                extra["resource"] = audience
+            try:
+                response = await self._spend_refresh_token(account, extra)
+            except ProviderUnavailable as error:
+                if (
+                    cached is not None
+                    and cached.is_valid(now)
+                    and cached.expires_at - now >= min_ttl
+                ):
+                    return cached
+                raise ProviderUnreachable(str(error)) from None
+            except OAuthError as error:
+                if error.error == "invalid_grant":
+                    raise SignInRequired from None
+                raise ProviderRefused(error.error) from None
+            requested = tuple(sorted(scopes)) if scopes else account.tokens.scopes
+            token = TokenSet.issued(response, now, requested)
+            rotated = replace(
+                account.tokens, refresh_token=response.refresh_token or account.tokens.refresh_token
+            )
+            await self._persist(account, rotated)
+            account.tokens = rotated
+            account.scoped[key] = token
+            return token
+
+    async def _spend_refresh_token(self, account: Account, extra: dict[str, str]) -> TokenResponse:
+        """One refresh_token grant (caller holds the account's lock); tracks provider health."""
+        assert self.provider is not None and account.tokens.refresh_token is not None  # noqa: S101 - checked by callers
+        try:
+            response = await self.provider.refresh(account.tokens.refresh_token, **extra)
+        except ProviderUnavailable as error:
+            self._provider_failed(account, str(error))
+            raise
+        except OAuthError as error:
+            self._provider_answered(account)
+            if error.error == "invalid_grant":
+                await self._end(account, EventKind.REVOKED, "the provider ended the session")
+            else:
+                log.warning("the provider refused a refresh", extra={"error_code": error.error})
+            raise
+        self._provider_answered(account)
+        return response
+
+    def _serve_without_renewal(
         self, tokens: TokenSet, now: float, min_ttl: int, reason: str = ""
     ) -> TokenSet:
         """The current token when it still serves the caller; else why it cannot."""
-        if tokens.expires_at - now >= min_ttl and tokens.is_valid(now):
+        if tokens.is_valid(now) and tokens.expires_at - now >= min_ttl:
             return tokens
         if reason:
             raise ProviderUnreachable(reason)
@@ -219,7 +283,7 @@ class SessionManager:
             raise SignInRequired
         raise TokenTooShortLived(int(tokens.expires_at - now))
 
-    def _note_use(self, account: _Account, app: str, pid: int) -> None:
+    def _note_use(self, account: Account, app: str, pid: int) -> None:
         if not app:
             return
         previous = account.apps.get(app)
@@ -229,6 +293,79 @@ class SessionManager:
             last_used=self._clock(),
             tokens_issued=(previous.tokens_issued if previous else 0) + 1,
         )
+
+    # -- provider health ---------------------------------------------------------------
+
+    def _provider_failed(self, account: Account, reason: str) -> None:
+        account.failures += 1
+        backoff = min(BACKOFF_MAX_SECONDS, BACKOFF_FIRST_SECONDS * 2 ** (account.failures - 1))
+        account.retry_at = self._clock() + backoff * random.uniform(0.8, 1.2)  # noqa: S311
+        log.warning(
+            "the identity provider is not answering",
+            extra={"flow": "oauth", "reason": reason, "retry_in_s": round(backoff, 1)},
+        )
+        if not self.degraded_reason:
+            self._publish(EventKind.DEGRADED, "", f"degraded: {reason}")
+        self.degraded_reason = reason
+
+    def _provider_answered(self, account: Account) -> None:
+        account.failures = 0
+        account.retry_at = 0.0
+        self.last_provider_contact = self._clock()
+        if self.degraded_reason:
+            self.degraded_reason = ""
+            log.info("the identity provider answers again")
+            self._publish(EventKind.RECOVERED, "", "the identity provider answers again")
+
+    # -- the background keeper's work -------------------------------------------------
+
+    async def tend(self) -> float:
+        """Renew and re-validate what is due; return the seconds until something is due."""
+        if self.provider is None:
+            return BACKOFF_MAX_SECONDS
+        now = self._clock()
+        for account in list(self._accounts.values()):
+            if now < account.retry_at:
+                continue
+            try:
+                if account.tokens.refresh_token and now >= account.refresh_at:
+                    await self._main_token(account, 0, force=True)
+                elif now >= account.revalidate_at:
+                    await self._revalidate(account)
+            except (SignInRequired, ProviderUnreachable, TokenTooShortLived):
+                pass  # events and logs already told; the next round tries again
+        return self._next_due() - self._clock()
+
+    async def _revalidate(self, account: Account) -> None:
+        """Ask the provider whether the session still stands (contract I2, within 60 s)."""
+        assert self.provider is not None  # noqa: S101 - tend() checked
+        account.revalidate_at = self._clock() + self.revalidate_seconds * random.uniform(0.75, 1.0)  # noqa: S311
+        try:
+            await self.provider.userinfo(account.tokens.access_token)
+        except ProviderUnavailable as error:
+            self._provider_failed(account, str(error))
+            return
+        except OAuthError:
+            self._provider_answered(account)
+            if account.tokens.refresh_token is None:
+                await self._end(
+                    account, EventKind.REVOKED, "the provider no longer accepts the session"
+                )
+                return
+            await self._main_token(account, 0, force=True)  # the refresh decides
+            return
+        self._provider_answered(account)
+
+    def _next_due(self) -> float:
+        moments = [BACKOFF_MAX_SECONDS + self._clock()]
+        for account in self._accounts.values():
+            if account.retry_at > self._clock():
+                moments.append(account.retry_at)
+                continue
+            moments.append(account.revalidate_at)
+            if account.tokens.refresh_token:
+                moments.append(account.refresh_at)
+        return min(moments)
 
     # -- signing in and out --------------------------------------------------------------
 
@@ -257,8 +394,11 @@ class SessionManager:
             signed_in_at=now,
         )
         tokens = TokenSet.issued(signed_in.tokens, now, ())
-        account = _Account(info=info, tokens=tokens, apps=previous.apps if previous else {})
+        account = Account(info=info, tokens=tokens, apps=previous.apps if previous else {})
+        account.revalidate_at = now + self.revalidate_seconds
+        await self._persist(account, tokens)
         self._accounts[account_id] = account
+        self.changed.set()
         self._publish(
             EventKind.SIGNED_IN,
             account_id,
@@ -291,10 +431,11 @@ class SessionManager:
         The tokens are revoked at the provider (RFC 7009) where it offers revocation; the
         result also carries the provider's logout address for a browser session there.
         """
+        await self.restored.wait()
         if not account_id and not self._accounts:
             return SignOutResult(False, await self.provider_logout_url(post_logout_redirect_uri))
         account = self._resolve(account_id)
-        self._end(account, EventKind.SIGNED_OUT, "signed out")
+        await self._end(account, EventKind.SIGNED_OUT, "signed out")
         await self._revoke_at_provider(account.tokens)
         return SignOutResult(
             True, await self.provider_logout_url(post_logout_redirect_uri, account.tokens.id_token)
@@ -333,19 +474,75 @@ class SessionManager:
             params["post_logout_redirect_uri"] = post_logout_redirect_uri
         return f"{endpoint or self.issuer + '/logout'}?{urlencode(params)}"
 
-    def _end(self, account: _Account, kind: EventKind, detail: str) -> None:
-        """Forget the account (its tokens with it) and hand the default on."""
+    async def _end(self, account: Account, kind: EventKind, detail: str) -> None:
+        """Forget the account, its stored state with it, and hand the default on."""
         removed = self._accounts.pop(account.info.id, None)
         if removed is None:
             return
         if removed.info.is_default and self._accounts:
             heir = min(self._accounts.values(), key=lambda a: a.info.signed_in_at)
             heir.info = replace(heir.info, is_default=True)
+            await self._persist(heir, heir.tokens)
+        if self.store is not None:
+            try:
+                await asyncio.to_thread(self.store.delete, account.info.id)
+            except Exception:
+                log.exception(
+                    "could not remove the stored state", extra={"account": account.info.id}
+                )
+        self.changed.set()
         self._publish(kind, account.info.id, detail)
+
+    # -- persistence -------------------------------------------------------------------------
+
+    async def _persist(self, account: Account, tokens: TokenSet) -> None:
+        """Write the account with these tokens before anyone is handed them."""
+        if self.store is None:
+            return
+        record = replace(account, tokens=tokens).to_record(self.issuer or "")
+        try:
+            await asyncio.to_thread(self.store.save, account.info.id, record)
+        except Exception:
+            log.exception("could not store the session", extra={"account": account.info.id})
+
+    async def restore(self) -> None:
+        """Bring back the accounts stored by an earlier run (of this issuer)."""
+        try:
+            if self.store is not None:
+                await self._restore_from(self.store)
+        finally:
+            self.restored.set()
+            self.changed.set()
+
+    async def _restore_from(self, store: AccountStore) -> None:
+        for account_id in await asyncio.to_thread(store.accounts):
+            try:
+                record = await asyncio.to_thread(store.load, account_id)
+                if record is None:
+                    continue
+                account = Account.from_record(record)
+            except Exception as error:
+                log.warning(
+                    "a stored session could not be restored",
+                    extra={"account": account_id, "reason": str(error)},
+                )
+                continue
+            if record.get("issuer") != self.issuer:
+                log.info(
+                    "a stored session belongs to another provider", extra={"account": account_id}
+                )
+                continue
+            account.revalidate_at = self._clock()  # check it with the provider soon
+            self._accounts[account.info.id] = account
+        if self._accounts and not self.default_account:
+            first = min(self._accounts.values(), key=lambda a: a.info.signed_in_at)
+            first.info = replace(first.info, is_default=True)
+        if self._accounts:
+            log.info("sessions restored", extra={"accounts": sorted(self._accounts)})
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _resolve(self, account_id: str) -> _Account:
+    def _resolve(self, account_id: str) -> Account:
         if not account_id:
             default = self.default_account
             if not default:
@@ -356,10 +553,11 @@ class SessionManager:
             raise AccountNotFound
         return account
 
-    def _info(self, account: _Account) -> AccountInfo:
+    def _info(self, account: Account) -> AccountInfo:
         return replace(
             account.info,
             access_token_expires_at=int(account.tokens.expires_at),
+            next_refresh_at=int(account.refresh_at) if account.tokens.refresh_token else 0,
             apps=tuple(sorted(account.apps.values(), key=lambda a: -a.last_used)),
         )
 
@@ -372,3 +570,18 @@ class SessionManager:
 def _text(claims: dict[str, Any], name: str) -> str:
     value = claims.get(name)
     return value if isinstance(value, str) else ""
+
+
+async def keep(manager: SessionManager) -> None:
+    """The background keeper: renew ahead of time and re-validate, until cancelled."""
+    while True:
+        try:
+            delay = await manager.tend()
+        except Exception:
+            log.exception("the session keeper failed; trying again shortly")
+            delay = BACKOFF_FIRST_SECONDS
+        manager.changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(
+                manager.changed.wait(), max(0.05, min(delay, BACKOFF_MAX_SECONDS))
+            )

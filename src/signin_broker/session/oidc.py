@@ -189,10 +189,19 @@ class Provider:
         )
         return await self._token_request(body)
 
-    async def refresh(self, refresh_token: str) -> TokenResponse:
-        """Trade a refresh token for a new access token (RFC 6749 section 6)."""
+    async def refresh(
+        self, refresh_token: str, scope: str | None = None, resource: str | None = None
+    ) -> TokenResponse:
+        """Trade a refresh token for a new access token (RFC 6749 section 6).
+
+        A narrower `scope` and a `resource` (RFC 8707) ask for a down-scoped token.
+        """
         body = prepare_token_request(
-            "refresh_token", refresh_token=refresh_token, client_id=self.client_id
+            "refresh_token",
+            refresh_token=refresh_token,
+            client_id=self.client_id,
+            scope=scope,
+            resource=resource,
         )
         return await self._token_request(body)
 

@@ -7,7 +7,7 @@ lifetime, or sooner when a caller needs it to last longer than it will.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .oidc import TokenResponse
@@ -65,4 +65,33 @@ class TokenSet:
         return (
             now >= self.issued_at + REFRESH_AT_FRACTION * self.lifetime
             or self.expires_at - now < min_ttl
+        )
+
+    def refresh_due_at(self, early_fraction: float = 0.0) -> float:
+        """When the background loop renews: at 75 % of the lifetime, minus a jitter share."""
+        return self.issued_at + (REFRESH_AT_FRACTION - early_fraction) * self.lifetime
+
+    def to_record(self) -> dict[str, Any]:
+        """A JSON-able form for the encrypted store."""
+        return {
+            "access_token": self.access_token,
+            "token_type": self.token_type,
+            "scopes": list(self.scopes),
+            "issued_at": self.issued_at,
+            "expires_at": self.expires_at,
+            "refresh_token": self.refresh_token,
+            "id_token": self.id_token,
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> TokenSet:
+        """Back from to_record(); KeyError or TypeError when the record is not one."""
+        return cls(
+            access_token=str(record["access_token"]),
+            token_type=str(record["token_type"]),
+            scopes=tuple(str(s) for s in record["scopes"]),
+            issued_at=float(record["issued_at"]),
+            expires_at=float(record["expires_at"]),
+            refresh_token=record.get("refresh_token"),
+            id_token=record.get("id_token"),
         )

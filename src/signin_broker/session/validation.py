@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
 # RFC 6749 section 3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E )
 SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]{1,256}")
@@ -25,6 +26,16 @@ def check_scopes(scopes: Sequence[str]) -> tuple[str, ...]:
     if len(scopes) > MAX_SCOPES:
         raise ValueError(f"at most {MAX_SCOPES} scopes may be requested, not {len(scopes)}")
     return tuple(dict.fromkeys(check_scope(scope) for scope in scopes))
+
+
+def check_audience(audience: str) -> str:
+    """An RFC 8707 resource: empty, or an absolute URI without a fragment."""
+    if not audience:
+        return audience
+    parts = urlsplit(audience)
+    if len(audience) > 2048 or not parts.scheme or not parts.netloc or parts.fragment:
+        raise ValueError("audience must be an absolute URI without a fragment (RFC 8707)")
+    return audience
 
 
 def check_account(account: str) -> str:

@@ -1,11 +1,13 @@
 """StubProvider: a real OpenID Connect provider on loopback, served from a background thread.
 
-It has the knobs a test turns: revoke a user, rotate keys, fail the token endpoint.
+It has the knobs a test turns: revoke a user, rotate keys, fail or delay the token
+endpoint, expire refresh tokens, take the whole provider down, and look tokens up.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import math
 import secrets
 import socket
 import threading
@@ -25,8 +27,9 @@ from .models import (
     StubPaths,
     StubUser,
 )
+from .pauses import Pauses
 from .server import StubAuthorizationServer
-from .store import StubStore, TokenFailure
+from .store import OUTAGE_MODES, Outage, StubStore, TokenDelay, TokenFailure
 from .web import DISCOVERY_PATH, Site, build_app
 
 START_TIMEOUT_SECONDS = 10.0
@@ -35,11 +38,20 @@ LISTEN_BACKLOG = 128
 
 
 @dataclass(frozen=True, slots=True)
+class _Address:
+    """Where a started stub serves; kept through a "stopped" outage."""
+
+    host: str
+    port: int
+    base_url: str
+    issuer: str
+
+
+@dataclass(frozen=True, slots=True)
 class _Serving:
     server: uvicorn.Server
     thread: threading.Thread
-    base_url: str
-    issuer: str
+    pauses: Pauses
 
 
 class StubProvider:
@@ -47,7 +59,8 @@ class StubProvider:
 
     Public clients only, authorization code flow with mandatory PKCE (S256), RS256 ID
     tokens, rotating refresh tokens, opaque access tokens that can really be revoked.
-    Start it with `start()` or a `with` block; it serves on loopback only.
+    Start it with `start()` or a `with` block; it serves on loopback only. Every method
+    may be called from any thread while it serves.
     """
 
     def __init__(
@@ -56,6 +69,7 @@ class StubProvider:
         clients: Sequence[StubClient] | None = None,
         *,
         access_token_ttl: int = 3600,
+        refresh_token_ttl: int | None = None,
         paths: StubPaths | None = None,
         issuer_path: str = "",
         auto_approve: str | None = "1001",
@@ -63,63 +77,106 @@ class StubProvider:
         self.users = tuple(users) if users is not None else (DEFAULT_USER,)
         self.clients = tuple(clients) if clients is not None else (DEFAULT_CLIENT,)
         self.access_token_ttl = access_token_ttl  # seconds, read at each issue
+        self.refresh_token_ttl = refresh_token_ttl  # seconds or None (never), read at each issue
         self.paths = paths or StubPaths()
         self.issuer_path = issuer_path
         self.auto_approve = auto_approve
         self.admin_token = secrets.token_urlsafe(32)
         _check_settings(self)
         self._store = StubStore(self.users, self.clients)
-        self._serving: _Serving | None = None
+        self._lock = threading.RLock()  # one start, stop or outage at a time
+        self._address: _Address | None = None
+        self._serving: _Serving | None = None  # None while stopped, or in a "stopped" outage
 
     def start(self, host: str = "127.0.0.1", port: int = 0) -> Self:
         """Serve on host:port (port 0 picks a free one) from a background thread."""
-        if self._serving is not None:
-            raise RuntimeError("the stub provider is already running")
-        bind_host = _loopback_host(host)
-        listening = _listen(bind_host, port)
-        try:
+        with self._lock:
+            if self._address is not None:
+                raise RuntimeError("the stub provider is already running")
+            bind_host = _loopback_host(host)
+            listening = _listen(bind_host, port)
+            bound_port = listening.getsockname()[1]
             url_host = f"[{bind_host}]" if ":" in bind_host else bind_host
-            base_url = f"http://{url_host}:{listening.getsockname()[1]}"
-            auto_user = next((u for u in self.users if u.sub == self.auto_approve), None)
-            site = Site(base_url, self.issuer_path, self.paths, auto_user, self.admin_token)
-            authorization = StubAuthorizationServer(
-                self._store, site.issuer, lambda: self.access_token_ttl
-            )
-            config = uvicorn.Config(
-                build_app(authorization, self._store, site),
-                log_config=None,
-                access_log=False,
-                lifespan="off",
-                timeout_graceful_shutdown=1,
-            )
-            server = uvicorn.Server(config)
-            thread = threading.Thread(
-                target=server.run,
-                kwargs={"sockets": [listening]},
-                name=f"stub-provider {base_url}",
-                daemon=True,
-            )
-            thread.start()
-            _wait_until_serving(server, thread)
-        except BaseException:
-            listening.close()
-            raise
-        self._serving = _Serving(server, thread, base_url, site.issuer)
+            base_url = f"http://{url_host}:{bound_port}"
+            address = _Address(bind_host, bound_port, base_url, base_url + self.issuer_path)
+            self._serving = self._serve(listening, address)
+            self._address = address
         return self
 
     def stop(self) -> None:
-        """Stop serving (idempotent); the state survives for a later `start()`."""
-        serving, self._serving = self._serving, None
-        if serving is None:
-            return
-        serving.server.should_exit = True
-        serving.thread.join(STOP_TIMEOUT_SECONDS)
-        if serving.thread.is_alive():
-            serving.server.force_exit = True
-            serving.thread.join(STOP_TIMEOUT_SECONDS)
+        """Stop serving (idempotent); the state survives for a later `start()`.
+
+        A "stopped" outage ends with it (the next start serves); other outages go on.
+        """
+        with self._lock:
+            serving, self._serving, self._address = self._serving, None, None
+            outage = self._store.outage()
+            if outage is not None and outage.mode == "stopped":
+                self._store.set_outage(None)
+            if serving is not None:
+                _halt(serving)
+
+    def outage(self, mode: str | None, *, stall_seconds: float = 12.0) -> None:
+        """Make every endpoint fail in `mode` until `outage(None)`.
+
+        "stopped": the listening socket closes, so connections are refused; `outage(None)`
+        (or another mode) serves again on the same host and port. "http_500": every
+        request gets 500 {"error": "server_error"}. "stall": every request waits
+        `stall_seconds` (less if the stub stops), then is handled normally; one whose
+        client leaves meanwhile is dropped unhandled. "garbage": every request gets 200
+        with an HTML body. Users, codes, tokens, keys and recorded requests are kept, and
+        requests that arrive are recorded as usual.
+        """
+        if mode is not None and mode not in OUTAGE_MODES:
+            raise ValueError(f"unknown outage mode {mode!r}; use one of {OUTAGE_MODES} or None")
+        if not (math.isfinite(stall_seconds) and stall_seconds >= 0):
+            raise ValueError("stall_seconds must be a finite number, at least 0")
+        outage = None if mode is None else Outage(mode, stall_seconds)
+        with self._lock:
+            if mode == "stopped":
+                self._running()
+                self._store.set_outage(outage)
+                serving, self._serving = self._serving, None
+                if serving is not None:
+                    _halt(serving)
+                return
+            address = self._address
+            if address is None or self._serving is not None:
+                self._store.set_outage(outage)
+                return
+            # Back from "stopped": the same port again (SO_REUSEADDR), so the issuer holds.
+            stopped = self._store.outage()
+            listening = _listen(address.host, address.port)
+            self._store.set_outage(outage)  # before serving, so no request misses it
+            try:
+                self._serving = self._serve(listening, address)
+            except BaseException:
+                self._store.set_outage(stopped)
+                raise
+
+    def delay_token_response(
+        self, seconds: float, *, after_processing: bool, times: int = 1
+    ) -> None:
+        """Make the next `times` token requests wait `seconds` (less if the stub stops).
+
+        Before processing, nothing is used up yet: a request whose client leaves during
+        the wait is dropped unhandled. After processing, codes and refresh tokens are used
+        up and the new tokens stored; only the response waits, and is lost with its client.
+        """
+        if not (math.isfinite(seconds) and seconds >= 0) or times < 1:
+            raise ValueError("seconds must be a finite number, at least 0, and times at least 1")
+        self._store.delay_token_requests(TokenDelay(seconds, after_processing), times)
+
+    def access_token_info(self, token: str) -> dict[str, object] | None:
+        """What the stub knows about an access token; None if it never issued it.
+
+        {"sub", "scope", "audience" (the RFC 8707 resource, or None), "expires_at"
+        (epoch seconds), "active" (neither expired nor revoked)}.
+        """
+        return self._store.access_token_info(token)
 
     def __enter__(self) -> Self:
-        if self._serving is None:
+        if self._address is None:
             self.start()
         return self
 
@@ -202,10 +259,44 @@ class StubProvider:
         """Make the next authorization request redirect back with error=access_denied."""
         self._store.deny_next_authorization()
 
-    def _running(self) -> _Serving:
-        if self._serving is None:
+    def _running(self) -> _Address:
+        address = self._address
+        if address is None:
             raise RuntimeError("the stub provider is not running; call start() first")
-        return self._serving
+        return address
+
+    def _serve(self, listening: socket.socket, address: _Address) -> _Serving:
+        """Serve the store on an already listening socket; closes it if that fails."""
+        try:
+            auto_user = next((u for u in self.users if u.sub == self.auto_approve), None)
+            site = Site(address.base_url, self.issuer_path, self.paths, auto_user, self.admin_token)
+            authorization = StubAuthorizationServer(
+                self._store,
+                site.issuer,
+                lambda: self.access_token_ttl,
+                lambda: self.refresh_token_ttl,
+            )
+            pauses = Pauses()
+            config = uvicorn.Config(
+                build_app(authorization, self._store, site, pauses),
+                log_config=None,
+                access_log=False,
+                lifespan="off",
+                timeout_graceful_shutdown=1,
+            )
+            server = uvicorn.Server(config)
+            thread = threading.Thread(
+                target=server.run,
+                kwargs={"sockets": [listening]},
+                name=f"stub-provider {address.base_url}",
+                daemon=True,
+            )
+            thread.start()
+            _wait_until_serving(server, thread)
+        except BaseException:
+            listening.close()
+            raise
+        return _Serving(server, thread, pauses)
 
 
 def _check_settings(stub: StubProvider) -> None:
@@ -232,6 +323,8 @@ def _check_settings(stub: StubProvider) -> None:
         raise ValueError("every endpoint needs a path of its own")
     if stub.access_token_ttl < 1:
         raise ValueError("access_token_ttl must be at least one second")
+    if stub.refresh_token_ttl is not None and stub.refresh_token_ttl < 1:
+        raise ValueError("refresh_token_ttl must be None (never) or at least one second")
 
 
 def _loopback_host(host: str) -> str:
@@ -257,6 +350,16 @@ def _listen(host: str, port: int) -> socket.socket:
         listening.close()
         raise
     return listening
+
+
+def _halt(serving: _Serving) -> None:
+    """Stop a server and wait for its thread; waiting requests are let go first."""
+    serving.pauses.release_all()
+    serving.server.should_exit = True
+    serving.thread.join(STOP_TIMEOUT_SECONDS)
+    if serving.thread.is_alive():
+        serving.server.force_exit = True
+        serving.thread.join(STOP_TIMEOUT_SECONDS)
 
 
 def _wait_until_serving(server: uvicorn.Server, thread: threading.Thread) -> None:

@@ -1,6 +1,7 @@
 """The authlib authorization server behind the stub provider, and its glue to Starlette.
 
-It serves the code flow with PKCE, ID tokens, refresh rotation, revocation and sign-out.
+It serves the code flow with PKCE, ID tokens, refresh rotation (optionally narrowing
+the scope, RFC 6749 section 6, or naming a resource, RFC 8707), revocation and sign-out.
 authlib has no Starlette integration, so this module is one: the web app reads each
 request body first (authlib is synchronous), wraps it in an HttpExchange, and calls the
 typed methods at the end of StubAuthorizationServer.
@@ -9,6 +10,7 @@ typed methods at the end of StubAuthorizationServer.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import time
 from collections import defaultdict
@@ -28,6 +30,7 @@ from authlib.oauth2.rfc6749 import (
     OAuth2Payload,
     OAuth2Request,
     ResourceProtector,
+    TokenMixin,
     UnsupportedTokenTypeError,
     grants,
     list_to_scope,
@@ -52,6 +55,8 @@ SIGNING_ALGORITHM = "RS256"
 FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
 OPAQUE_TOKEN_BYTES = 32
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+# RFC 3986 section 4.3: a scheme, then no fragment (RFC 8707 section 2 forbids one).
+ABSOLUTE_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\s#]+")
 
 Grant = Any  # an authlib grant object; authlib has no type information
 
@@ -103,6 +108,12 @@ class InvalidRedirectUriError(OAuth2Error):  # type: ignore[misc]
     description = "The redirect_uri is not registered for this client."
 
 
+class InvalidTargetError(OAuth2Error):  # type: ignore[misc]
+    """RFC 8707: the requested resource is not one the stub can issue a token for."""
+
+    error = "invalid_target"
+
+
 class _Parameters(OAuth2Payload):  # type: ignore[misc]
     """Request parameters, keeping repeats so authlib can refuse them."""
 
@@ -128,6 +139,7 @@ class _Request(OAuth2Request):  # type: ignore[misc]
     def __init__(self, exchange: HttpExchange) -> None:
         super().__init__(exchange.method, exchange.url, headers=exchange.headers)
         self.payload = _Parameters(exchange.parameters)
+        self.resource: str | None = None  # RFC 8707, once a refresh grant has checked it
         self._exchange = exchange
 
     @property
@@ -228,24 +240,72 @@ class _CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
         return store.users.get(authorization_code.sub)
 
 
+@dataclass(frozen=True, slots=True)
+class _RefreshCredential(TokenMixin):  # type: ignore[misc]
+    """authlib's view of a refresh token: its scope is the whole grant's.
+
+    authlib checks a requested `scope` against get_scope() and issues get_scope() when
+    none is requested; the record's own scope is its access token's, maybe narrowed.
+    """
+
+    record: IssuedToken
+
+    def check_client(self, client: ClientMixin) -> bool:
+        return self.record.check_client(client)
+
+    def get_scope(self) -> str:
+        return self.record.refresh_scope
+
+
 class _RefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
-    """Refresh with rotation: a new refresh token each time, the old one ends."""
+    """Refresh with rotation: a new refresh token each time, the old one ends.
+
+    A `scope` narrows only the new access token: the new refresh token keeps the old
+    one's scope (RFC 6749 section 6), which authlib alone would narrow too.
+    """
 
     TOKEN_ENDPOINT_AUTH_METHODS = ["none"]  # noqa: RUF012 - authlib's class setting
     INCLUDE_NEW_REFRESH_TOKEN = True  # rotation: each refresh token works once
 
-    def authenticate_refresh_token(self, refresh_token: str) -> IssuedToken | None:
+    def validate_token_request(self) -> None:
+        """Check client, token and scope as authlib does, then the RFC 8707 resource."""
+        super().validate_token_request()
+        self.request.resource = _requested_resource(self.request.payload)
+
+    def authenticate_refresh_token(self, refresh_token: str) -> _RefreshCredential | None:
         store: StubStore = self.server.store
         token = store.by_refresh_token(refresh_token)
-        return None if token is None or token.refresh_revoked else token
+        return _RefreshCredential(token) if token and token.refresh_is_usable() else None
 
-    def authenticate_user(self, refresh_token: IssuedToken) -> StubUser | None:
+    def authenticate_user(self, refresh_token: _RefreshCredential) -> StubUser | None:
         store: StubStore = self.server.store
-        return store.users.get(refresh_token.sub)
+        return store.users.get(refresh_token.record.sub)
 
-    def revoke_old_credential(self, refresh_token: IssuedToken) -> None:
+    def save_token(self, token: dict[str, Any]) -> None:
+        """Keep the new pair: its refresh token has the old one's scope, whatever was asked."""
+        credential: _RefreshCredential = self.request.refresh_token
+        self.server.save_token(
+            token,
+            self.request,
+            refresh_scope=credential.record.refresh_scope,
+            audience=self.request.resource,
+        )
+
+    def revoke_old_credential(self, refresh_token: _RefreshCredential) -> None:
         store: StubStore = self.server.store
-        store.revoke_refresh_token(refresh_token)
+        store.revoke_refresh_token(refresh_token.record)
+
+
+def _requested_resource(payload: _Parameters) -> str | None:
+    """The token request's RFC 8707 resource: at most one absolute URI."""
+    resources = payload.datalist.get("resource", [])
+    if not resources:
+        return None
+    if len(resources) > 1:
+        raise InvalidTargetError("The stub binds an access token to one 'resource' at most.")
+    if not ABSOLUTE_URI.fullmatch(resources[0]):
+        raise InvalidTargetError("'resource' must be an absolute URI without a fragment.")
+    return resources[0]
 
 
 class _S256Only(CodeChallenge):  # type: ignore[misc]
@@ -353,10 +413,15 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
     """authlib's AuthorizationServer wired to the stub's store and Starlette responses."""
 
     def __init__(
-        self, store: StubStore, issuer: str, access_token_seconds: Callable[[], int]
+        self,
+        store: StubStore,
+        issuer: str,
+        access_token_seconds: Callable[[], int],
+        refresh_token_seconds: Callable[[], int | None],
     ) -> None:
         super().__init__(scopes_supported=SUPPORTED_SCOPES)
         self.store = store
+        self._refresh_token_seconds = refresh_token_seconds  # read at each issue
         self.register_token_generator(
             "default",
             BearerTokenGenerator(
@@ -378,15 +443,29 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         registration = self.store.clients.get(client_id)
         return None if registration is None else _Client(registration)
 
-    def save_token(self, token: dict[str, Any], request: _Request) -> None:
+    def save_token(
+        self,
+        token: dict[str, Any],
+        request: _Request,
+        *,
+        refresh_scope: str | None = None,
+        audience: str | None = None,
+    ) -> None:
+        """Keep a new token pair; the refresh token's scope is the access token's unless given."""
+        now = time.time()
+        scope = token.get("scope", "")
+        refresh_seconds = self._refresh_token_seconds()
         self.store.save_token(
             IssuedToken(
                 access_token=token["access_token"],
                 refresh_token=token["refresh_token"],
                 client_id=request.client.get_client_id(),
                 sub=request.user.sub,
-                scope=token.get("scope", ""),
-                expires_at=time.time() + token.get("expires_in", 0),
+                scope=scope,
+                refresh_scope=scope if refresh_scope is None else refresh_scope,
+                expires_at=now + token.get("expires_in", 0),
+                audience=audience,
+                refresh_expires_at=None if refresh_seconds is None else now + refresh_seconds,
             )
         )
 

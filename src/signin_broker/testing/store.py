@@ -1,5 +1,6 @@
 """The stub's memory: users, clients, codes, tokens, recorded requests and injected faults.
 
+Faults are queued token failures and delays, denied authorizations and an ongoing outage.
 The web app runs on its own thread and a test calls the admin methods from another,
 so every change happens under one lock.
 """
@@ -20,6 +21,7 @@ from .models import RecordedRequest, StubClient, StubUser
 
 AUTHORIZATION_CODE_SECONDS = 60
 MAX_RECORDED_REQUESTS = 10_000  # a long demo run must not grow without end
+OUTAGE_MODES = ("stopped", "http_500", "stall", "garbage")
 
 
 @dataclass(slots=True)
@@ -56,14 +58,21 @@ class AuthorizationCode(AuthorizationCodeMixin):  # type: ignore[misc]
 
 @dataclass(slots=True)
 class IssuedToken(TokenMixin):  # type: ignore[misc]
-    """An access token and the refresh token issued with it; both opaque and stored."""
+    """An access token and the refresh token issued with it; both opaque and stored.
+
+    The access token may carry less scope than the refresh token (a narrowed refresh),
+    so each has its own; authlib sees this record as the access token.
+    """
 
     access_token: str
     refresh_token: str
     client_id: str
     sub: str
-    scope: str
+    scope: str  # the access token's
+    refresh_scope: str  # the whole grant's, which every rotated refresh token keeps
     expires_at: float
+    audience: str | None = None  # the RFC 8707 resource the access token is for
+    refresh_expires_at: float | None = None  # None: the refresh token never expires
     access_revoked: bool = False
     refresh_revoked: bool = False
 
@@ -83,6 +92,11 @@ class IssuedToken(TokenMixin):  # type: ignore[misc]
         """Whether the access token was revoked."""
         return self.access_revoked
 
+    def refresh_is_usable(self) -> bool:
+        """Whether the refresh token is neither revoked nor expired."""
+        expired = self.refresh_expires_at is not None and time.time() >= self.refresh_expires_at
+        return not (self.refresh_revoked or expired)
+
 
 @dataclass(frozen=True, slots=True)
 class TokenFailure:
@@ -90,6 +104,22 @@ class TokenFailure:
 
     status: int
     error: str
+
+
+@dataclass(frozen=True, slots=True)
+class TokenDelay:
+    """An injected wait at the token endpoint, before or after the request is acted on."""
+
+    seconds: float
+    after_processing: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Outage:
+    """A simulated provider failure, one of OUTAGE_MODES, that lasts until it is lifted."""
+
+    mode: str
+    stall_seconds: float
 
 
 class StubStore:
@@ -105,6 +135,8 @@ class StubStore:
         self._by_refresh: dict[str, IssuedToken] = {}
         self._requests: deque[RecordedRequest] = deque(maxlen=MAX_RECORDED_REQUESTS)
         self._token_failures: deque[TokenFailure] = deque()
+        self._token_delays: deque[TokenDelay] = deque()
+        self._outage: Outage | None = None
         self._denials = 0
 
     def record(self, request: RecordedRequest) -> None:
@@ -154,6 +186,20 @@ class StubStore:
         with self._lock:
             return self._by_refresh.get(refresh_token)
 
+    def access_token_info(self, access_token: str) -> dict[str, object] | None:
+        """What is known about an access token, for tests; None if it was never issued."""
+        with self._lock:
+            token = self._by_access.get(access_token)
+            if token is None:
+                return None
+            return {
+                "sub": token.sub,
+                "scope": token.scope,
+                "audience": token.audience,
+                "expires_at": token.expires_at,
+                "active": not (token.access_revoked or token.is_expired()),
+            }
+
     def revoke_refresh_token(self, token: IssuedToken) -> None:
         """End a refresh token (after rotation); its access token lives on until it expires."""
         with self._lock:
@@ -190,6 +236,26 @@ class StubStore:
         """The failure for this token request, if one is queued."""
         with self._lock:
             return self._token_failures.popleft() if self._token_failures else None
+
+    def delay_token_requests(self, delay: TokenDelay, times: int) -> None:
+        """Make the next `times` token requests wait (after any delays already queued)."""
+        with self._lock:
+            self._token_delays.extend([delay] * times)
+
+    def next_token_delay(self) -> TokenDelay | None:
+        """The delay for this token request, if one is queued."""
+        with self._lock:
+            return self._token_delays.popleft() if self._token_delays else None
+
+    def set_outage(self, outage: Outage | None) -> None:
+        """Start, change or (with None) end the outage."""
+        with self._lock:
+            self._outage = outage
+
+    def outage(self) -> Outage | None:
+        """The ongoing outage, if any."""
+        with self._lock:
+            return self._outage
 
     def deny_next_authorization(self) -> None:
         """Make one more authorization request end in access_denied."""

@@ -1,4 +1,8 @@
-"""The stub provider's HTTP side: a Starlette app that records, reads, then hands to authlib."""
+"""The stub provider's HTTP side: a Starlette app that records, reads, then hands to authlib.
+
+In front of every endpoint it plays any outage a test started; the token endpoint also
+plays injected failures and delays.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import pages
 from .models import RecordedRequest, StubPaths, StubUser
+from .pauses import Pauses
 from .server import (
     GRANT_TYPES,
     NO_STORE,
@@ -28,13 +33,15 @@ from .server import (
     StubAuthorizationServer,
     parse_form,
 )
-from .store import StubStore
+from .store import Outage, StubStore
 
 log = logging.getLogger(__name__)
 
 DISCOVERY_PATH = "/.well-known/openid-configuration"  # below the issuer (Discovery 1.0 sec. 4)
 MAX_BODY_BYTES = 1 << 20
 CONSENT_FIELDS = ("sub", "deny")  # what the consent page's buttons add to the request
+GARBAGE_BODY = "<html>upstream error</html>"  # what a broken proxy in front might answer
+CLIENT_LEFT = 499  # logged for a request dropped because its client went away meanwhile
 CLAIMS_SUPPORTED = [
     "sub",
     "iss",
@@ -90,9 +97,11 @@ def discovery_document(site: Site) -> dict[str, object]:
     }
 
 
-def build_app(server: StubAuthorizationServer, store: StubStore, site: Site) -> Starlette:
+def build_app(
+    server: StubAuthorizationServer, store: StubStore, site: Site, pauses: Pauses
+) -> Starlette:
     """The Starlette app serving every endpoint at the site's paths."""
-    endpoints = _Endpoints(server, store, site)
+    endpoints = _Endpoints(server, store, site, pauses)
     paths = site.paths
     routes = [
         Route(site.issuer_path + DISCOVERY_PATH, endpoints.discovery, methods=["GET"]),
@@ -104,14 +113,19 @@ def build_app(server: StubAuthorizationServer, store: StubStore, site: Site) -> 
         Route(paths.revocation, endpoints.revocation, methods=["POST"]),
         Route(paths.admin_revoke, endpoints.admin_revoke, methods=["POST"]),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(_RecordEveryRequest, store=store)])
+    return Starlette(
+        routes=routes, middleware=[Middleware(_RecordEveryRequest, store=store, pauses=pauses)]
+    )
 
 
 class _Endpoints:
-    def __init__(self, server: StubAuthorizationServer, store: StubStore, site: Site) -> None:
+    def __init__(
+        self, server: StubAuthorizationServer, store: StubStore, site: Site, pauses: Pauses
+    ) -> None:
         self._server = server
         self._store = store
         self._site = site
+        self._pauses = pauses
         self._discovery = discovery_document(site)
 
     async def _read(self, request: Request) -> HttpExchange:
@@ -164,10 +178,23 @@ class _Endpoints:
 
     async def token(self, request: Request) -> Response:
         exchange = await self._read(request)
+        delay = self._store.next_token_delay()
+        if (
+            delay is not None
+            and not delay.after_processing
+            and not await self._pauses.pause(delay.seconds, request.receive)
+        ):
+            return Response(status_code=CLIENT_LEFT)  # dropped, so nothing is used up
         failure = self._store.next_token_failure()
         if failure is not None:
-            return JSONResponse({"error": failure.error}, failure.status, headers=NO_STORE)
-        return self._server.token_response(exchange)
+            response: Response = JSONResponse(
+                {"error": failure.error}, failure.status, headers=NO_STORE
+            )
+        else:
+            response = self._server.token_response(exchange)
+        if delay is not None and delay.after_processing:
+            await self._pauses.pause(delay.seconds, request.receive)
+        return response
 
     async def userinfo(self, request: Request) -> Response:
         return self._server.userinfo_response(await self._read(request))
@@ -207,11 +234,16 @@ def _page(status: int, title: str, text: str) -> Response:
 
 
 class _RecordEveryRequest:
-    """Records each request (query and form merged) before the app sees it, then logs it."""
+    """Records each request (query and form merged), plays any outage, then logs it.
 
-    def __init__(self, app: ASGIApp, store: StubStore) -> None:
+    A stalled request whose client goes away is dropped unhandled, as if it never came,
+    so it cannot use up a code or refresh token long after the test moved on.
+    """
+
+    def __init__(self, app: ASGIApp, store: StubStore, pauses: Pauses) -> None:
         self._app = app
         self._store = store
+        self._pauses = pauses
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -238,13 +270,33 @@ class _RecordEveryRequest:
                 status = message["status"]
             await send(message)
 
-        if complete:
-            await self._app(scope, _replay(body, receive), send_and_note_status)
-        else:
+        outage = self._store.outage()
+        if not complete:
             await PlainTextResponse("request body too large", 413)(
                 scope, receive, send_and_note_status
             )
+        elif (failing := _outage_response(outage)) is not None:
+            await failing(scope, receive, send_and_note_status)
+        elif (
+            outage is not None
+            and outage.mode == "stall"
+            and not await self._pauses.pause(outage.stall_seconds, receive)
+        ):
+            status = CLIENT_LEFT
+        else:
+            await self._app(scope, _replay(body, receive), send_and_note_status)
         log.info("%s %s %d", method, path, status)
+
+
+def _outage_response(outage: Outage | None) -> Response | None:
+    """What every request gets during an outage that answers at once; None otherwise."""
+    if outage is None:
+        return None
+    if outage.mode == "http_500":
+        return JSONResponse({"error": "server_error"}, 500, headers=NO_STORE)
+    if outage.mode == "garbage":
+        return HTMLResponse(GARBAGE_BODY, 200, headers=NO_STORE)
+    return None  # "stall" waits, then answers normally; "stopped" has no server to ask
 
 
 async def _read_body(receive: Receive) -> tuple[bytes, bool]:

@@ -1,0 +1,131 @@
+"""The account model: what apps may learn about an account, and what the daemon keeps of it."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import random
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from .tokens import TokenSet
+
+RECORD_VERSION = 1
+# Background renewals start up to this share of the lifetime early, so that a fleet of
+# devices signed in at the same moment does not renew at the same moment.
+REFRESH_JITTER_FRACTION = 0.05
+
+
+class SignInState(enum.Enum):
+    """Where sign-in stands (mirrors the API's SignInState)."""
+
+    NOT_CONFIGURED = "not_configured"
+    SIGNED_OUT = "signed_out"
+    SIGNED_IN = "signed_in"
+
+
+@dataclass(frozen=True, slots=True)
+class AppUse:
+    """An app (by executable) that got tokens of an account, for the dashboard."""
+
+    executable: str
+    last_pid: int
+    last_used: float
+    tokens_issued: int
+
+
+@dataclass(frozen=True, slots=True)
+class AccountInfo:
+    """What the daemon may say about an account to the user's apps (no secrets)."""
+
+    id: str
+    platform_user_id: str
+    workspace_id: str = ""
+    display_name: str = ""
+    email: str = ""
+    is_default: bool = False
+    access_token_expires_at: int = 0
+    next_refresh_at: int = 0
+    signed_in_at: float = 0.0
+    apps: tuple[AppUse, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedToken:
+    """An access token handed to an app."""
+
+    access_token: str = field(repr=False)
+    token_type: str
+    expires_at: int
+    scopes: tuple[str, ...]
+    account: str
+
+
+@dataclass(frozen=True, slots=True)
+class SignInStart:
+    """A sign-in begun over the API: its id, for matching the outcome's event."""
+
+    sign_in_id: str
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class SignOutResult:
+    """The outcome of a sign-out."""
+
+    was_signed_in: bool
+    logout_url: str = ""
+
+
+def _jitter(upper: float) -> float:
+    """A random share in [0, upper): spreads load, so not a secret."""
+    return random.uniform(0, upper)  # noqa: S311
+
+
+def account_id_of(platform_user_id: str) -> str:
+    """The tenant-prefixed account id (contract 2.9: `user:<platform_user_id>`)."""
+    return f"user:{platform_user_id}"
+
+
+ScopedKey = tuple[frozenset[str], str]  # (scopes, audience) of a down-scoped token
+
+
+@dataclass
+class Account:
+    """An account's state as the manager keeps it; only the manager changes it."""
+
+    info: AccountInfo
+    tokens: TokenSet
+    refresh_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    refresh_task: asyncio.Task[TokenSet] | None = None
+    scoped: dict[ScopedKey, TokenSet] = field(default_factory=dict)
+    apps: dict[str, AppUse] = field(default_factory=dict)
+    retry_at: float = 0.0  # no provider call before this (backoff after a failure)
+    failures: int = 0
+    revalidate_at: float = 0.0
+    early_fraction: float = field(default_factory=lambda: _jitter(REFRESH_JITTER_FRACTION))
+
+    @property
+    def refresh_at(self) -> float:
+        """When the background loop renews the main token."""
+        return self.tokens.refresh_due_at(self.early_fraction)
+
+    def to_record(self, issuer: str) -> dict[str, Any]:
+        """The account as the encrypted store keeps it (apps and caches are not kept)."""
+        info = asdict(self.info)
+        for transient in ("apps", "access_token_expires_at", "next_refresh_at"):
+            info.pop(transient)
+        return {
+            "version": RECORD_VERSION,
+            "issuer": issuer,
+            "account": info,
+            "tokens": self.tokens.to_record(),
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Account:
+        """Back from to_record(); KeyError, TypeError or ValueError when it is not one."""
+        if record.get("version") != RECORD_VERSION:
+            raise ValueError(f"unknown record version {record.get('version')!r}")
+        info = AccountInfo(**record["account"])
+        return cls(info=replace(info, apps=()), tokens=TokenSet.from_record(record["tokens"]))

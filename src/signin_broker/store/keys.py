@@ -1,0 +1,128 @@
+"""Where data keys live: the OS keyring through `keyring`, or, when the user opts in, a file.
+
+One small interface over both, in the shape of keyring's own backends: `get`, `set`,
+`delete` by name, and a `description` that status shows. Names carry the tenant
+prefix (contract 2.9), e.g. `user:1001:state-key`.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+from pathlib import Path
+from typing import Protocol
+
+SERVICE = "signin-broker"
+
+
+class KeyStoreUnavailable(Exception):
+    """No usable place for keys; the message says what to install or set."""
+
+
+class KeyStore(Protocol):
+    """A place for small secrets, by name."""
+
+    description: str
+
+    def get(self, name: str) -> bytes | None:
+        """The secret, or None when there is none under that name."""
+
+    def set(self, name: str, secret: bytes) -> None:
+        """Store the secret, replacing any earlier one."""
+
+    def delete(self, name: str) -> None:
+        """Remove the secret; no error when there is none."""
+
+
+class KeyringKeyStore:
+    """The OS keyring (Secret Service, macOS Keychain, Windows Credential Locker)."""
+
+    def __init__(self) -> None:
+        import keyring
+        from keyring.backends import fail
+
+        backend = keyring.get_keyring()
+        if isinstance(backend, fail.Keyring) or backend.priority <= 0:
+            raise KeyStoreUnavailable(
+                f"no usable keyring ({type(backend).__module__}); on Linux run a Secret Service"
+                ' such as gnome-keyring, or set key_store = "file" to keep the key in a file'
+            )
+        self._keyring = keyring
+        self.description = f"keyring ({type(backend).__module__}.{type(backend).__name__})"
+
+    def get(self, name: str) -> bytes | None:
+        """Read a secret from the keyring."""
+        value = self._call(self._keyring.get_password, SERVICE, name)
+        return None if value is None else base64.b64decode(value)
+
+    def set(self, name: str, secret: bytes) -> None:
+        """Write a secret to the keyring."""
+        self._call(self._keyring.set_password, SERVICE, name, base64.b64encode(secret).decode())
+
+    def delete(self, name: str) -> None:
+        """Remove a secret from the keyring."""
+        from keyring.errors import PasswordDeleteError
+
+        with contextlib.suppress(PasswordDeleteError):
+            self._call(self._keyring.delete_password, SERVICE, name)
+
+    @staticmethod
+    def _call(function: object, *args: str) -> str | None:
+        from keyring.errors import KeyringError
+
+        try:
+            result = function(*args)  # type: ignore[operator]
+        except KeyringError as error:
+            raise KeyStoreUnavailable(f"the keyring refused: {error}") from error
+        return result if isinstance(result, str) else None
+
+
+class FileKeyStore:
+    """Keys in a 0600 JSON file: the user's explicit choice where no keyring runs.
+
+    Weaker than a keyring: anyone who can read the user's files can read the keys and
+    so decrypt the state beside them.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self.description = f"key file {path} (weaker than a keyring)"
+
+    def get(self, name: str) -> bytes | None:
+        """Read a key from the file."""
+        value = self._read().get(name)
+        return None if value is None else base64.b64decode(value)
+
+    def set(self, name: str, secret: bytes) -> None:
+        """Write a key to the file (atomically)."""
+        keys = self._read()
+        keys[name] = base64.b64encode(secret).decode()
+        self._write(keys)
+
+    def delete(self, name: str) -> None:
+        """Remove a key from the file."""
+        keys = self._read()
+        if keys.pop(name, None) is not None:
+            self._write(keys)
+
+    def _read(self) -> dict[str, str]:
+        try:
+            data = json.loads(self._path.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as error:
+            raise KeyStoreUnavailable(f"key file {self._path} is unreadable: {error}") from error
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+    def _write(self, keys: dict[str, str]) -> None:
+        from .files import write_atomically
+
+        write_atomically(self._path, json.dumps(keys).encode())
+
+
+def open_key_store(kind: str, state_dir: Path) -> KeyStore:
+    """The key store the settings ask for; KeyStoreUnavailable when it cannot work."""
+    if kind == "file":
+        return FileKeyStore(state_dir / "keys.json")
+    return KeyringKeyStore()

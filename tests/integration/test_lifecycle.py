@@ -1,0 +1,362 @@
+"""The token lifecycle: encrypted persistence, restarts, crashes, outages, down-scoped tokens."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from signin_broker.client import BrokerClient, BrokerError, EventKind, NotSignedIn
+from signin_broker.testing import StubProvider
+from support.browser import Browser
+from support.daemon import DaemonProcess
+from support.events import watching
+from support.secret_service import secret_service
+from support.signin import sign_in
+
+
+def state_files(socket_path: Path) -> list[Path]:
+    return sorted((socket_path.parent / "state" / "signin-broker" / "accounts").glob("*.state"))
+
+
+def keyring_has(daemon: DaemonProcess, name: str) -> bool:
+    """Whether the daemon's keyring (as its environment selects it) holds this entry."""
+    code = f"import keyring; print(keyring.get_password('signin-broker', {name!r}) is not None)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=daemon.env, capture_output=True, text=True, check=True
+    )
+    return result.stdout.strip() == "True"
+
+
+def signed_in_daemon(stub: StubProvider, socket_path: Path, *args: str, **kw) -> DaemonProcess:
+    daemon = DaemonProcess(socket_path, "--issuer", stub.issuer, *args, **kw).start()
+    with Browser() as browser:
+        sign_in(browser, daemon)
+    return daemon
+
+
+def authorizations(stub: StubProvider) -> int:
+    return len([r for r in stub.requests if r.path == "/oauth/v2/authorize"])
+
+
+# -- persistence -------------------------------------------------------------------------
+
+
+def test_a_restart_keeps_the_session_encrypted_at_rest(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    with BrokerClient(socket_path) as client:
+        before = client.get_token()
+    daemon.stop()
+    (state,) = state_files(socket_path)
+    assert stat.S_IMODE(state.stat().st_mode) == 0o600
+    blob = state.read_bytes()
+    for secret in (before.access_token, "alice@example.com", "Alice Example"):
+        assert secret.encode() not in blob  # nothing readable on disk
+    assert keyring_has(daemon, "user:1001:state-key")  # the key: tenant-prefixed, in the keyring
+    with DaemonProcess(socket_path, "--issuer", stub.issuer), BrokerClient(socket_path) as client:
+        after = client.get_token()
+        assert after.access_token == before.access_token  # restored, no new sign-in
+        assert client.status().default.email == "alice@example.com"
+    assert authorizations(stub) == 1
+
+
+def test_a_rotated_refresh_token_is_stored_before_the_new_token_is_handed_out(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    with BrokerClient(socket_path) as client:
+        first = client.get_token()
+        renewed = client.get_token(min_ttl_seconds=3600)  # forces a refresh now
+        assert renewed.access_token != first.access_token
+    daemon.kill()  # no chance to write anything more
+    with DaemonProcess(socket_path, "--issuer", stub.issuer), BrokerClient(socket_path) as client:
+        assert client.get_token().access_token == renewed.access_token
+        again = client.get_token(min_ttl_seconds=3600)  # the stored refresh token still works
+    assert again.access_token != renewed.access_token
+    presented = [r.params["refresh_token"] for r in stub.token_requests("refresh_token")]
+    assert len(presented) == len(set(presented)) == 2  # never one spent twice
+
+
+def test_sign_out_removes_the_state_file_and_its_key(stub: StubProvider, socket_path: Path) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    assert state_files(socket_path)
+    with BrokerClient(socket_path) as client:
+        client.sign_out()
+    assert state_files(socket_path) == []
+    assert not keyring_has(daemon, "user:1001:state-key")
+    daemon.stop()
+
+
+def test_without_a_keyring_sessions_stay_in_memory_and_status_says_why(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    env = {"PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
+    daemon = signed_in_daemon(stub, socket_path, env=env)
+    with BrokerClient(socket_path) as client:
+        assert client.get_token().account == "user:1001"
+        assert client.status().storage.startswith("memory only: no usable keyring")
+    assert state_files(socket_path) == []
+    daemon.expect_log(msg="sessions will not survive a restart")
+    daemon.stop()
+
+
+def test_the_file_key_is_an_explicit_opt_in_and_private(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    env = {"PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
+    daemon = signed_in_daemon(stub, socket_path, "--key-store", "file", env=env)
+    with BrokerClient(socket_path) as client:
+        assert "key file" in client.status().storage
+    daemon.stop()
+    keys = socket_path.parent / "state" / "signin-broker" / "keys.json"
+    assert stat.S_IMODE(keys.stat().st_mode) == 0o600
+    assert list(json.loads(keys.read_text())) == ["user:1001:state-key"]
+    restarted = DaemonProcess(socket_path, "--issuer", stub.issuer, "--key-store", "file", env=env)
+    with restarted, BrokerClient(socket_path) as client:
+        assert client.get_token().account == "user:1001"
+
+
+def test_a_tampered_state_file_is_refused_and_the_daemon_still_starts(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    signed_in_daemon(stub, socket_path).stop()
+    (state,) = state_files(socket_path)
+    blob = bytearray(state.read_bytes())
+    blob[-1] ^= 0x01
+    state.write_bytes(bytes(blob))
+    with DaemonProcess(socket_path, "--issuer", stub.issuer) as daemon:
+        with BrokerClient(socket_path) as client, pytest.raises(NotSignedIn):
+            client.get_token()
+        daemon.expect_log(msg="a stored session could not be restored")
+
+
+def test_persistence_in_the_real_secret_service(stub: StubProvider, socket_path: Path) -> None:
+    """gnome-keyring on a private D-Bus session: the key survives the daemon's restart."""
+    home = socket_path.parent.parent / "home"
+    with secret_service(home) as env:
+        daemon = signed_in_daemon(stub, socket_path, env=env)
+        with BrokerClient(socket_path) as client:
+            status = client.status()
+            token = client.get_token()
+        assert "SecretService" in status.storage
+        daemon.stop()
+    (state,) = state_files(socket_path)
+    assert token.access_token.encode() not in state.read_bytes()
+    with (
+        secret_service(home) as env,  # the next login: same keyring, unlocked again
+        DaemonProcess(socket_path, "--issuer", stub.issuer, env=env),
+        BrokerClient(socket_path) as client,
+    ):
+        assert client.get_token().access_token == token.access_token
+    assert authorizations(stub) == 1
+
+
+# -- crashes during a refresh -------------------------------------------------------------------
+
+
+def refresh_in_background(socket_path: Path) -> threading.Thread:
+    def ask() -> None:
+        try:
+            with BrokerClient(socket_path, timeout=30) as client:
+                client.get_token(min_ttl_seconds=3600)
+        except BrokerError:
+            pass  # the daemon died under it: expected
+
+    thread = threading.Thread(target=ask, daemon=True)
+    thread.start()
+    return thread
+
+
+def wait_until(condition, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+def test_killed_while_the_provider_holds_the_refresh_the_session_survives(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    """SIGKILL before the provider acted: the stored refresh token is still the good one."""
+    daemon = signed_in_daemon(stub, socket_path)
+    stub.delay_token_response(3.0, after_processing=False)
+    asking = refresh_in_background(socket_path)
+    wait_until(lambda: len(stub.token_requests("refresh_token")) == 1)
+    daemon.kill()
+    asking.join(15)
+    time.sleep(3.5)  # let the stub drop the abandoned request
+    with DaemonProcess(socket_path, "--issuer", stub.issuer), BrokerClient(socket_path) as client:
+        renewed = client.get_token(min_ttl_seconds=3600)
+    assert renewed.account == "user:1001"
+    assert authorizations(stub) == 1
+
+
+def test_killed_right_after_storing_the_rotated_token_the_session_survives(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    (state,) = state_files(socket_path)
+    written = state.stat().st_mtime_ns
+    stub.delay_token_response(0.5, after_processing=False)
+    asking = refresh_in_background(socket_path)
+    wait_until(lambda: state.exists() and state.stat().st_mtime_ns != written)
+    daemon.kill()
+    asking.join(15)
+    with DaemonProcess(socket_path, "--issuer", stub.issuer), BrokerClient(socket_path) as client:
+        client.get_token(min_ttl_seconds=3600)
+    presented = [r.params["refresh_token"] for r in stub.token_requests("refresh_token")]
+    assert len(presented) == len(set(presented)) == 2  # the rotated one was used, no reuse
+
+
+def test_killed_after_the_provider_rotated_but_before_storing_ends_the_session_cleanly(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    """The one unrecoverable window: the provider spent the refresh token and the answer was
+    lost with the daemon. After a restart the old token is refused once, and the daemon
+    says so and asks for a sign-in, instead of failing over and over."""
+    daemon = signed_in_daemon(stub, socket_path)
+    stub.delay_token_response(3.0, after_processing=True)
+    asking = refresh_in_background(socket_path)
+    wait_until(lambda: len(stub.token_requests("refresh_token")) == 1)
+    time.sleep(0.3)  # the stub has processed it and holds the answer
+    daemon.kill()
+    asking.join(15)
+    with DaemonProcess(socket_path, "--issuer", stub.issuer) as restarted:
+        with watching(socket_path) as events, BrokerClient(socket_path) as client:
+            with pytest.raises(NotSignedIn):
+                client.get_token(min_ttl_seconds=3600)
+            assert events.wait_for(EventKind.REVOKED).account == "user:1001"
+            with pytest.raises(NotSignedIn):
+                client.get_token()
+        assert restarted.alive
+    assert len(stub.token_requests("refresh_token")) == 2
+    assert state_files(socket_path) == []
+
+
+# -- provider outages --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["stopped", "http_500", "stall", "garbage"])
+def test_during_an_outage_the_valid_token_is_served_and_status_says_degraded(
+    stub: StubProvider, socket_path: Path, mode: str
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path, "--revalidate-seconds", "1")
+    with BrokerClient(socket_path) as client, watching(socket_path) as events:
+        token = client.get_token()
+        stub.outage(mode, stall_seconds=12)
+        degraded = events.wait_for(EventKind.DEGRADED, timeout=30)
+        status = client.status()
+        assert status.degraded_reason and status.degraded_reason in degraded.detail
+        began = time.monotonic()
+        assert client.get_token().access_token == token.access_token
+        still_served = client.get_token(min_ttl_seconds=1800)  # wants a renewal it cannot get
+        assert still_served.access_token == token.access_token
+        assert time.monotonic() - began < 5  # callers are not held up by the outage
+        human = client.status()
+        assert human.default is not None and human.default.id == "user:1001"
+        stub.outage(None)
+        events.wait_for(EventKind.RECOVERED, timeout=90)
+        assert client.status().degraded_reason == ""
+        assert client.get_token().account == "user:1001"  # never signed out by an outage
+    assert EventKind.REVOKED not in events.kinds()
+    daemon.stop()
+
+
+def test_rotated_provider_keys_do_not_disturb_the_session(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    stub.rotate_keys(keep_previous=False)
+    with BrokerClient(socket_path) as client:
+        client.get_token(min_ttl_seconds=3600)
+        assert client.status().degraded_reason == ""
+    daemon.stop()
+
+
+def test_status_command_shows_expiry_renewal_contact_and_storage(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    from support.commands import signin_broker
+
+    daemon = signed_in_daemon(stub, socket_path)
+    with BrokerClient(socket_path) as client:
+        client.get_token(min_ttl_seconds=3600)  # contact with the provider
+    shown = signin_broker("--socket", str(socket_path), "status").stdout
+    for label in ("access token", "next renewal", "last answered", "storage", "keyring"):
+        assert label in shown, shown
+    daemon.stop()
+
+
+# -- down-scoped tokens ------------------------------------------------------------------------
+
+
+def test_down_scoped_tokens_come_from_the_cache_while_valid(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    with BrokerClient(socket_path) as client:
+        main = client.get_token()
+        narrow = client.get_token(scopes=["openid", "email"])
+        assert narrow.access_token != main.access_token
+        assert set(narrow.scopes) == {"openid", "email"}
+        info = stub.access_token_info(narrow.access_token)
+        assert info is not None and set(str(info["scope"]).split()) == {"openid", "email"}
+        asked = len(stub.token_requests())
+        for _ in range(50):
+            assert client.get_token(scopes=["email", "openid"]).access_token == narrow.access_token
+        assert len(stub.token_requests()) == asked  # zero provider requests while valid
+        api = client.get_token(audience="https://api.example.com/")
+        info = stub.access_token_info(api.access_token)
+        assert info is not None and info["audience"] == "https://api.example.com/"
+        assert (
+            client.get_token(audience="https://api.example.com/").access_token == api.access_token
+        )
+        # The refresh token kept its full scope: the main token renews in full.
+        renewed = client.get_token(min_ttl_seconds=3600)
+        assert set(renewed.scopes) == {"openid", "profile", "email"}
+    daemon.stop()
+
+
+def test_a_scope_never_granted_is_refused_without_asking_the_provider(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    asked = len(stub.token_requests())
+    with BrokerClient(socket_path) as client, pytest.raises(BrokerError) as caught:
+        client.get_token(scopes=["openid", "admin:user"])
+    assert caught.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert "admin:user was not granted" in caught.value.message
+    assert len(stub.token_requests()) == asked
+    daemon.stop()
+
+
+def test_a_bad_audience_is_invalid_argument(stub: StubProvider, socket_path: Path) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    with BrokerClient(socket_path) as client, pytest.raises(BrokerError) as caught:
+        client.get_token(audience="not a uri")
+    assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    daemon.stop()
+
+
+def test_sigterm_during_a_refresh_still_stops_cleanly(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    stub.delay_token_response(1.0, after_processing=False)
+    asking = refresh_in_background(socket_path)
+    wait_until(lambda: len(stub.token_requests("refresh_token")) == 1)
+    assert daemon.stop(signal.SIGTERM) == 0
+    asking.join(15)
+    assert not socket_path.exists()
+    assert os.path.exists(state_files(socket_path)[0])
