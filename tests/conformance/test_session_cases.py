@@ -52,7 +52,7 @@ def test_T8_the_background_renewal_happens_once_ahead_of_time(
             events.wait_for(EventKind.REFRESHED, timeout=15)
         (refresh,) = stub.token_requests("refresh_token")
         share = (refresh.at - issued.at) / 8
-        assert 0.65 <= share <= 0.85, share  # at 75 %, less a little jitter
+        assert 0.55 <= share <= 0.80, share  # at 75 %, less up to 15 % of jitter
         with BrokerClient(socket_path) as client:
             assert client.get_token().seconds_left() > 6  # callers did not wait for it
 

@@ -278,9 +278,9 @@ def test_T8_request_at_50s_of_a_60s_token_refreshes_exactly_once_without_reauth(
             time.sleep(max(0.0, issue.at + 50 - time.time()))  # the request at 50 s
             served = app.get_token()
             assert served.access_token != first.access_token  # the new token is stored and used
-            # Renewed at 75 % of the lifetime (less a little jitter), by the request at
-            # 50 s or by the daemon's background renewal just before it.
-            assert served.expires_at_unix >= first.expires_at_unix + 40
+            # Renewed by the request at 50 s, or before it by the daemon's background
+            # renewal (at 75 % of the lifetime, less up to 15 % of jitter).
+            assert served.expires_at_unix >= first.expires_at_unix + 30
             again = app.get_token()  # and kept: no second refresh
             assert again.access_token == served.access_token
         dashboard = browser.get(broker.web_url + "/dashboard")

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import random
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from .schedule import refresh_early_fraction
 from .tokens import TokenSet
 
 RECORD_VERSION = 1
-# Background renewals start up to this share of the lifetime early, so that a fleet of
-# devices signed in at the same moment does not renew at the same moment.
-REFRESH_JITTER_FRACTION = 0.05
 
 
 class SignInState(enum.Enum):
@@ -77,11 +74,6 @@ class SignOutResult:
     logout_url: str = ""
 
 
-def _jitter(upper: float) -> float:
-    """A random share in [0, upper): spreads load, so not a secret."""
-    return random.uniform(0, upper)  # noqa: S311
-
-
 def account_id_of(platform_user_id: str) -> str:
     """The tenant-prefixed account id (contract 2.9: `user:<platform_user_id>`)."""
     return f"user:{platform_user_id}"
@@ -103,7 +95,7 @@ class Account:
     retry_at: float = 0.0  # no provider call before this (backoff after a failure)
     failures: int = 0
     revalidate_at: float = 0.0
-    early_fraction: float = field(default_factory=lambda: _jitter(REFRESH_JITTER_FRACTION))
+    early_fraction: float = field(default_factory=refresh_early_fraction)
 
     @property
     def refresh_at(self) -> float:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -48,6 +47,13 @@ from .errors import (
     TokenTooShortLived,
 )
 from .events import EventBus, EventKind, SessionEvent
+from .schedule import (
+    BACKOFF_FIRST_SECONDS,
+    BACKOFF_MAX_SECONDS,
+    first_revalidation,
+    next_revalidation,
+    retry_after_failure,
+)
 from .tokens import TokenSet
 
 if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
@@ -61,8 +67,6 @@ SIGN_IN_SECONDS = 600
 # A caller whose token is still good waits this long for a renewal, then gets the
 # current token while the renewal goes on: an outage never stalls the apps.
 RENEWAL_WAIT_SECONDS = 2.0
-BACKOFF_FIRST_SECONDS = 1.0
-BACKOFF_MAX_SECONDS = 60.0
 
 
 class AccountStore(Protocol):
@@ -298,11 +302,14 @@ class SessionManager:
 
     def _provider_failed(self, account: Account, reason: str) -> None:
         account.failures += 1
-        backoff = min(BACKOFF_MAX_SECONDS, BACKOFF_FIRST_SECONDS * 2 ** (account.failures - 1))
-        account.retry_at = self._clock() + backoff * random.uniform(0.8, 1.2)  # noqa: S311
+        account.retry_at = retry_after_failure(self._clock(), account.failures)
         log.warning(
             "the identity provider is not answering",
-            extra={"flow": "oauth", "reason": reason, "retry_in_s": round(backoff, 1)},
+            extra={
+                "flow": "oauth",
+                "reason": reason,
+                "retry_in_s": round(account.retry_at - self._clock(), 1),
+            },
         )
         if not self.degraded_reason:
             self._publish(EventKind.DEGRADED, "", f"degraded: {reason}")
@@ -339,7 +346,7 @@ class SessionManager:
     async def _revalidate(self, account: Account) -> None:
         """Ask the provider whether the session still stands (contract I2, within 60 s)."""
         assert self.provider is not None  # noqa: S101 - tend() checked
-        account.revalidate_at = self._clock() + self.revalidate_seconds * random.uniform(0.75, 1.0)  # noqa: S311
+        account.revalidate_at = next_revalidation(self._clock(), self.revalidate_seconds)
         try:
             await self.provider.userinfo(account.tokens.access_token)
         except ProviderUnavailable as error:
@@ -395,7 +402,7 @@ class SessionManager:
         )
         tokens = TokenSet.issued(signed_in.tokens, now, ())
         account = Account(info=info, tokens=tokens, apps=previous.apps if previous else {})
-        account.revalidate_at = now + self.revalidate_seconds
+        account.revalidate_at = next_revalidation(now, self.revalidate_seconds)
         await self._persist(account, tokens)
         self._accounts[account_id] = account
         self.changed.set()
@@ -532,7 +539,7 @@ class SessionManager:
                     "a stored session belongs to another provider", extra={"account": account_id}
                 )
                 continue
-            account.revalidate_at = self._clock()  # check it with the provider soon
+            account.revalidate_at = first_revalidation(self._clock(), self.revalidate_seconds)
             self._accounts[account.info.id] = account
         if self._accounts and not self.default_account:
             first = min(self._accounts.values(), key=lambda a: a.info.signed_in_at)

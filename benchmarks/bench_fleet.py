@@ -1,0 +1,90 @@
+"""A fleet of devices on one provider: how evenly do their daemons spread the load?
+
+    python benchmarks/bench_fleet.py [--devices 100000] [--minutes 120]
+
+Simulates, with the daemon's own timing policy (signin_broker.session.schedule), each
+device's background renewals and re-validations, and prints the provider's requests
+per minute: the peak minute against the mean (target: no minute above 1.2x the mean).
+Two worst cases: every device signs in in the same second (a fresh roll-out), and
+every device restarts in the same second with tokens of all ages (after a power cut).
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import random
+from collections import Counter
+
+from signin_broker.session import schedule
+from signin_broker.session.tokens import REFRESH_AT_FRACTION
+
+TOKEN_LIFETIME = 3600.0
+REVALIDATE_SECONDS = 60.0
+
+
+def renewal_after(issued_at: float) -> float:
+    """When a daemon renews a token issued at issued_at (TokenSet.refresh_due_at)."""
+    early = schedule.refresh_early_fraction()
+    return issued_at + (REFRESH_AT_FRACTION - early) * TOKEN_LIFETIME
+
+
+def simulate(devices: int, minutes: int, scenario: str) -> Counter[int]:
+    """Requests to the provider per minute, over `minutes` after t=0."""
+    horizon = minutes * 60.0
+    per_minute: Counter[int] = Counter()
+    events: list[tuple[float, int, str]] = []  # (when, device, "refresh" | "revalidate")
+    issued = {}
+    for device in range(devices):
+        if scenario == "sign-in together":
+            issued[device] = 0.0
+            revalidate = schedule.next_revalidation(0.0, REVALIDATE_SECONDS)
+        else:  # restart together: tokens issued at any time in the hour before
+            issued[device] = -random.uniform(0, TOKEN_LIFETIME * REFRESH_AT_FRACTION)
+            revalidate = schedule.first_revalidation(0.0, REVALIDATE_SECONDS)
+        refresh = (
+            issued[device]
+            + (REFRESH_AT_FRACTION - schedule.refresh_early_fraction()) * TOKEN_LIFETIME
+        )
+        heapq.heappush(events, (max(refresh, 0.0), device, "refresh"))
+        heapq.heappush(events, (revalidate, device, "revalidate"))
+    while events:
+        when, device, kind = heapq.heappop(events)
+        if when >= horizon:
+            break
+        per_minute[int(when // 60)] += 1
+        if kind == "refresh":
+            issued[device] = when
+            heapq.heappush(events, (renewal_after(when), device, "refresh"))
+        else:
+            heapq.heappush(
+                events, (schedule.next_revalidation(when, REVALIDATE_SECONDS), device, kind)
+            )
+    return per_minute
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--devices", type=int, default=100_000)
+    parser.add_argument("--minutes", type=int, default=120)
+    options = parser.parse_args()
+    columns = ("mean/min", "peak/min", "peak minute", "peak/mean")
+    print(f"{'scenario':<22} " + " ".join(f"{c:>11}" for c in columns) + "  target")
+    for scenario in ("sign-in together", "restart together"):
+        per_minute = simulate(options.devices, options.minutes, scenario)
+        counts = [per_minute[m] for m in range(options.minutes)]
+        mean = sum(counts) / len(counts)
+        peak = max(counts)
+        print(
+            f"{scenario:<22} {mean:>11,.0f} {peak:>11,.0f} {counts.index(peak):>11} "
+            f"{peak / mean:>10.2f}x  <= 1.2x"
+        )
+    print(
+        f"\n{options.devices:,} devices, {options.minutes} minutes,"
+        f" tokens of {TOKEN_LIFETIME:.0f} s, re-validation every {REVALIDATE_SECONDS:.0f} s"
+        " at most; requests are renewals plus re-validations (userinfo)."
+    )
+
+
+if __name__ == "__main__":
+    main()
