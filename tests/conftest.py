@@ -10,7 +10,7 @@ import pytest
 
 from support.daemon import DaemonProcess, short_temp_dir
 
-pytest_plugins = ["support.signin"]
+pytest_plugins = ["support.signin", "support.accounts"]
 
 
 @pytest.fixture

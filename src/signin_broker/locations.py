@@ -14,6 +14,7 @@ APP_NAME = "signin-broker"
 SOCKET_ENV = "SIGNIN_BROKER_SOCKET"
 SOCKET_NAME = "broker.sock"
 CONFIG_NAME = "config.toml"
+APP_POLICY_NAME = "apps.toml"
 
 # sun_path holds 108 bytes on Linux (104 on macOS) including the terminating NUL.
 MAX_SOCKET_PATH_BYTES = 103
@@ -39,6 +40,13 @@ def default_config_path() -> str:
     import platformdirs
 
     return os.path.join(platformdirs.user_config_dir(APP_NAME), CONFIG_NAME)
+
+
+def default_app_policy_path() -> str:
+    """The daemon's per-app policy file, beside its config file."""
+    import platformdirs
+
+    return os.path.join(platformdirs.user_config_dir(APP_NAME), APP_POLICY_NAME)
 
 
 def default_state_dir() -> str:

@@ -53,7 +53,7 @@ def test_other_user_cannot_even_open_the_socket(daemon: DaemonProcess) -> None:
     assert outcome == {"connected": False, "errno": errno.EACCES}
 
 
-def test_other_user_is_permission_denied_before_any_handler_runs(daemon: DaemonProcess) -> None:
+def test_T1_other_user_is_permission_denied_before_any_handler_runs(daemon: DaemonProcess) -> None:
     """Even with the folder and socket opened up by mistake, the kernel check refuses them."""
     user = other_user()
     for folder in (daemon.socket_path.parent.parent, daemon.socket_path.parent):
@@ -74,7 +74,7 @@ def test_other_user_is_permission_denied_before_any_handler_runs(daemon: DaemonP
         assert mine.status().caller.uid == os.geteuid()
 
 
-def test_connecting_straight_to_the_private_grpc_socket_gives_no_identity(
+def test_T1_connecting_straight_to_the_private_grpc_socket_gives_no_identity(
     daemon: DaemonProcess,
 ) -> None:
     private = daemon.socket_path.parent / f".{daemon.socket_path.name}.grpc"
@@ -108,7 +108,7 @@ def test_a_relay_address_cannot_be_taken_over_while_its_connection_lives(
             assert caught.value.errno == errno.EADDRINUSE
 
 
-def test_an_impostor_with_its_own_abstract_address_is_refused(daemon: DaemonProcess) -> None:
+def test_T1_an_impostor_with_its_own_abstract_address_is_refused(daemon: DaemonProcess) -> None:
     """A made-up relay-looking address is not registered, so it carries no identity."""
     private = daemon.socket_path.parent / f".{daemon.socket_path.name}.grpc"
     forged = f"signin-broker.{'0' * 32}"

@@ -6,8 +6,6 @@ import json
 import os
 import signal
 import stat
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -17,31 +15,11 @@ import pytest
 
 from signin_broker.client import BrokerClient, BrokerError, EventKind, NotSignedIn
 from signin_broker.testing import StubProvider
-from support.browser import Browser
 from support.daemon import DaemonProcess
 from support.events import watching
 from support.secret_service import secret_service
-from support.signin import sign_in
-
-
-def state_files(socket_path: Path) -> list[Path]:
-    return sorted((socket_path.parent / "state" / "signin-broker" / "accounts").glob("*.state"))
-
-
-def keyring_has(daemon: DaemonProcess, name: str) -> bool:
-    """Whether the daemon's keyring (as its environment selects it) holds this entry."""
-    code = f"import keyring; print(keyring.get_password('signin-broker', {name!r}) is not None)"
-    result = subprocess.run(
-        [sys.executable, "-c", code], env=daemon.env, capture_output=True, text=True, check=True
-    )
-    return result.stdout.strip() == "True"
-
-
-def signed_in_daemon(stub: StubProvider, socket_path: Path, *args: str, **kw) -> DaemonProcess:
-    daemon = DaemonProcess(socket_path, "--issuer", stub.issuer, *args, **kw).start()
-    with Browser() as browser:
-        sign_in(browser, daemon)
-    return daemon
+from support.signin import signed_in_daemon
+from support.state import keyring_has, state_files
 
 
 def authorizations(stub: StubProvider) -> int:

@@ -16,12 +16,9 @@ import pytest
 from signin_broker.client import BrokerClient, EventKind, NotSignedIn, SignInState
 from signin_broker.testing import StubPaths, StubProvider
 from support.browser import Browser, location, query_of
-from support.commands import BIN
 from support.daemon import DaemonProcess
 from support.other_user import other_user, run_as
-from support.signin import CALLBACK, sign_in
-
-BEGIN = "/auth/oauth2/id-provider"
+from support.signin import BEGIN, CALLBACK, login_through_the_cli, sign_in
 
 
 def begun_state(browser: Browser, daemon: DaemonProcess, stub: StubProvider) -> str:
@@ -217,23 +214,6 @@ def test_rotated_provider_keys_are_fetched_again(
     assert location(final) == "/dashboard"
     jwks_fetches = [r for r in stub.requests if r.path == "/.well-known/jwks.json"]
     assert len(jwks_fetches) == 2
-
-
-def login_through_the_cli(
-    broker: DaemonProcess, browser: Browser, *flags: str
-) -> tuple[subprocess.Popen[str], str]:
-    """Run `signin-broker login --no-browser`, and open the address it prints as a user would."""
-    login = subprocess.Popen(
-        [str(BIN / "signin-broker"), "--socket", str(broker.socket_path), "login",
-         "--no-browser", "--wait", "30", *flags],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert login.stderr is not None
-    url = next(line.strip() for line in login.stderr if line.strip().startswith("http://"))
-    assert url.startswith(broker.web_url + BEGIN + "?sign_in=")
-    response = browser.follow(browser.get(url), until=broker.web_url + CALLBACK)
-    browser.get(location(response))
-    return login, url
 
 
 def test_cli_login_opens_the_page_and_finishes_when_the_daemon_reports_the_session(

@@ -34,6 +34,13 @@ from signin_broker.testing import (
 CLIENT_ID = "signin-broker"
 REDIRECT_URI = "http://127.0.0.1:8765/auth/oauth2/id-provider/callback"  # registered without port
 BOB = StubUser(sub="2002", name="Bob Example", email="bob@example.com", preferred_username="bob")
+ALICE_IN_WORKSPACES = StubUser(
+    sub="1001",
+    name="Alice Example",
+    email="alice@example.com",
+    preferred_username="alice",
+    workspaces=("42", "7"),
+)
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,13 @@ def shared_stub() -> Iterator[StubProvider]:
 def stub() -> Iterator[StubProvider]:
     """A fresh default stub for tests that turn its knobs."""
     with StubProvider() as fresh:
+        yield fresh
+
+
+@pytest.fixture
+def two_users() -> Iterator[StubProvider]:
+    """A fresh stub with Alice (in workspaces 42 and 7) and Bob (in none); Alice is approved."""
+    with StubProvider(users=[ALICE_IN_WORKSPACES, BOB]) as fresh:
         yield fresh
 
 
@@ -165,6 +179,30 @@ def code_from(response: httpx2.Response) -> str:
     return params["code"]
 
 
+def consent_form(page: httpx2.Response) -> tuple[str, dict[str, str]]:
+    """The consent page's form: where it posts, and its hidden fields."""
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    action = re.search(r'<form method="post" action="([^"]+)"', page.text)
+    assert action is not None
+    hidden = {
+        unescape(name): unescape(value)
+        for name, value in re.findall(r'type="hidden" name="([^"]*)" value="([^"]*)"', page.text)
+    }
+    return unescape(action[1]), hidden
+
+
+def sign_in_to(
+    flow: Flow, workspace_id: str, scope: str = "openid profile email"
+) -> dict[str, Any]:
+    """A code flow naming a workspace; the tokens, which must be issued."""
+    pkce = new_pkce()
+    code = code_from(flow.authorize(pkce, scope=scope, workspace_id=workspace_id))
+    response = flow.redeem(code, pkce.verifier)
+    assert response.status_code == 200, response.text
+    tokens: dict[str, Any] = response.json()
+    return tokens
+
+
 def wait_until(condition: Callable[[], object], seconds: float = 5) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
@@ -233,7 +271,7 @@ def test_discovery_lists_absolute_endpoints(shared_stub: StubProvider, http: htt
     assert metadata["grant_types_supported"] == ["authorization_code", "refresh_token"]
     assert metadata["scopes_supported"] == ["openid", "profile", "email", "offline_access"]
     assert metadata["id_token_signing_alg_values_supported"] == ["RS256"]
-    assert {"sub", "email", "name"} <= set(metadata["claims_supported"])
+    assert {"sub", "email", "name", "workspace_id"} <= set(metadata["claims_supported"])
 
 
 def test_code_flow_with_pkce_gives_tokens_whose_id_token_validates(
@@ -445,25 +483,127 @@ def test_the_consent_page_signs_in_the_chosen_user(http: httpx2.Client) -> None:
         flow = Flow(http, stub.issuer)
         pkce = new_pkce()
         page = flow.authorize(pkce, state="st-1")
-        assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+        action, hidden = consent_form(page)
         assert "Sign in to signin-broker" in page.text
         assert "Sign in as Alice Example" in page.text and "Sign in as Bob Example" in page.text
         assert ">Deny</button>" in page.text
-        action = re.search(r'<form method="post" action="([^"]+)"', page.text)
-        assert action is not None
-        hidden = {
-            unescape(name): unescape(value)
-            for name, value in re.findall(
-                r'type="hidden" name="([^"]*)" value="([^"]*)"', page.text
-            )
-        }
-        chosen = http.post(stub.base_url + unescape(action[1]), data={**hidden, "sub": "2002"})
+        chosen = http.post(stub.base_url + action, data={**hidden, "sub": "2002"})
         params = redirect_params(chosen)
         assert params["state"] == "st-1"
         tokens = flow.redeem(params["code"], pkce.verifier).json()
         assert flow.id_token_claims(tokens["id_token"])["sub"] == "2002"
-        denied = http.post(stub.base_url + unescape(action[1]), data={**hidden, "deny": "1"})
+        denied = http.post(stub.base_url + action, data={**hidden, "deny": "1"})
         assert redirect_params(denied)["error"] == "access_denied"
+
+
+def test_approve_as_switches_the_signed_in_user_at_once_and_across_restarts(
+    two_users: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, two_users.issuer)
+    assert flow.id_token_claims(flow.sign_in()["id_token"])["sub"] == "1001"
+    two_users.approve_as("2002")
+    assert flow.id_token_claims(flow.sign_in()["id_token"])["sub"] == "2002"
+    two_users.approve_as(None)
+    consent_form(flow.authorize())  # nobody is approved: the page asks
+    two_users.approve_as("2002")
+    two_users.stop()
+    two_users.start()
+    flow = Flow(http, two_users.issuer)
+    tokens = flow.sign_in()
+    assert flow.id_token_claims(tokens["id_token"])["sub"] == "2002"
+    assert flow.userinfo(tokens["access_token"]).json()["sub"] == "2002"
+    two_users.approve_as("1001")
+    assert flow.id_token_claims(flow.sign_in()["id_token"])["sub"] == "1001"
+
+
+def test_approve_as_an_unknown_sub_is_refused(two_users: StubProvider, http: httpx2.Client) -> None:
+    with pytest.raises(ValueError, match=r"'9999'.*\['1001', '2002'\]"):
+        two_users.approve_as("9999")
+    flow = Flow(http, two_users.issuer)
+    assert flow.id_token_claims(flow.sign_in()["id_token"])["sub"] == "1001"  # unchanged
+
+
+def test_a_member_signs_in_to_a_workspace_and_keeps_it_through_refreshes(
+    two_users: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, two_users.issuer)
+    tokens = sign_in_to(flow, "42")
+    claims = flow.id_token_claims(tokens["id_token"])
+    assert (claims["sub"], claims["workspace_id"]) == ("1001", "42")
+    assert flow.userinfo(tokens["access_token"]).json() == {
+        "sub": "1001",
+        "name": "Alice Example",
+        "preferred_username": "alice",
+        "email": "alice@example.com",
+        "email_verified": True,
+        "workspace_id": "42",
+    }
+    refresh_token = tokens["refresh_token"]
+    for scope in ("openid", ""):  # narrowed, then the whole grant again
+        response = flow.refresh(refresh_token, **({"scope": scope} if scope else {}))
+        assert response.status_code == 200, response.text
+        refreshed = response.json()
+        userinfo = flow.userinfo(refreshed["access_token"]).json()
+        assert (userinfo["sub"], userinfo["workspace_id"]) == ("1001", "42")
+        refresh_token = refreshed["refresh_token"]
+    # The claim names the tenant, so it comes whatever the scope.
+    narrow = sign_in_to(flow, "7", scope="openid")
+    assert flow.id_token_claims(narrow["id_token"])["workspace_id"] == "7"
+    assert flow.userinfo(narrow["access_token"]).json() == {"sub": "1001", "workspace_id": "7"}
+
+
+def test_a_non_member_is_denied_with_the_state_and_no_code(
+    two_users: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, two_users.issuer)
+    for approved, workspace_id in (("1001", "99"), ("2002", "42")):
+        two_users.approve_as(approved)
+        response = flow.authorize(state="st-" + approved, workspace_id=workspace_id)
+        assert response.headers["location"].startswith(REDIRECT_URI + "?")
+        denied = redirect_params(response)
+        assert (denied["error"], denied["state"]) == ("access_denied", "st-" + approved)
+        assert f"not a member of workspace {workspace_id}" in denied["error_description"]
+        assert "code" not in denied
+
+
+def test_a_malformed_workspace_id_is_invalid_request(
+    two_users: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, two_users.issuer)
+    for workspace_id in ("abc", "-42", "4 2", "42.0", "1" * 19, "\u0664\u0662"):
+        refused = redirect_params(flow.authorize(state="st-bad", workspace_id=workspace_id))
+        assert (refused["error"], refused["state"]) == ("invalid_request", "st-bad"), workspace_id
+        assert "workspace_id" in refused["error_description"] and "code" not in refused
+    well_formed = redirect_params(flow.authorize(workspace_id="9" * 18))
+    assert well_formed["error"] == "access_denied"  # 18 digits is a workspace, just not hers
+    with pytest.raises(ValueError, match="workspace ids"):
+        StubProvider(users=[StubUser("1001", workspaces=("42", "x1"))])
+
+
+def test_without_a_workspace_id_there_is_no_workspace_claim(
+    two_users: StubProvider, http: httpx2.Client
+) -> None:
+    flow = Flow(http, two_users.issuer)
+    tokens = flow.sign_in()
+    assert "workspace_id" not in flow.id_token_claims(tokens["id_token"])
+    assert "workspace_id" not in flow.userinfo(tokens["access_token"]).json()
+    refreshed = flow.refresh(tokens["refresh_token"]).json()
+    assert "workspace_id" not in flow.userinfo(refreshed["access_token"]).json()
+
+
+def test_the_consent_page_passes_the_workspace_id_through(
+    two_users: StubProvider, http: httpx2.Client
+) -> None:
+    two_users.approve_as(None)
+    flow = Flow(http, two_users.issuer)
+    pkce = new_pkce()
+    action, hidden = consent_form(flow.authorize(pkce, state="st-ws", workspace_id="42"))
+    assert hidden["workspace_id"] == "42"
+    as_bob = redirect_params(http.post(two_users.base_url + action, data={**hidden, "sub": "2002"}))
+    assert (as_bob["error"], as_bob["state"]) == ("access_denied", "st-ws")
+    as_alice = http.post(two_users.base_url + action, data={**hidden, "sub": "1001"})
+    tokens = flow.redeem(code_from(as_alice), pkce.verifier).json()
+    assert flow.id_token_claims(tokens["id_token"])["workspace_id"] == "42"
 
 
 def test_logout_redirects_only_to_a_registered_uri(

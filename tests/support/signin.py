@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,10 +12,12 @@ import pytest
 from signin_broker.session.signin import DeterministicSecrets
 from signin_broker.testing import StubProvider
 from support.browser import Browser, location
+from support.commands import BIN
 from support.daemon import DaemonProcess
 
 SEED = "contract-5.3c-seed"
-CALLBACK = "/auth/oauth2/id-provider/callback"
+BEGIN = "/auth/oauth2/id-provider"
+CALLBACK = BEGIN + "/callback"
 
 
 @pytest.fixture
@@ -47,3 +50,28 @@ def sign_in(browser: Browser, daemon: DaemonProcess, start: str = "/user/login")
     response = browser.follow(browser.get(daemon.web_url + start), until=daemon.web_url + CALLBACK)
     assert location(response).startswith(daemon.web_url + CALLBACK), location(response)
     return browser.get(location(response))
+
+
+def login_through_the_cli(
+    broker: DaemonProcess, browser: Browser, *flags: str
+) -> tuple[subprocess.Popen[str], str]:
+    """Run `signin-broker login --no-browser`, and open the address it prints as a user would."""
+    login = subprocess.Popen(
+        [str(BIN / "signin-broker"), "--socket", str(broker.socket_path), "login",
+         "--no-browser", "--wait", "30", *flags],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert login.stderr is not None
+    url = next(line.strip() for line in login.stderr if line.strip().startswith("http://"))
+    assert url.startswith(broker.web_url + BEGIN + "?sign_in=")
+    response = browser.follow(browser.get(url), until=broker.web_url + CALLBACK)
+    browser.get(location(response))
+    return login, url
+
+
+def signed_in_daemon(stub: StubProvider, socket_path: Path, *args: str, **kw) -> DaemonProcess:
+    """A daemon signed in as the stub's auto-approved user through the loopback page."""
+    daemon = DaemonProcess(socket_path, "--issuer", stub.issuer, *args, **kw).start()
+    with Browser() as browser:
+        sign_in(browser, daemon)
+    return daemon

@@ -29,7 +29,11 @@ def test_client_exports() -> None:
     assert sorted(signin_broker.client.__all__) == sorted(
         [
             "Account",
+            "App",
+            "AppDecision",
+            "AppList",
             "AsyncBrokerClient",
+            "AuditEvent",
             "BrokerClient",
             "BrokerError",
             "Caller",

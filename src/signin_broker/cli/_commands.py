@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from ..client import Account, BrokerClient, BrokerError, EventKind, SignInState
+from ..client import Account, AppDecision, BrokerClient, BrokerError, EventKind, SignInState
 from ..client._record import Record
 from ._output import duration, key_values, moment, table
 
@@ -81,7 +81,10 @@ def token(client: BrokerClient, args: argparse.Namespace) -> int:
 
 
 def accounts(client: BrokerClient, args: argparse.Namespace) -> int:
-    """List the signed-in accounts."""
+    """List the signed-in accounts, or make one the default, or remove one."""
+    if args.action != "list":
+        change = _use_account if args.action == "use" else _remove_account
+        return change(client, args)
     listed = client.accounts()
     if args.json:
         return _print_json(listed)
@@ -102,11 +105,31 @@ def accounts(client: BrokerClient, args: argparse.Namespace) -> int:
     return 0
 
 
+def _use_account(client: BrokerClient, args: argparse.Namespace) -> int:
+    chosen = client.set_default_account(args.account)
+    if args.json:
+        return _print_json(chosen)
+    print(f"{_describe(chosen)} is now the default account.", file=sys.stderr)
+    return 0
+
+
+def _remove_account(client: BrokerClient, args: argparse.Namespace) -> int:
+    logout_url, purge_at = client.remove_account(args.account)
+    if args.json:
+        return _print_json({"logout_url": logout_url, "audit_purge_at_unix": purge_at})
+    print(
+        f"Removed {args.account}: signed out, its stored state and key deleted;"
+        f" its audit rows go {moment(purge_at)}.",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def login(client: BrokerClient, args: argparse.Namespace) -> int:
     """Begin a sign-in, send the user to the browser, and wait until the daemon reports it."""
     events = client.watch_events(timeout=args.wait)
     next(events)  # the snapshot: from here on no event can be missed
-    started = client.begin_sign_in()
+    started = client.begin_sign_in(workspace_id=args.workspace)
     if args.no_browser or not _open_browser(started.url):
         print(f"Open this address to sign in:\n\n    {started.url}\n", file=sys.stderr)
     else:
@@ -154,6 +177,80 @@ def logout(client: BrokerClient, args: argparse.Namespace) -> int:
     return 0
 
 
+def apps(client: BrokerClient, args: argparse.Namespace) -> int:
+    """List the apps and decisions, or record a decision for one."""
+    if args.action != "list":
+        decision = AppDecision.UNSPECIFIED if args.action == "reset" else AppDecision(args.action)
+        app, answered = client.set_app_policy(
+            args.app,
+            decision,
+            accounts=getattr(args, "accounts", ()),
+            scopes=getattr(args, "scopes", ()),
+            pin=getattr(args, "pin", False),
+        )
+        if args.json:
+            return _print_json(app)
+        said = f"{app.id}: {app.decision.value}" + ("" if app.decided else " (the default)")
+        if answered:
+            said += f"; answered its waiting request{'s' if answered > 1 else ''}"
+        print(said, file=sys.stderr)
+        return 0
+    listed = client.apps()
+    if args.json:
+        return _print_json(listed)
+    if listed.policy_error:
+        print(
+            f"signin-broker: the policy file has a problem: {listed.policy_error}", file=sys.stderr
+        )
+    rows = [
+        [
+            app.id,
+            app.decision.value
+            + ("" if app.decided else "*")
+            + (" (WAITING)" if app.waiting else ""),
+            ", ".join(app.accounts) or "all",
+            " ".join(app.scopes) or "all",
+            moment(app.last_used_unix),
+            str(app.tokens_issued),
+        ]
+        for app in listed.apps
+    ]
+    print(table(["APP", "DECISION", "ACCOUNTS", "SCOPES", "LAST USED", "TOKENS"], rows))
+    print(
+        f"* the default for new apps ({listed.default_decision.value});"
+        f" policy file: {listed.policy_file}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def audit(client: BrokerClient, args: argparse.Namespace) -> int:
+    """Show recent audit rows."""
+    rows = client.audit_events(
+        account=args.account, app=args.app, limit=args.limit, before_id=args.before
+    )
+    if args.json:
+        return _print_json(rows)
+    print(
+        table(
+            ["ID", "TIME", "APP", "ACCOUNT", "ACTION", "RESOURCE", "DETAIL"],
+            [
+                [
+                    str(row.id),
+                    time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row.created_unix)),
+                    row.actor_app,
+                    row.target_account or "-",
+                    row.action,
+                    row.resource + (f" {row.resource_id}" if row.resource_id else ""),
+                    row.payload_json,
+                ]
+                for row in rows
+            ],
+        )
+    )
+    return 0
+
+
 def _open_browser(url: str) -> bool:
     import webbrowser  # only here: it is slow to import
 
@@ -166,6 +263,8 @@ def _open_browser(url: str) -> bool:
 def _jsonable(value: Any) -> Any:
     if isinstance(value, Record):
         return {name: _jsonable(field) for name, field in value.as_dict().items()}
+    if isinstance(value, dict):
+        return {name: _jsonable(field) for name, field in value.items()}
     if isinstance(value, list | tuple):
         return [_jsonable(item) for item in value]
     if isinstance(value, enum.Enum):

@@ -81,6 +81,9 @@ def _parser() -> argparse.ArgumentParser:
         "--no-browser", action="store_true", help="print the address instead of opening it"
     )
     login.add_argument(
+        "--workspace", default="", metavar="ID", help="sign in to act within this workspace"
+    )
+    login.add_argument(
         "--wait",
         type=float,
         default=300.0,
@@ -94,8 +97,77 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also open the provider's logout page, ending its web session",
     )
-    command("accounts", "list the signed-in accounts", _commands.accounts)
+    accounts = command(
+        "accounts",
+        "list the signed-in accounts; `use` makes one the default, `remove` deletes one",
+        _commands.accounts,
+    )
+    account_actions = _actions(accounts)
+    account_actions("list", "list the signed-in accounts (the default)")
+    for action, text in (
+        ("use", "make an account the default"),
+        ("remove", "sign an account out and delete all the broker keeps of it"),
+    ):
+        account_actions(action, text).add_argument("account", help="the account's id")
+    apps = command(
+        "apps",
+        "list the apps that use the broker and your decisions; allow, deny or ask for one",
+        _commands.apps,
+    )
+    app_actions = _actions(apps)
+    app_actions("list", "list the apps and your decisions (the default)")
+    for action, text in (
+        ("allow", "let an app get tokens (answers its waiting request)"),
+        ("deny", "refuse an app (answers its waiting request)"),
+        ("ask", "make each of an app's requests wait for your answer"),
+        ("reset", "forget your decision: the default for new apps applies"),
+    ):
+        sub = app_actions(action, text)
+        sub.add_argument("app", help="the app: its id, its path, or a file name of one app")
+        if action == "allow":
+            sub.add_argument(
+                "--account",
+                dest="accounts",
+                action="append",
+                default=[],
+                metavar="ACCOUNT",
+                help="only this account; repeat for more",
+            )
+            sub.add_argument(
+                "--scope",
+                dest="scopes",
+                action="append",
+                default=[],
+                metavar="SCOPE",
+                help="at most this scope; repeat for more",
+            )
+            sub.add_argument(
+                "--pin", action="store_true", help="only the program file as it is now (sha256)"
+            )
+    audit = command(
+        "audit", "show recent audit rows: who got tokens, what changed", _commands.audit
+    )
+    audit.add_argument("--account", default="", help="only rows of this account")
+    audit.add_argument("--app", default="", help="only rows of this app (its id)")
+    audit.add_argument("--limit", type=int, default=50, metavar="N", help="at most N rows")
+    audit.add_argument("--before", type=int, default=0, metavar="ID", help="rows older than ID")
     return parser
+
+
+def _actions(parser: argparse.ArgumentParser) -> Callable[[str, str], argparse.ArgumentParser]:
+    """Sub-actions of a command (`apps allow APP`); without one, the command lists."""
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    parser.set_defaults(action="list")
+
+    def action(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = actions.add_parser(name, help=help_text, description=help_text)
+        # Given after the action too; SUPPRESS keeps an earlier --json from being reset.
+        sub.add_argument(
+            "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON"
+        )
+        return sub
+
+    return action
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,6 +12,10 @@ from typing import TYPE_CHECKING, Any
 from ._errors import BrokerError, DaemonNotRunning, NotSignedIn
 from ._models import (
     Account,
+    App,
+    AppDecision,
+    AppList,
+    AuditEvent,
     Caller,
     Event,
     EventKind,
@@ -28,7 +32,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Account",
+    "App",
+    "AppDecision",
+    "AppList",
     "AsyncBrokerClient",
+    "AuditEvent",
     "BrokerClient",
     "BrokerError",
     "Caller",

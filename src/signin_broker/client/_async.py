@@ -67,9 +67,9 @@ class AsyncBrokerClient:
         response = await self._call(self._stub.ListAccounts, pb.ListAccountsRequest())
         return [Account.from_proto(account) for account in response.accounts]
 
-    async def begin_sign_in(self) -> SignInStart:
-        """Start a sign-in; the user completes it at the returned URL."""
-        request = pb.BeginSignInRequest(method=pb.SIGN_IN_METHOD_BROWSER)
+    async def begin_sign_in(self, *, workspace_id: str = "") -> SignInStart:
+        """Start a sign-in (within a workspace, if given); the user completes it at the URL."""
+        request = pb.BeginSignInRequest(method=pb.SIGN_IN_METHOD_BROWSER, workspace_id=workspace_id)
         return SignInStart.from_proto(await self._call(self._stub.BeginSignIn, request))
 
     async def sign_out(self, account: str = "") -> SignOutResult:

@@ -33,7 +33,16 @@ class EventKind(enum.Enum):
     RECOVERED = "recovered"
 
 
-E = TypeVar("E", SignInState, EventKind)
+class AppDecision(enum.Enum):
+    """What the user decided for an app."""
+
+    UNSPECIFIED = "unspecified"
+    ALLOW = "allow"
+    DENY = "deny"
+    ASK = "ask"
+
+
+E = TypeVar("E", SignInState, EventKind, AppDecision)
 
 
 def _sign_in_state(value: int) -> SignInState:
@@ -206,3 +215,92 @@ class Event(Record):
             detail=message.detail,
             sign_in_id=message.sign_in_id,
         )
+
+
+class App(Record):
+    """An app that called the daemon or is in the user's policy, with its decision."""
+
+    id: str  # what `set_app_policy` and the policy file name it by
+    executable: str
+    script: str  # what an interpreter runs; "" for a native program
+    decision: AppDecision
+    decided: bool  # False: the daemon's default for new apps applies
+    accounts: tuple[str, ...]  # the accounts it may use; () for all
+    scopes: tuple[str, ...]  # the scopes it may get at most; () for the sign-in's
+    last_used_unix: int
+    tokens_issued: int
+    last_pid: int
+    waiting: bool  # a request of it waits for the user's answer
+    sha256: str  # the pinned program file; "" when not pinned
+
+    @classmethod
+    def from_proto(cls, message: pb.App) -> App:
+        """Convert the API's message."""
+        return cls(
+            id=message.id,
+            executable=message.executable,
+            script=message.script,
+            decision=_decision(message.decision),
+            decided=message.decided,
+            accounts=tuple(message.accounts),
+            scopes=tuple(message.scopes),
+            last_used_unix=message.last_used_unix,
+            tokens_issued=message.tokens_issued,
+            last_pid=message.last_pid,
+            waiting=message.waiting,
+            sha256=message.sha256,
+        )
+
+
+class AppList(Record):
+    """The apps and the policy they are judged by."""
+
+    apps: tuple[App, ...]
+    default_decision: AppDecision  # for apps not in the policy file
+    policy_file: str
+    policy_error: str  # why the file cannot be used (the last good policy applies); "" if fine
+
+    @classmethod
+    def from_proto(cls, message: pb.ListAppsResponse) -> AppList:
+        """Convert the API's response."""
+        return cls(
+            apps=tuple(App.from_proto(app) for app in message.apps),
+            default_decision=_decision(message.default_decision),
+            policy_file=message.policy_file,
+            policy_error=message.policy_error,
+        )
+
+
+class AuditEvent(Record):
+    """One row of the daemon's audit log."""
+
+    id: int
+    created_unix: int
+    actor_app: str
+    actor_uid: int
+    actor_pid: int
+    target_account: str  # "" for daemon-wide rows
+    action: str  # create, update, delete, read_admin, issue_token
+    resource: str
+    resource_id: str
+    payload_json: str
+
+    @classmethod
+    def from_proto(cls, message: pb.AuditEvent) -> AuditEvent:
+        """Convert the API's message."""
+        return cls(
+            id=message.id,
+            created_unix=message.created_unix,
+            actor_app=message.actor_app,
+            actor_uid=message.actor_uid,
+            actor_pid=message.actor_pid,
+            target_account=message.target_account,
+            action=message.action,
+            resource=message.resource,
+            resource_id=message.resource_id,
+            payload_json=message.payload_json,
+        )
+
+
+def _decision(value: int) -> AppDecision:
+    return _enum(AppDecision, pb.AppDecision, value, "APP_DECISION_")

@@ -19,7 +19,18 @@ from ._channel import (
     token_request,
 )
 from ._errors import translate
-from ._models import Account, Event, SignInStart, SignOutResult, Status, Token
+from ._models import (
+    Account,
+    App,
+    AppDecision,
+    AppList,
+    AuditEvent,
+    Event,
+    SignInStart,
+    SignOutResult,
+    Status,
+    Token,
+)
 
 Response = TypeVar("Response")
 
@@ -67,15 +78,67 @@ class BrokerClient:
         response = self._call(self._stub.ListAccounts, pb.ListAccountsRequest())
         return [Account.from_proto(account) for account in response.accounts]
 
-    def begin_sign_in(self) -> SignInStart:
-        """Start a sign-in; the user completes it at the returned URL."""
-        request = pb.BeginSignInRequest(method=pb.SIGN_IN_METHOD_BROWSER)
+    def begin_sign_in(self, *, workspace_id: str = "") -> SignInStart:
+        """Start a sign-in (within a workspace, if given); the user completes it at the URL."""
+        request = pb.BeginSignInRequest(method=pb.SIGN_IN_METHOD_BROWSER, workspace_id=workspace_id)
         return SignInStart.from_proto(self._call(self._stub.BeginSignIn, request))
 
     def sign_out(self, account: str = "") -> SignOutResult:
         """End the session of `account` (default account when empty)."""
         request = pb.SignOutRequest(account=account)
         return SignOutResult.from_proto(self._call(self._stub.SignOut, request))
+
+    # -- the user's management of the broker (the bundled CLI uses these) ---------------
+
+    def apps(self) -> AppList:
+        """The apps that called the daemon or are in the policy, with their decisions."""
+        return AppList.from_proto(self._call(self._stub.ListApps, pb.ListAppsRequest()))
+
+    def set_app_policy(
+        self,
+        app: str,
+        decision: AppDecision,
+        *,
+        accounts: Iterable[str] = (),
+        scopes: Iterable[str] = (),
+        pin: bool = False,
+    ) -> tuple[App, int]:
+        """Record the user's decision for an app; returns it and how many waiting calls it answered.
+
+        AppDecision.UNSPECIFIED removes the app's entry so the default applies again.
+        """
+        request = pb.SetAppPolicyRequest(
+            app=app,
+            decision=pb.AppDecision.Value(f"APP_DECISION_{decision.name}"),
+            accounts=list(accounts),
+            scopes=list(scopes),
+            pin=pin,
+        )
+        response = self._call(self._stub.SetAppPolicy, request)
+        return App.from_proto(response.app), response.answered
+
+    def set_default_account(self, account: str) -> Account:
+        """Make `account` the one used when a request names none."""
+        request = pb.SetDefaultAccountRequest(account=account)
+        return Account.from_proto(self._call(self._stub.SetDefaultAccount, request).account)
+
+    def remove_account(self, account: str) -> tuple[str, int]:
+        """Sign out and delete all the daemon keeps of `account`.
+
+        Returns the provider's logout URL and when the account's audit rows are purged.
+        """
+        response = self._call(self._stub.RemoveAccount, pb.RemoveAccountRequest(account=account))
+        return response.logout_url, response.audit_purge_at_unix
+
+    def audit_events(
+        self, *, account: str = "", app: str = "", limit: int = 100, before_id: int = 0
+    ) -> list[AuditEvent]:
+        """Recent audit rows of the accounts this app may see, newest first."""
+        request = pb.ListAuditEventsRequest(
+            account=account, app=app, limit=limit, before_id=before_id
+        )
+        response = self._call(self._stub.ListAuditEvents, request)
+        return [AuditEvent.from_proto(event) for event in response.events]
 
     def watch_events(self, *, timeout: float | None = None) -> Iterator[Event]:
         """Session events as they happen, starting with a SNAPSHOT.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
 import os
@@ -17,9 +18,12 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from ..session.manager import SessionManager, keep
 from ..v1 import broker_pb2, broker_pb2_grpc
+from .apps import AppGate
+from .audit_trail import AuditTrail
 from .callers import CallerCheck, CallerRegistry, CheckedRegistration
 from .front import FrontListener
 from .instance import Instance, loopback_base_url
+from .policy import Decision, PolicyFile
 from .servicer import DaemonInfo, TokenBrokerServicer
 from .settings import Settings
 
@@ -44,12 +48,21 @@ DETERMINISTIC_SECRETS_ENV = "SIGNIN_BROKER_TEST_SECRETS_SEED"
 async def serve(settings: Settings, instance: Instance, web_socket: socket.socket) -> None:
     """Serve until SIGTERM or SIGINT, then stop cleanly."""
     started_at = time.time()
+    audit = AuditTrail(
+        settings.state_dir / "audit.sqlite3",
+        retention_days=settings.audit_retention_days,
+        keep_days=settings.audit_keep_days,
+    )
     session = SessionManager(
-        settings.issuer or None, revalidate_seconds=settings.revalidate_seconds
+        settings.issuer or None, revalidate_seconds=settings.revalidate_seconds, audit=audit
+    )
+    apps = AppGate(
+        PolicyFile(settings.app_policy), Decision(settings.new_apps), settings.ask_timeout_seconds
     )
     registry = CallerRegistry()
     info = DaemonInfo(instance.socket_path, started_at, web_url=loopback_base_url(web_socket))
-    server, health_servicer = _grpc_server(TokenBrokerServicer(session, info), registry)
+    servicer = TokenBrokerServicer(session, info, apps, audit)
+    server, health_servicer = _grpc_server(servicer, registry)
     server.add_insecure_port(f"unix:{instance.private_socket_path}")
     await server.start()
     front = FrontListener(instance.listening, os.fspath(instance.private_socket_path), registry)
@@ -71,6 +84,8 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
         },
     )
     keeper, site = await _start_sessions(settings, session, web_socket)
+    await audit.open()
+    auditing = loop.create_task(audit.run())
     await stopping.wait()
 
     log.info("stopping", extra={"connections": len(front.connections)})
@@ -80,6 +95,9 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
     await front.stop_accepting()
     await asyncio.gather(server.stop(SHUTDOWN_GRACE_SECONDS), site.stop())
     await front.close()
+    auditing.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await auditing  # writes what is still queued
     if session.provider is not None:
         await session.provider.close()
     log.info("stopped")

@@ -17,11 +17,13 @@ import contextvars
 import inspect
 import logging
 import os
+import re
 import signal
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn, TypeAlias
 
 import grpc
@@ -41,6 +43,12 @@ class Caller:
     pid: int  # 0 where the platform cannot tell
     executable: str  # "" where it could not be read safely
     connection: int  # the daemon's sequence number of the connection, for logs
+    script: str = ""  # what an interpreter runs (see script_of); "" for a native program
+
+    @property
+    def app(self) -> str:
+        """The app's identity for policy and audit: the executable, plus the script it runs."""
+        return f"{self.executable} {self.script}" if self.script else self.executable
 
 
 def identify_caller(sock: socket.socket, connection: int) -> Caller:
@@ -49,32 +57,66 @@ def identify_caller(sock: socket.socket, connection: int) -> Caller:
     creds = read_peer_credentials(sock)
     pidfd = open_peer_pidfd(sock)
     try:
-        executable = _executable_of(creds.pid, pidfd, accepted_at)
+        executable, script = _program_of(creds.pid, pidfd, accepted_at)
     finally:
         if pidfd is not None:
             os.close(pidfd)
-    return Caller(creds.uid, creds.gid, creds.pid or 0, executable, connection)
+    return Caller(creds.uid, creds.gid, creds.pid or 0, executable, connection, script)
 
 
-def _executable_of(pid: int | None, pidfd: int | None, accepted_at: float) -> str:
-    """The executable of pid, or "" unless it surely belongs to the process that connected.
+def _program_of(pid: int | None, pidfd: int | None, accepted_at: float) -> tuple[str, str]:
+    """The executable and script of pid, or ("", "") unless pid surely is the caller.
 
     The pid could be reused between connect() and this read. A pidfd pins the
     process: if it is still alive after the read, the pid was not reused. Without a
     pidfd, a process created after the connection was accepted cannot be the caller.
     """
     if not pid:
-        return ""
+        return "", ""
     try:
         process = psutil.Process(pid)
         executable = process.exe()
+        script = ""
+        if INTERPRETER.fullmatch(Path(executable).name):
+            script = script_of(process.cmdline(), process.cwd())
         if pidfd is None and process.create_time() > accepted_at:
-            return ""
+            return "", ""
     except (psutil.Error, OSError):
-        return ""
+        return "", ""
     if pidfd is not None and not _is_alive(pidfd):
-        return ""
-    return executable
+        return "", ""
+    return executable, script
+
+
+# Programs that run someone else's code: the app is the script, not the interpreter.
+INTERPRETER = re.compile(
+    r"(python|pypy|node|nodejs|perl|ruby|php|lua|gjs|bash|sh|dash|zsh|ksh)[0-9.]*"
+)
+# Options of these interpreters that take the next argument as their value.
+_OPTIONS_WITH_VALUE = frozenset({"-W", "-X", "--check-hash-based-pycs", "-r", "--require"})
+
+
+def script_of(cmdline: Sequence[str], cwd: str) -> str:
+    """The script an interpreter's command line runs: an absolute path, or "-m module".
+
+    The command line is what the process says about itself, unlike the executable,
+    which the kernel reports; policy keyed on it separates well-behaved apps that
+    share an interpreter, and is no defence against code already running as the user.
+    Inline code (-c, -e) has no script and so is identified by the interpreter alone.
+    """
+    arguments = iter(cmdline[1:])
+    for argument in arguments:
+        if argument in ("-c", "-e", "--eval", "-"):
+            return ""
+        if argument == "-m":
+            return f"-m {next(arguments, '')}".rstrip()
+        if argument.startswith("-m") and not argument.startswith("--"):
+            return f"-m {argument[2:]}"
+        if argument in _OPTIONS_WITH_VALUE:
+            next(arguments, None)
+        elif not argument.startswith("-"):
+            return os.path.normpath(Path(cwd, argument))
+    return ""
 
 
 def _is_alive(pidfd: int) -> bool:

@@ -2,13 +2,16 @@
 
 Statuses follow the contract's table 7.1: UNAUTHENTICATED "sign-in required",
 NOT_FOUND "not found" (also for accounts the caller may not see), INVALID_ARGUMENT
-with what is wrong, FAILED_PRECONDITION for what the daemon is not set up to do, and
-INTERNAL "internal" for anything unexpected, whose details go to the log only.
+with what is wrong (also a write naming an account the caller may not act on, the
+contract's T4), PERMISSION_DENIED when the user's app policy refuses the caller,
+FAILED_PRECONDITION for what the daemon is not set up to do, and INTERNAL "internal"
+for anything unexpected, whose details go to the log only.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import time
@@ -20,7 +23,7 @@ from typing import Any, TypeVar
 import grpc
 
 from .._version import __version__
-from ..session.accounts import AccountInfo, SignInState
+from ..session.accounts import AccountInfo, Entitlement, SignInState
 from ..session.errors import (
     AccountNotFound,
     NotConfigured,
@@ -38,11 +41,16 @@ from ..session.validation import (
     check_account,
     check_audience,
     check_scopes,
+    check_workspace_id,
 )
+from ..store.audit import Action, Actor, AuditEntry, AuditRow
 from ..v1 import broker_pb2 as pb
 from ..v1 import broker_pb2_grpc as pb_grpc
-from .callers import current_caller
+from .apps import AppDenied, AppGate, AppView, UnknownApp
+from .audit_trail import AuditTrail
+from .callers import Caller, current_caller
 from .pages import BEGIN_PATH
+from .policy import Decision
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +62,16 @@ _STATUS_OF: dict[type[SessionError], grpc.StatusCode] = {
     TokenTooShortLived: grpc.StatusCode.FAILED_PRECONDITION,
     ProviderRefused: grpc.StatusCode.FAILED_PRECONDITION,
     ProviderUnreachable: grpc.StatusCode.UNAVAILABLE,
+    AppDenied: grpc.StatusCode.PERMISSION_DENIED,
+    UnknownApp: grpc.StatusCode.NOT_FOUND,
 }
+_DECISION = {
+    Decision.ALLOW: pb.APP_DECISION_ALLOW,
+    Decision.DENY: pb.APP_DECISION_DENY,
+    Decision.ASK: pb.APP_DECISION_ASK,
+}
+_DECISION_OF = {value: key for key, value in _DECISION.items()}
+MAX_AUDIT_ROWS = 1000
 _SIGN_IN_STATE = {
     SignInState.NOT_CONFIGURED: pb.SIGN_IN_STATE_NOT_CONFIGURED,
     SignInState.SIGNED_OUT: pb.SIGN_IN_STATE_SIGNED_OUT,
@@ -117,9 +134,13 @@ def _status_of(error: SessionError | InvalidRequest) -> grpc.StatusCode:
 class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
     """Serves signin_broker.v1.TokenBroker for the verified caller of each call."""
 
-    def __init__(self, session: SessionManager, info: DaemonInfo) -> None:
+    def __init__(
+        self, session: SessionManager, info: DaemonInfo, apps: AppGate, audit: AuditTrail
+    ) -> None:
         self._session = session
         self._info = info
+        self._apps = apps
+        self._audit = audit
 
     @_unary
     async def GetToken(self, request: pb.GetTokenRequest, context: Context) -> pb.GetTokenResponse:
@@ -130,14 +151,21 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
             raise InvalidRequest(f"min_ttl_seconds must be between 0 and {MAX_MIN_TTL_SECONDS}")
         audience = _checked(check_audience, request.audience)
         caller = current_caller()
+        entitlement = await self._apps.admit(caller)
+        if entitlement.scopes is not None and not entitlement.scopes.issuperset(scopes):
+            raise AppDenied(
+                f"the user's app policy limits this app to the scopes"
+                f" {' '.join(sorted(entitlement.scopes))}"
+            )
         token = await self._session.get_token(
             account,
             scopes,
             request.min_ttl_seconds,
             audience=audience,
-            app=caller.executable,
-            pid=caller.pid,
+            actor=_actor(caller),
+            entitlement=entitlement,
         )
+        self._apps.note_use(caller)
         return pb.GetTokenResponse(
             access_token=token.access_token,
             token_type=token.token_type,
@@ -153,7 +181,9 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
         """Describe the daemon, the sign-in state and the caller."""
         caller = current_caller()
         await self._session.restored.wait()
-        default = self._session.account(self._session.default_account)
+        visible = self._apps.visible(caller)
+        default_id = self._session.default_for(visible)
+        default = self._session.account(default_id, visible)
         return pb.GetStatusResponse(
             version=__version__,
             pid=self._info.pid,
@@ -161,8 +191,8 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
             socket_path=str(self._info.socket_path),
             issuer=self._session.issuer or "",
             sign_in_state=_SIGN_IN_STATE[self._session.state],
-            default_account=self._session.default_account,
-            account_count=len(self._session.accounts()),
+            default_account=default_id,
+            account_count=len(self._session.accounts(visible)),
             caller=pb.Caller(
                 uid=caller.uid, gid=caller.gid, pid=caller.pid, executable=caller.executable
             ),
@@ -179,32 +209,149 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
     ) -> pb.ListAccountsResponse:
         """List the accounts, default first."""
         await self._session.restored.wait()
-        return pb.ListAccountsResponse(accounts=[_account(a) for a in self._session.accounts()])
+        visible = self._apps.visible(current_caller())
+        return pb.ListAccountsResponse(
+            accounts=[_account(a) for a in self._session.accounts(visible)]
+        )
 
     @_unary
     async def BeginSignIn(
         self, request: pb.BeginSignInRequest, context: Context
     ) -> pb.BeginSignInResponse:
-        """Start a sign-in."""
-        started = self._session.new_sign_in()
+        """Start a sign-in (any app may: the user completes it in the browser, or not)."""
+        started = self._session.new_sign_in(_checked(check_workspace_id, request.workspace_id))
+        url = f"{self._info.web_url}{BEGIN_PATH}?sign_in={started.sign_in_id}"
+        if started.workspace_id:
+            url += f"&workspace_id={started.workspace_id}"
         return pb.BeginSignInResponse(
             sign_in_id=started.sign_in_id,
-            sign_in_url=f"{self._info.web_url}{BEGIN_PATH}?sign_in={started.sign_in_id}",
+            sign_in_url=url,
             expires_at_unix=int(started.expires_at),
         )
 
     @_unary
     async def SignOut(self, request: pb.SignOutRequest, context: Context) -> pb.SignOutResponse:
         """End an account's session."""
+        caller = current_caller()
+        account, entitlement = await self._writable(request.account, caller)
         result = await self._session.sign_out(
-            _checked(check_account, request.account), self._info.web_url + "/"
+            account, self._info.web_url + "/", actor=_actor(caller), entitlement=entitlement
         )
         return pb.SignOutResponse(was_signed_in=result.was_signed_in, logout_url=result.logout_url)
+
+    @_unary
+    async def ListApps(self, request: pb.ListAppsRequest, context: Context) -> pb.ListAppsResponse:
+        """The apps seen and in the policy, with their decisions."""
+        return pb.ListAppsResponse(
+            apps=[_app(view) for view in self._apps.apps()],
+            default_decision=_DECISION[self._apps.default],
+            policy_file=str(self._apps.policy.path),
+            policy_error=self._apps.policy.error,
+        )
+
+    @_unary
+    async def SetAppPolicy(
+        self, request: pb.SetAppPolicyRequest, context: Context
+    ) -> pb.SetAppPolicyResponse:
+        """Record the user's decision for an app and answer its waiting requests."""
+        if not request.app:
+            raise InvalidRequest("app is required: its id, path or file name")
+        accounts = [_checked(check_account, account) for account in request.accounts]
+        if not all(accounts):
+            raise InvalidRequest("accounts must not contain an empty id")
+        scopes = _checked(check_scopes, list(request.scopes))
+        decision = _DECISION_OF.get(request.decision)
+        view, answered = self._apps.decide(request.app, decision, accounts, scopes, pin=request.pin)
+        self._audit.record(
+            AuditEntry(
+                _actor(current_caller()),
+                Action.UPDATE if view.decided else Action.DELETE,
+                "app_policy",
+                resource_id=view.record.id,
+                payload={"decision": str(decision or "default"), "accounts": accounts},
+            )
+        )
+        return pb.SetAppPolicyResponse(app=_app(view), answered=answered)
+
+    @_unary
+    async def SetDefaultAccount(
+        self, request: pb.SetDefaultAccountRequest, context: Context
+    ) -> pb.SetDefaultAccountResponse:
+        """Make an account the default."""
+        caller = current_caller()
+        account, entitlement = await self._writable(request.account, caller, required=True)
+        info = await self._session.set_default(
+            account, actor=_actor(caller), entitlement=entitlement
+        )
+        return pb.SetDefaultAccountResponse(account=_account(info))
+
+    @_unary
+    async def RemoveAccount(
+        self, request: pb.RemoveAccountRequest, context: Context
+    ) -> pb.RemoveAccountResponse:
+        """Sign the account out and delete everything kept of it."""
+        caller = current_caller()
+        account, entitlement = await self._writable(request.account, caller, required=True)
+        logout_url = await self._session.remove_account(
+            account, self._info.web_url + "/", actor=_actor(caller), entitlement=entitlement
+        )
+        return pb.RemoveAccountResponse(
+            logout_url=logout_url,
+            audit_purge_at_unix=int(time.time() + self._audit.retention_seconds),
+        )
+
+    @_unary
+    async def ListAuditEvents(
+        self, request: pb.ListAuditEventsRequest, context: Context
+    ) -> pb.ListAuditEventsResponse:
+        """Recent audit rows of the accounts the caller may see, newest first."""
+        caller = current_caller()
+        await self._session.restored.wait()
+        if not 0 <= request.limit <= MAX_AUDIT_ROWS or request.before_id < 0:
+            raise InvalidRequest(f"limit must be 0 to {MAX_AUDIT_ROWS} and before_id at least 0")
+        visible = self._apps.visible(caller)
+        account = _checked(check_account, request.account)
+        if account and not visible.sees(account):
+            raise AccountNotFound
+        accounts = [account] if account else [a.id for a in self._session.accounts(visible)]
+        rows = await self._audit.read(
+            accounts,
+            app=request.app,
+            limit=request.limit or 100,
+            before_id=request.before_id or None,
+            daemon_wide=not account,
+        )
+        self._audit.record(
+            AuditEntry(
+                _actor(caller),
+                Action.READ_ADMIN,
+                "audit_log",
+                payload={"account": account, "app": request.app, "rows": len(rows)},
+            )
+        )
+        return pb.ListAuditEventsResponse(events=[_audit_event(row) for row in rows])
+
+    async def _writable(
+        self, account: str, caller: Caller, *, required: bool = False
+    ) -> tuple[str, Entitlement]:
+        """The account a write names, and what the caller may act on.
+
+        Naming an account the caller may not act on is INVALID_ARGUMENT whether it
+        exists or not (the contract's T4), so a write cannot probe for accounts either.
+        """
+        account = _checked(check_account, account)
+        if required and not account:
+            raise InvalidRequest("account is required: name it by its id (signin-broker accounts)")
+        entitlement = await self._apps.admit(caller)
+        if account and not entitlement.sees(account):
+            raise InvalidRequest(f"{account} is not an account this app may act on")
+        return account, entitlement
 
     async def WatchEvents(
         self, request: pb.WatchEventsRequest, context: Context
     ) -> AsyncIterator[pb.WatchEventsResponse]:
         """A snapshot, then every event until the caller leaves or the daemon stops."""
+        caller = current_caller()
         with self._session.events.subscribe() as subscription:
             yield self._event_message(pb.EVENT_KIND_SNAPSHOT, "", time.time(), "", "")
             while True:
@@ -212,7 +359,8 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
                     event = await subscription.next()
                 except WatcherDropped as dropped:
                     await context.abort(grpc.StatusCode.UNAVAILABLE, str(dropped))
-                yield self._event(event)
+                if not event.account or self._apps.visible(caller).sees(event.account):
+                    yield self._event(event)
 
     def _event(self, event: SessionEvent) -> pb.WatchEventsResponse:
         return self._event_message(
@@ -241,6 +389,43 @@ def _checked(check: Callable[[Any], Any], value: Any) -> Any:
         return check(value)
     except ValueError as error:
         raise InvalidRequest(str(error)) from None
+
+
+def _actor(caller: Caller) -> Actor:
+    return Actor(app=caller.app or f"pid {caller.pid}", uid=caller.uid, pid=caller.pid)
+
+
+def _app(view: AppView) -> pb.App:
+    record, rule = view.record, view.rule
+    return pb.App(
+        id=record.id,
+        executable=record.executable,
+        script=record.script,
+        decision=_DECISION[rule.decision],
+        decided=view.decided,
+        accounts=rule.accounts,
+        scopes=rule.scopes,
+        last_used_unix=int(record.last_used),
+        tokens_issued=record.tokens_issued,
+        last_pid=record.last_pid,
+        waiting=view.waiting,
+        sha256=rule.sha256,
+    )
+
+
+def _audit_event(row: AuditRow) -> pb.AuditEvent:
+    return pb.AuditEvent(
+        id=row.id,
+        created_unix=row.created_unix,
+        actor_app=row.actor_app,
+        actor_uid=row.actor_uid,
+        actor_pid=row.actor_pid,
+        target_account=row.target_account or "",
+        action=row.action,
+        resource=row.resource,
+        resource_id=row.resource_id or "",
+        payload_json=json.dumps(row.payload, separators=(",", ":")) if row.payload else "",
+    )
 
 
 def _account(account: AccountInfo) -> pb.Account:

@@ -28,6 +28,7 @@ REQUIRED_SCOPES = ("openid", "profile", "email")
 MAX_REVALIDATE_SECONDS = 60
 LOG_LEVELS = ("debug", "info", "warn", "error")
 KEY_STORES = ("keyring", "file")
+NEW_APP_DECISIONS = ("allow", "ask", "deny")
 
 
 class SettingsError(Exception):
@@ -57,6 +58,11 @@ class Settings:
     state_dir: Path
     revalidate_seconds: int
     key_store: str
+    app_policy: Path
+    new_apps: str
+    ask_timeout_seconds: int
+    audit_retention_days: int
+    audit_keep_days: int
     log_level: str
     config_file: Path | None  # the file that was read, if any
 
@@ -112,19 +118,25 @@ def _http(value: object) -> HttpAddress:
     return HttpAddress(host, int(port_text))
 
 
-def _revalidate_seconds(value: object) -> int:
+def _whole_number(value: object, unit: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError("must be a whole number of seconds")
+        raise ValueError(f"must be a whole number of {unit}")
     try:
-        seconds = int(value)
+        number = int(value)
     except ValueError:
-        raise ValueError("must be a whole number of seconds") from None
-    if not 1 <= seconds <= MAX_REVALIDATE_SECONDS:
+        raise ValueError(f"must be a whole number of {unit}") from None
+    if not low <= number <= high:
+        raise ValueError(f"must be between {low} and {high} {unit}")
+    return number
+
+
+def _revalidate_seconds(value: object) -> int:
+    try:
+        return _whole_number(value, "seconds", 1, MAX_REVALIDATE_SECONDS)
+    except ValueError as error:
         raise ValueError(
-            f"must be between 1 and {MAX_REVALIDATE_SECONDS}: revocation must take effect"
-            f" within {MAX_REVALIDATE_SECONDS} s"
-        )
-    return seconds
+            f"{error}: revocation must take effect within {MAX_REVALIDATE_SECONDS} s"
+        ) from None
 
 
 def _key_store(value: object) -> str:
@@ -132,6 +144,21 @@ def _key_store(value: object) -> str:
     if kind not in KEY_STORES:
         raise ValueError('must be "keyring" or "file" (a 0600 key file: weaker, opt-in)')
     return kind
+
+
+def _new_apps(value: object) -> str:
+    decision = _text(value).lower()
+    if decision not in NEW_APP_DECISIONS:
+        raise ValueError('must be "allow" (like ssh-agent), "ask" or "deny"')
+    return decision
+
+
+def _ask_timeout_seconds(value: object) -> int:
+    return _whole_number(value, "seconds", 1, 3600)
+
+
+def _audit_days(value: object) -> int:
+    return _whole_number(value, "days", 0, 3650)
 
 
 def _log_level(value: object) -> str:
@@ -222,6 +249,42 @@ OPTIONS: tuple[_Option, ...] = (
         _key_store,
         lambda: "keyring",
         "KIND",
+    ),
+    _Option(
+        "app_policy",
+        "the TOML file of per-app decisions (allow, deny, ask); `signin-broker apps` edits it",
+        _absolute_path,
+        locations.default_app_policy_path,
+        "PATH",
+    ),
+    _Option(
+        "new_apps",
+        'what an app without a decision gets: "allow" (like ssh-agent), "ask" (it waits for'
+        ' `signin-broker apps allow|deny`) or "deny"',
+        _new_apps,
+        lambda: "allow",
+        "DECISION",
+    ),
+    _Option(
+        "ask_timeout_seconds",
+        "how long an app's request waits for the user's answer before PERMISSION_DENIED",
+        _ask_timeout_seconds,
+        lambda: "60",
+        "SECONDS",
+    ),
+    _Option(
+        "audit_retention_days",
+        "how long the audit rows of a removed account are kept (0: removed at once)",
+        _audit_days,
+        lambda: "30",
+        "DAYS",
+    ),
+    _Option(
+        "audit_keep_days",
+        "how long any audit row is kept",
+        _audit_days,
+        lambda: "365",
+        "DAYS",
     ),
     _Option("log_level", "debug, info, warn or error", _log_level, lambda: "info", "LEVEL"),
 )

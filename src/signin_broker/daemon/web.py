@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
 import secrets
 import socket
@@ -29,6 +30,8 @@ from starlette.routing import Route
 from ..session.errors import IdTokenInvalid, OAuthError, ProviderUnavailable
 from ..session.manager import SessionManager
 from ..session.signin import SignInFlow
+from ..session.validation import check_workspace_id
+from ..store.audit import Actor
 from . import pages
 from .instance import loopback_base_url
 from .peercred import loopback_tcp_peer_uid
@@ -42,6 +45,8 @@ HOME_PATH = "/dashboard"
 BROWSER_SESSION_SECONDS = 12 * 3600
 MAX_PARAMETER_LENGTH = 4096
 SIGN_IN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# The actor of sign-ins and sign-outs done on the page (LoopbackGuard proves the uid).
+BROWSER = Actor(app="browser (loopback sign-in page)", uid=os.geteuid())
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -198,7 +203,11 @@ class SignInSite:
         if not SIGN_IN_ID.fullmatch(sign_in_id):
             sign_in_id = ""
         try:
-            url = await self._flow.begin(self.redirect_uri, redirect_to, sign_in_id)
+            workspace_id = check_workspace_id(request.query_params.get("workspace_id", ""))
+        except ValueError as error:
+            return _page("Not a workspace", str(error), status=400)
+        try:
+            url = await self._flow.begin(self.redirect_uri, redirect_to, sign_in_id, workspace_id)
         except ProviderUnavailable as error:
             _oauth_log(logging.ERROR, "authorize", "provider_unavailable", str(error))
             return _page(
@@ -262,7 +271,7 @@ class SignInSite:
                 "provider_unavailable",
                 "The identity provider cannot be reached. Try again in a moment.",
             )
-        account = await self._session.complete_sign_in(signed_in)
+        account = await self._session.complete_sign_in(signed_in, BROWSER)
         log.info("signed in", extra={"flow": "oauth", "step": "callback", "account": account.id})
         response = RedirectResponse(pending.redirect_to, status_code=303)
         response.set_cookie(
@@ -288,7 +297,7 @@ class SignInSite:
         account_id = self._signed_in_account(request)
         self._browsers.end(cookie)
         if account_id is not None:
-            await self._session.sign_out(account_id)
+            await self._session.sign_out(account_id, actor=BROWSER)
             log.info("signed out from the browser", extra={"account": account_id})
         logout_url = await self._session.provider_logout_url(self.base_url + "/")
         response = RedirectResponse(logout_url or "/", status_code=303)

@@ -64,6 +64,7 @@ class SignInStart:
 
     sign_in_id: str
     expires_at: float
+    workspace_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +75,32 @@ class SignOutResult:
     logout_url: str = ""
 
 
-def account_id_of(platform_user_id: str) -> str:
-    """The tenant-prefixed account id (contract 2.9: `user:<platform_user_id>`)."""
-    return f"user:{platform_user_id}"
+def account_id_of(platform_user_id: str, workspace_id: str = "") -> str:
+    """The tenant-prefixed account id (contract 2.9): `user:<id>`, or `user:<id>:workspace:<wid>`.
+
+    A tenant is a user plus an optional workspace (contract 2.1), so the same person
+    signed in personally and within a workspace holds two separate accounts.
+    """
+    if not platform_user_id:
+        raise ValueError("an account needs its platform_user_id")
+    tenant = f"user:{platform_user_id}"
+    return f"{tenant}:workspace:{workspace_id}" if workspace_id else tenant
+
+
+@dataclass(frozen=True, slots=True)
+class Entitlement:
+    """What a caller may see and get: these accounts and at most these scopes (None: all)."""
+
+    accounts: frozenset[str] | None = None
+    scopes: frozenset[str] | None = None
+
+    def sees(self, account: str) -> bool:
+        """Whether the caller may see and use the account."""
+        return self.accounts is None or account in self.accounts
+
+
+EVERYTHING = Entitlement()
+NOTHING = Entitlement(accounts=frozenset())  # what a denied or undecided app sees
 
 
 ScopedKey = tuple[frozenset[str], str]  # (scopes, audience) of a down-scoped token

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -24,10 +25,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
 
+from ..store.audit import Action, Actor, AuditEntry
 from .accounts import (
+    EVERYTHING,
     Account,
     AccountInfo,
     AppUse,
+    Entitlement,
     IssuedToken,
     ScopedKey,
     SignInStart,
@@ -67,6 +71,8 @@ SIGN_IN_SECONDS = 600
 # A caller whose token is still good waits this long for a renewal, then gets the
 # current token while the renewal goes on: an outage never stalls the apps.
 RENEWAL_WAIT_SECONDS = 2.0
+# Who acts when the daemon itself changes a session (the provider revoked it, ...).
+DAEMON = Actor(app="signin-brokerd", uid=os.geteuid(), pid=os.getpid())
 
 
 class AccountStore(Protocol):
@@ -89,6 +95,30 @@ class AccountStore(Protocol):
         """The ids of the stored accounts."""
 
 
+class AuditTrail(Protocol):
+    """Where the audit rows go (daemon.audit_trail); best effort: it never raises."""
+
+    def record(self, entry: AuditEntry) -> None:
+        """Queue a row."""
+
+    async def record_now(self, entry: AuditEntry) -> None:
+        """Write a row before going on (the removal of an account is recorded first)."""
+
+    async def forget_account(self, account: str) -> None:
+        """Mark the account's rows for deletion after the retention."""
+
+
+class _NoAudit:
+    def record(self, entry: AuditEntry) -> None:
+        pass
+
+    async def record_now(self, entry: AuditEntry) -> None:
+        pass
+
+    async def forget_account(self, account: str) -> None:
+        pass
+
+
 class SessionManager:
     """Owns the signed-in accounts, their tokens, and the events about them."""
 
@@ -100,10 +130,12 @@ class SessionManager:
         store: AccountStore | None = None,
         storage: str = "memory only",
         revalidate_seconds: int = 60,
+        audit: AuditTrail | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.issuer = issuer
         self.provider = provider
+        self.audit: AuditTrail = audit or _NoAudit()
         self.events = EventBus()
         self.store = store
         self.storage = store.description if store is not None else storage
@@ -124,20 +156,34 @@ class SessionManager:
             return SignInState.NOT_CONFIGURED
         return SignInState.SIGNED_IN if self._accounts else SignInState.SIGNED_OUT
 
-    def accounts(self) -> list[AccountInfo]:
-        """The signed-in accounts, default first."""
-        infos = [self._info(account) for account in self._accounts.values()]
+    def accounts(self, entitlement: Entitlement = EVERYTHING) -> list[AccountInfo]:
+        """The signed-in accounts the caller may see, default first."""
+        infos = [self._info(a) for a in self._accounts.values() if entitlement.sees(a.info.id)]
         return sorted(infos, key=lambda a: (not a.is_default, a.signed_in_at))
 
-    def account(self, account_id: str) -> AccountInfo | None:
-        """One account by id, or None."""
+    def account(self, account_id: str, entitlement: Entitlement = EVERYTHING) -> AccountInfo | None:
+        """One account by id, or None (also when the caller may not see it)."""
         account = self._accounts.get(account_id)
-        return None if account is None else self._info(account)
+        if account is None or not entitlement.sees(account_id):
+            return None
+        return self._info(account)
 
     @property
     def default_account(self) -> str:
         """The id of the default account, or "" when none is signed in."""
         return next((a.info.id for a in self._accounts.values() if a.info.is_default), "")
+
+    def default_for(self, entitlement: Entitlement) -> str:
+        """The account an empty `account` means for this caller ("" when it sees none).
+
+        That is the default when the caller may see it, else the first account it may
+        see that was signed in.
+        """
+        default = self.default_account
+        if default and entitlement.sees(default):
+            return default
+        visible = self.accounts(entitlement)
+        return visible[0].id if visible else ""
 
     # -- tokens ------------------------------------------------------------------------
 
@@ -148,16 +194,19 @@ class SessionManager:
         min_ttl: int,
         *,
         audience: str = "",
-        app: str = "",
-        pid: int = 0,
+        actor: Actor | None = None,
+        entitlement: Entitlement = EVERYTHING,
     ) -> IssuedToken:
         """A token of the account (default when empty) valid for min_ttl seconds more.
 
         With scopes narrower than the sign-in's, or an audience, the token is a
-        down-scoped one, kept until it wants renewing like any other.
+        down-scoped one, kept until it wants renewing like any other. A caller limited
+        to some scopes gets a token of those scopes when it names none.
         """
         await self.restored.wait()
-        account = self._resolve(account_id)
+        account = self._resolve(account_id, entitlement)
+        if entitlement.scopes is not None and not scopes:
+            scopes = sorted(entitlement.scopes & frozenset(account.tokens.scopes))
         missing = [scope for scope in scopes if scope not in account.tokens.scopes]
         if missing:
             raise ScopeNotGranted(missing, account.info.id)
@@ -166,7 +215,8 @@ class SessionManager:
             tokens = await self._scoped_token(account, (wanted, audience), min_ttl)
         else:
             tokens = await self._main_token(account, min_ttl)
-        self._note_use(account, app, pid)
+        if actor is not None:
+            self._note_use(account, actor, tokens, audience)
         return IssuedToken(
             access_token=tokens.access_token,
             token_type=tokens.token_type,
@@ -268,7 +318,9 @@ class SessionManager:
         except OAuthError as error:
             self._provider_answered(account)
             if error.error == "invalid_grant":
-                await self._end(account, EventKind.REVOKED, "the provider ended the session")
+                await self._end(
+                    account, EventKind.REVOKED, "the provider ended the session", DAEMON
+                )
             else:
                 log.warning("the provider refused a refresh", extra={"error_code": error.error})
             raise
@@ -287,15 +339,22 @@ class SessionManager:
             raise SignInRequired
         raise TokenTooShortLived(int(tokens.expires_at - now))
 
-    def _note_use(self, account: Account, app: str, pid: int) -> None:
-        if not app:
-            return
-        previous = account.apps.get(app)
-        account.apps[app] = AppUse(
-            executable=app,
-            last_pid=pid,
+    def _note_use(self, account: Account, actor: Actor, tokens: TokenSet, audience: str) -> None:
+        previous = account.apps.get(actor.app)
+        account.apps[actor.app] = AppUse(
+            executable=actor.app,
+            last_pid=actor.pid,
             last_used=self._clock(),
             tokens_issued=(previous.tokens_issued if previous else 0) + 1,
+        )
+        payload: dict[str, object] = {
+            "scopes": list(tokens.scopes),
+            "expires_at": int(tokens.expires_at),
+        }
+        if audience:
+            payload["audience"] = audience
+        self.audit.record(
+            AuditEntry(actor, Action.ISSUE_TOKEN, "token", account.info.id, payload=payload)
         )
 
     # -- provider health ---------------------------------------------------------------
@@ -356,7 +415,7 @@ class SessionManager:
             self._provider_answered(account)
             if account.tokens.refresh_token is None:
                 await self._end(
-                    account, EventKind.REVOKED, "the provider no longer accepts the session"
+                    account, EventKind.REVOKED, "the provider no longer accepts the session", DAEMON
                 )
                 return
             await self._main_token(account, 0, force=True)  # the refresh decides
@@ -376,25 +435,27 @@ class SessionManager:
 
     # -- signing in and out --------------------------------------------------------------
 
-    def new_sign_in(self) -> SignInStart:
+    def new_sign_in(self, workspace_id: str = "") -> SignInStart:
         """An id for a sign-in begun over the API; the browser carries it through the flow."""
         if not self.issuer:
             raise NotConfigured(
                 "no identity provider is configured: set issuer "
                 "(--issuer, SIGNIN_BROKER_ISSUER or `issuer` in config.toml)"
             )
-        return SignInStart(secrets.token_urlsafe(16), self._clock() + SIGN_IN_SECONDS)
+        return SignInStart(secrets.token_urlsafe(16), self._clock() + SIGN_IN_SECONDS, workspace_id)
 
-    async def complete_sign_in(self, signed_in: SignedIn) -> AccountInfo:
-        """Record a validated sign-in as an account (replacing that user's old session)."""
+    async def complete_sign_in(self, signed_in: SignedIn, actor: Actor = DAEMON) -> AccountInfo:
+        """Record a validated sign-in as an account (replacing that tenant's old session)."""
         claims = await self._profile_claims(signed_in)
         platform_user_id = str(claims["sub"])
-        account_id = account_id_of(platform_user_id)
+        workspace_id = signed_in.pending.workspace_id
+        account_id = account_id_of(platform_user_id, workspace_id)
         now = self._clock()
         previous = self._accounts.get(account_id)
         info = AccountInfo(
             id=account_id,
             platform_user_id=platform_user_id,
+            workspace_id=workspace_id,
             display_name=_text(claims, "name") or _text(claims, "preferred_username"),
             email=_text(claims, "email"),
             is_default=previous.info.is_default if previous else not self._accounts,
@@ -406,6 +467,15 @@ class SessionManager:
         await self._persist(account, tokens)
         self._accounts[account_id] = account
         self.changed.set()
+        self.audit.record(
+            AuditEntry(
+                actor,
+                Action.UPDATE if previous else Action.CREATE,
+                "account",
+                account_id,
+                payload={"event": "signed in", "scopes": list(tokens.scopes)},
+            )
+        )
         self._publish(
             EventKind.SIGNED_IN,
             account_id,
@@ -432,21 +502,68 @@ class SessionManager:
         """Tell watchers that a sign-in attempt failed, and why (no secrets in detail)."""
         self._publish(EventKind.SIGN_IN_FAILED, "", detail, sign_in_id)
 
-    async def sign_out(self, account_id: str, post_logout_redirect_uri: str = "") -> SignOutResult:
+    async def sign_out(
+        self,
+        account_id: str,
+        post_logout_redirect_uri: str = "",
+        *,
+        actor: Actor = DAEMON,
+        entitlement: Entitlement = EVERYTHING,
+    ) -> SignOutResult:
         """End the account's session here and at the provider; not an error when there is none.
 
         The tokens are revoked at the provider (RFC 7009) where it offers revocation; the
         result also carries the provider's logout address for a browser session there.
         """
         await self.restored.wait()
-        if not account_id and not self._accounts:
+        if not account_id and not self.default_for(entitlement):
             return SignOutResult(False, await self.provider_logout_url(post_logout_redirect_uri))
-        account = self._resolve(account_id)
-        await self._end(account, EventKind.SIGNED_OUT, "signed out")
+        account = self._resolve(account_id, entitlement)
+        await self._end(account, EventKind.SIGNED_OUT, "signed out", actor)
         await self._revoke_at_provider(account.tokens)
         return SignOutResult(
             True, await self.provider_logout_url(post_logout_redirect_uri, account.tokens.id_token)
         )
+
+    async def remove_account(
+        self,
+        account_id: str,
+        post_logout_redirect_uri: str = "",
+        *,
+        actor: Actor,
+        entitlement: Entitlement = EVERYTHING,
+    ) -> str:
+        """Sign the account out and delete all the daemon keeps of it; the provider's logout URL.
+
+        The audit row of the removal is written before anything is deleted (contract 3).
+        """
+        await self.restored.wait()
+        account = self._resolve(account_id, entitlement)
+        await self.audit.record_now(
+            AuditEntry(
+                actor, Action.DELETE, "account", account.info.id, payload={"event": "removed"}
+            )
+        )
+        await self._end(account, EventKind.SIGNED_OUT, "the account was removed", actor)
+        await self._revoke_at_provider(account.tokens)
+        await self.audit.forget_account(account.info.id)
+        return await self.provider_logout_url(post_logout_redirect_uri, account.tokens.id_token)
+
+    async def set_default(
+        self, account_id: str, *, actor: Actor, entitlement: Entitlement = EVERYTHING
+    ) -> AccountInfo:
+        """Make the account the one used when a request names none."""
+        await self.restored.wait()
+        chosen = self._resolve(account_id, entitlement)
+        for account in self._accounts.values():
+            is_default = account is chosen
+            if account.info.is_default != is_default:
+                account.info = replace(account.info, is_default=is_default)
+                await self._persist(account, account.tokens)
+        self.audit.record(
+            AuditEntry(actor, Action.UPDATE, "account", chosen.info.id, payload={"default": True})
+        )
+        return self._info(chosen)
 
     async def _revoke_at_provider(self, tokens: TokenSet) -> None:
         if self.provider is None:
@@ -481,11 +598,14 @@ class SessionManager:
             params["post_logout_redirect_uri"] = post_logout_redirect_uri
         return f"{endpoint or self.issuer + '/logout'}?{urlencode(params)}"
 
-    async def _end(self, account: Account, kind: EventKind, detail: str) -> None:
+    async def _end(self, account: Account, kind: EventKind, detail: str, actor: Actor) -> None:
         """Forget the account, its stored state with it, and hand the default on."""
         removed = self._accounts.pop(account.info.id, None)
         if removed is None:
             return
+        self.audit.record(
+            AuditEntry(actor, Action.DELETE, "session", account.info.id, payload={"event": detail})
+        )
         if removed.info.is_default and self._accounts:
             heir = min(self._accounts.values(), key=lambda a: a.info.signed_in_at)
             heir.info = replace(heir.info, is_default=True)
@@ -549,14 +669,14 @@ class SessionManager:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _resolve(self, account_id: str) -> Account:
+    def _resolve(self, account_id: str, entitlement: Entitlement) -> Account:
+        """The account the caller means; one it may not see is as absent as a missing one."""
         if not account_id:
-            default = self.default_account
-            if not default:
+            account_id = self.default_for(entitlement)
+            if not account_id:
                 raise SignInRequired
-            account_id = default
         account = self._accounts.get(account_id)
-        if account is None:
+        if account is None or not entitlement.sees(account_id):
             raise AccountNotFound
         return account
 

@@ -97,6 +97,7 @@ class PendingSignIn:
     redirect_to: str  # where the browser goes afterwards (a same-origin path)
     sign_in_id: str  # correlates the outcome with a BeginSignIn; "" when begun in the browser
     created_at: float
+    workspace_id: str = ""  # the workspace to act in; "" for personal use
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +123,14 @@ class SignInFlow:
         self._source = source
         self._pending: OrderedDict[str, PendingSignIn] = OrderedDict()
 
-    async def begin(self, redirect_uri: str, redirect_to: str, sign_in_id: str) -> str:
-        """Remember a new sign-in and return the provider's authorize URL for it."""
+    async def begin(
+        self, redirect_uri: str, redirect_to: str, sign_in_id: str, workspace_id: str = ""
+    ) -> str:
+        """Remember a new sign-in and return the provider's authorize URL for it.
+
+        A workspace is asked for with the `workspace_id` authorization parameter; the
+        provider must confirm the membership with the same claim in the id_token.
+        """
         metadata = await self._provider.metadata()
         pending = PendingSignIn(
             state=self._source.state(),
@@ -133,6 +140,7 @@ class SignInFlow:
             redirect_to=redirect_to,
             sign_in_id=sign_in_id,
             created_at=time.time(),
+            workspace_id=workspace_id,
         )
         self._forget_expired()
         while len(self._pending) >= MAX_PENDING:
@@ -148,6 +156,7 @@ class SignInFlow:
             code_challenge=create_s256_code_challenge(pending.code_verifier),
             code_challenge_method="S256",
             nonce=pending.nonce,
+            **({"workspace_id": workspace_id} if workspace_id else {}),
         )
         return url
 
@@ -167,6 +176,10 @@ class SignInFlow:
         if tokens.id_token is None:
             raise IdTokenInvalid("the token response has no id_token (is openid in the scopes?)")
         claims = await self._provider.validate_id_token(tokens.id_token, pending.nonce)
+        if pending.workspace_id and claims.get("workspace_id") != pending.workspace_id:
+            raise IdTokenInvalid(
+                f"the identity provider did not confirm workspace {pending.workspace_id}"
+            )
         return SignedIn(tokens=tokens, claims=claims, pending=pending)
 
     def _forget_expired(self) -> None:

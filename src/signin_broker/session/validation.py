@@ -38,6 +38,16 @@ def check_audience(audience: str) -> str:
     return audience
 
 
+WORKSPACE_ID = re.compile(r"[0-9]{1,18}")
+
+
+def check_workspace_id(workspace_id: str) -> str:
+    """A workspace id (contract 2.1: a BIGINT): empty, or 1 to 18 decimal digits."""
+    if workspace_id and not WORKSPACE_ID.fullmatch(workspace_id):
+        raise ValueError("workspace_id must be a decimal number of at most 18 digits")
+    return workspace_id
+
+
 def check_account(account: str) -> str:
     """An account id as callers send it: empty (the default account) or printable text."""
     if len(account) > MAX_ACCOUNT_ID_LENGTH or not account.isprintable():

@@ -18,6 +18,7 @@ from urllib.parse import quote, unquote
 
 from .files import write_atomically
 from .keys import KeyStore
+from .tenants import tenant_key
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +29,6 @@ SUFFIX = ".state"
 
 class VaultError(Exception):
     """A state file could not be read or written; the message says which and why."""
-
-
-def _require_account(account_id: str) -> str:
-    if not account_id:
-        raise ValueError("an account id is required: the store has no unscoped reads or writes")
-    return account_id
 
 
 class Vault:
@@ -52,7 +47,7 @@ class Vault:
         """Encrypt and write the account's record, replacing the previous one atomically."""
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-        key = self._key(_require_account(account_id))
+        key = self._key(tenant_key(account_id))
         nonce = os.urandom(NONCE_BYTES)
         plaintext = json.dumps(record, separators=(",", ":")).encode()
         sealed = AESGCM(key).encrypt(nonce, plaintext, self._associated_data(account_id))
@@ -66,7 +61,7 @@ class Vault:
         from cryptography.exceptions import InvalidTag
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-        path = self._path(_require_account(account_id))
+        path = self._path(tenant_key(account_id))
         try:
             blob = path.read_bytes()
         except FileNotFoundError:
@@ -91,7 +86,7 @@ class Vault:
 
     def delete(self, account_id: str) -> None:
         """Remove the account's file and its key."""
-        self._path(_require_account(account_id)).unlink(missing_ok=True)
+        self._path(tenant_key(account_id)).unlink(missing_ok=True)
         self._keys.delete(self._key_name(account_id))
 
     def accounts(self) -> list[str]:

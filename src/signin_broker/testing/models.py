@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+WORKSPACE_ID = re.compile(r"[0-9]{1,18}")  # decimal, so it fits a signed 64-bit integer
+
 
 @dataclass(frozen=True, slots=True)
 class StubUser:
-    """A person who can sign in; empty claims are left out of tokens and userinfo."""
+    """A person who can sign in; empty claims are left out of tokens and userinfo.
+
+    `workspaces` are the ids of the workspaces the user is a member of, so a sign-in may
+    name one of them (a tenant is a user plus an optional workspace).
+    """
 
     sub: str
     name: str = ""
     email: str = ""
     preferred_username: str = ""
     email_verified: bool = True
+    workspaces: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """StubProvider: a real OpenID Connect provider on loopback, served from a background thread.
 
-It has the knobs a test turns: revoke a user, rotate keys, fail or delay the token
-endpoint, expire refresh tokens, take the whole provider down, and look tokens up.
+It has the knobs a test turns: choose who signs in, revoke a user, rotate keys, fail or
+delay the token endpoint, expire refresh tokens, take the whole provider down, and look
+tokens up.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import uvicorn
 from .models import (
     DEFAULT_CLIENT,
     DEFAULT_USER,
+    WORKSPACE_ID,
     RecordedRequest,
     StubClient,
     StubPaths,
@@ -80,7 +82,7 @@ class StubProvider:
         self.refresh_token_ttl = refresh_token_ttl  # seconds or None (never), read at each issue
         self.paths = paths or StubPaths()
         self.issuer_path = issuer_path
-        self.auto_approve = auto_approve
+        self.auto_approve = auto_approve  # a sub, or None (consent page); read at each request
         self.admin_token = secrets.token_urlsafe(32)
         _check_settings(self)
         self._store = StubStore(self.users, self.clients)
@@ -255,9 +257,27 @@ class StubProvider:
             error = "server_error" if status >= 500 else "invalid_grant"
         self._store.fail_token_requests(TokenFailure(status, error), times)
 
+    def approve_as(self, sub: str | None) -> None:
+        """Make later authorizations sign `sub` in at once, or show the consent page if None.
+
+        It takes effect on the next authorization request and lasts through stop() and
+        start(), so a test can switch users without restarting the stub.
+        """
+        if sub is not None and sub not in self._store.users:
+            raise ValueError(
+                f"approve_as({sub!r}) names none of the users {list(self._store.users)}; "
+                "pass one of their subs, or None for a sign-in page"
+            )
+        self.auto_approve = sub
+
     def deny_next_authorization(self) -> None:
         """Make the next authorization request redirect back with error=access_denied."""
         self._store.deny_next_authorization()
+
+    def _auto_approved_user(self) -> StubUser | None:
+        """Who an authorization request signs in without asking, read afresh each time."""
+        sub = self.auto_approve
+        return None if sub is None else self._store.users.get(sub)
 
     def _running(self) -> _Address:
         address = self._address
@@ -268,8 +288,13 @@ class StubProvider:
     def _serve(self, listening: socket.socket, address: _Address) -> _Serving:
         """Serve the store on an already listening socket; closes it if that fails."""
         try:
-            auto_user = next((u for u in self.users if u.sub == self.auto_approve), None)
-            site = Site(address.base_url, self.issuer_path, self.paths, auto_user, self.admin_token)
+            site = Site(
+                address.base_url,
+                self.issuer_path,
+                self.paths,
+                self._auto_approved_user,
+                self.admin_token,
+            )
             authorization = StubAuthorizationServer(
                 self._store,
                 site.issuer,
@@ -313,6 +338,14 @@ def _check_settings(stub: StubProvider) -> None:
             f"auto_approve={stub.auto_approve!r} names none of the users {subs}; "
             "pass one of their subs, or None for a sign-in page"
         )
+    bad_workspaces = [
+        workspace
+        for user in stub.users
+        for workspace in user.workspaces
+        if not WORKSPACE_ID.fullmatch(workspace)
+    ]
+    if bad_workspaces:
+        raise ValueError(f"workspace ids must be 1 to 18 decimal digits, not {bad_workspaces}")
     if stub.issuer_path and not (
         stub.issuer_path.startswith("/") and not stub.issuer_path.endswith("/")
     ):

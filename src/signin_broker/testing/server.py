@@ -2,6 +2,7 @@
 
 It serves the code flow with PKCE, ID tokens, refresh rotation (optionally narrowing
 the scope, RFC 6749 section 6, or naming a resource, RFC 8707), revocation and sign-out.
+A sign-in may name a workspace of the user's (`workspace_id`), which its tokens keep.
 authlib has no Starlette integration, so this module is one: the web app reads each
 request body first (authlib is synchronous), wraps it in an HttpExchange, and calls the
 typed methods at the end of StubAuthorizationServer.
@@ -20,6 +21,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from authlib.oauth2.rfc6749 import (
+    AccessDeniedError,
     AuthorizationServer,
     ClientMixin,
     InvalidRequestError,
@@ -46,7 +48,7 @@ from joserfc.jwk import KeySet, RSAKey
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response
 
-from .models import StubClient, StubUser
+from .models import WORKSPACE_ID, StubClient, StubUser
 from .store import AUTHORIZATION_CODE_SECONDS, AuthorizationCode, IssuedToken, StubStore
 
 SUPPORTED_SCOPES = ["openid", "profile", "email", "offline_access"]
@@ -69,15 +71,23 @@ def parse_form(headers: Headers, body: bytes) -> list[tuple[str, str]]:
     return parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
 
 
-def user_claims(user: StubUser, scope: str) -> dict[str, Any]:
-    """The claims of `user` that `scope` grants, always with sub; empty ones left out."""
+def user_claims(user: StubUser, scope: str, workspace_id: str | None = None) -> dict[str, Any]:
+    """The claims of `user` that `scope` grants, always with sub; empty ones left out.
+
+    A sign-in into a workspace adds its id whatever the scope: it names the tenant.
+    """
     claims = UserInfo(
         name=user.name,
         preferred_username=user.preferred_username,
         email=user.email,
         email_verified=user.email_verified if user.email else "",
     ).filter(scope)
-    return {"sub": user.sub, **{name: value for name, value in claims.items() if value != ""}}
+    tenant = {} if workspace_id is None else {"workspace_id": workspace_id}
+    return {
+        "sub": user.sub,
+        **{name: value for name, value in claims.items() if value != ""},
+        **tenant,
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +150,7 @@ class _Request(OAuth2Request):  # type: ignore[misc]
         super().__init__(exchange.method, exchange.url, headers=exchange.headers)
         self.payload = _Parameters(exchange.parameters)
         self.resource: str | None = None  # RFC 8707, once a refresh grant has checked it
+        self.workspace_id: str | None = None  # once an authorization request has checked it
         self._exchange = exchange
 
     @property
@@ -210,6 +221,35 @@ class _CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
             raise InvalidRedirectUriError()
         return str(redirect_uri)
 
+    def validate_authorization_request(self) -> str:
+        """Check the request as authlib does, then its workspace_id, if any."""
+        redirect_uri = str(super().validate_authorization_request())
+        try:
+            self.request.workspace_id = _requested_workspace(self.request.payload)
+        except OAuth2Error as error:
+            error.redirect_uri = redirect_uri  # the client is known, so it hears of it
+            raise
+        return redirect_uri
+
+    def create_authorization_response(
+        self, redirect_uri: str, grant_user: StubUser | None
+    ) -> tuple[int, str, list[tuple[str, str]]]:
+        """Issue a code, unless the user is not a member of the requested workspace."""
+        workspace_id = self.request.workspace_id
+        if (
+            grant_user is not None
+            and workspace_id is not None
+            and workspace_id not in grant_user.workspaces
+        ):
+            raise AccessDeniedError(
+                f"The user is not a member of workspace {workspace_id}.",
+                redirect_uri=redirect_uri,
+            )
+        response: tuple[int, str, list[tuple[str, str]]] = super().create_authorization_response(
+            redirect_uri, grant_user
+        )
+        return response
+
     def save_authorization_code(self, code: str, request: _Request) -> None:
         parameters = request.payload.data
         now = time.time()
@@ -225,8 +265,14 @@ class _CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
                 nonce=parameters.get("nonce"),
                 auth_time=int(now),
                 expires_at=now + AUTHORIZATION_CODE_SECONDS,
+                workspace_id=request.workspace_id,
             )
         )
+
+    def save_token(self, token: dict[str, Any]) -> None:
+        """Keep the new pair, in the code's workspace."""
+        code: AuthorizationCode = self.request.authorization_code
+        self.server.save_token(token, self.request, workspace_id=code.workspace_id)
 
     def query_authorization_code(self, code: str, client: _Client) -> AuthorizationCode | None:
         store: StubStore = self.server.store
@@ -282,18 +328,34 @@ class _RefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
         return store.users.get(refresh_token.record.sub)
 
     def save_token(self, token: dict[str, Any]) -> None:
-        """Keep the new pair: its refresh token has the old one's scope, whatever was asked."""
+        """Keep the new pair: its refresh token has the old one's scope, whatever was asked.
+
+        It stays in the old one's workspace: a refresh cannot change the tenant.
+        """
         credential: _RefreshCredential = self.request.refresh_token
         self.server.save_token(
             token,
             self.request,
             refresh_scope=credential.record.refresh_scope,
             audience=self.request.resource,
+            workspace_id=credential.record.workspace_id,
         )
 
     def revoke_old_credential(self, refresh_token: _RefreshCredential) -> None:
         store: StubStore = self.server.store
         store.revoke_refresh_token(refresh_token.record)
+
+
+def _requested_workspace(payload: _Parameters) -> str | None:
+    """The authorization request's workspace_id: at most one, of 1-18 decimal digits."""
+    workspaces = payload.datalist.get("workspace_id", [])
+    if not workspaces:
+        return None
+    if len(workspaces) > 1:
+        raise InvalidRequestError("Multiple 'workspace_id' in request.")
+    if not WORKSPACE_ID.fullmatch(workspaces[0]):
+        raise InvalidRequestError("'workspace_id' must be 1 to 18 decimal digits.")
+    return workspaces[0]
 
 
 def _requested_resource(payload: _Parameters) -> str | None:
@@ -340,6 +402,15 @@ class _IdTokens(OpenIDCode):  # type: ignore[misc]
 
     def get_encode_header(self, client: _Client) -> dict[str, str]:
         return {"alg": SIGNING_ALGORITHM, "kid": str(self._store.keys.current.kid)}
+
+    def get_authorization_code_claims(
+        self, authorization_code: AuthorizationCode
+    ) -> dict[str, Any]:
+        """The claims the code carries (nonce, auth_time), plus its workspace_id."""
+        claims: dict[str, Any] = super().get_authorization_code_claims(authorization_code)
+        if authorization_code.workspace_id is not None:
+            claims["workspace_id"] = authorization_code.workspace_id
+        return claims
 
     def generate_user_info(self, user: StubUser, scope: str) -> dict[str, Any]:
         return user_claims(user, scope)
@@ -450,6 +521,7 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         *,
         refresh_scope: str | None = None,
         audience: str | None = None,
+        workspace_id: str | None = None,
     ) -> None:
         """Keep a new token pair; the refresh token's scope is the access token's unless given."""
         now = time.time()
@@ -466,6 +538,7 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
                 expires_at=now + token.get("expires_in", 0),
                 audience=audience,
                 refresh_expires_at=None if refresh_seconds is None else now + refresh_seconds,
+                workspace_id=workspace_id,
             )
         )
 
@@ -535,4 +608,4 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         except OAuth2Error as error:
             return self.error_response(error)
         user = self.store.users[token.sub]
-        return JSONResponse(user_claims(user, token.scope), headers=NO_STORE)
+        return JSONResponse(user_claims(user, token.scope, token.workspace_id), headers=NO_STORE)

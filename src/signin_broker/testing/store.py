@@ -26,7 +26,10 @@ OUTAGE_MODES = ("stopped", "http_500", "stall", "garbage")
 
 @dataclass(slots=True)
 class AuthorizationCode(AuthorizationCodeMixin):  # type: ignore[misc]
-    """A code and everything it is bound to: client, redirect URI, PKCE, nonce, user."""
+    """A code and everything it is bound to: client, redirect URI, PKCE, nonce, user.
+
+    It also keeps the workspace the sign-in named, if any, for every token issued from it.
+    """
 
     code: str
     client_id: str
@@ -38,6 +41,7 @@ class AuthorizationCode(AuthorizationCodeMixin):  # type: ignore[misc]
     nonce: str | None
     auth_time: int
     expires_at: float
+    workspace_id: str | None = None
 
     def get_redirect_uri(self) -> str:
         """The redirect URI the code was delivered to; the token request must repeat it."""
@@ -73,6 +77,7 @@ class IssuedToken(TokenMixin):  # type: ignore[misc]
     expires_at: float
     audience: str | None = None  # the RFC 8707 resource the access token is for
     refresh_expires_at: float | None = None  # None: the refresh token never expires
+    workspace_id: str | None = None  # the sign-in's workspace, kept through every rotation
     access_revoked: bool = False
     refresh_revoked: bool = False
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
@@ -55,6 +56,7 @@ CLAIMS_SUPPORTED = [
     "preferred_username",
     "email",
     "email_verified",
+    "workspace_id",
 ]
 
 
@@ -65,7 +67,7 @@ class Site:
     base_url: str
     issuer_path: str
     paths: StubPaths
-    auto_approve: StubUser | None
+    auto_approve: Callable[[], StubUser | None]  # asked at each request, so a test can switch
     admin_token: str
 
     @property
@@ -153,7 +155,7 @@ class _Endpoints:
             return _page(400, "Unknown client", "This sign-in request names no known client.")
         choice = dict(exchange.form) if exchange.method == "POST" else {}
         chosen_sub = choice.get("sub")
-        end_user = self._site.auto_approve
+        end_user = self._site.auto_approve()
         if chosen_sub is not None:
             end_user = self._store.users.get(chosen_sub)
             if end_user is None:

@@ -1,0 +1,258 @@
+"""The apps that call the daemon: what each may get, and requests waiting for the user's answer.
+
+An app is identified by what the kernel reports for its connection (the executable)
+and, for an interpreter, the script it runs (see callers.script_of). The user's
+policy (policy.py) decides per app: allow, deny, or ask; apps without an entry get
+the daemon's default. "ask" holds the app's token request until the user answers
+with `signin-broker apps allow|deny` (a desktop notification says so where one can
+be shown), or until the wait times out with PERMISSION_DENIED.
+
+The policy keeps well-behaved apps to what the user chose; it is not a sandbox: any
+program running as the user can also edit the policy file or read the keyring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..session.accounts import NOTHING, Entitlement
+from ..session.errors import SessionError
+from .callers import Caller
+from .policy import AppRule, Decision, PolicyFile, file_sha256
+
+log = logging.getLogger(__name__)
+
+
+class AppDenied(SessionError):
+    """The user's policy refuses the app (or the user did not answer in time)."""
+
+
+class UnknownApp(SessionError):
+    """No known app matches what the user named (or more than one does)."""
+
+
+@dataclass
+class AppRecord:
+    """An app as the daemon knows it: its identity, use since start, and any waiting request."""
+
+    id: str
+    executable: str
+    script: str = ""
+    last_used: float = 0.0
+    tokens_issued: int = 0
+    last_pid: int = 0
+    answer: asyncio.Future[Decision] | None = field(default=None, repr=False)
+
+    @classmethod
+    def named_in_policy(cls, app: str) -> AppRecord:
+        """An app known only from the policy file, by its id."""
+        executable, _, script = app.partition(" ")
+        return cls(app, executable, script)
+
+    @property
+    def program(self) -> str:
+        """The file that a sha256 pin covers: the script, else the executable."""
+        return self.script if self.script.startswith("/") else self.executable
+
+    @property
+    def name(self) -> str:
+        """A short name for messages: the script's or the executable's file name."""
+        return Path(self.script.removeprefix("-m ") or self.executable).name
+
+
+@dataclass(frozen=True, slots=True)
+class AppView:
+    """An app with the rule that applies to it, for listing."""
+
+    record: AppRecord
+    rule: AppRule
+    decided: bool
+    waiting: bool
+
+
+class AppGate:
+    """Decides, per call, what the calling app may get."""
+
+    def __init__(
+        self,
+        policy: PolicyFile,
+        default: Decision,
+        ask_timeout: float,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.policy = policy
+        self.default = default
+        self.ask_timeout = ask_timeout
+        self._apps: dict[str, AppRecord] = {}
+        self._clock = clock
+
+    def rule_for(self, caller: Caller) -> AppRule:
+        """The rule that applies to the caller now: its own, else the default."""
+        self.policy.refresh()
+        return self.policy.rules.get(caller.app) or AppRule(caller.app, self.default)
+
+    def visible(self, caller: Caller) -> Entitlement:
+        """What the app may see in lists and events: nothing until it is allowed."""
+        rule = self.rule_for(caller)
+        if rule.decision is not Decision.ALLOW or not rule.matches_file(
+            self._record(caller).program
+        ):
+            return NOTHING
+        return _entitlement(rule)
+
+    async def admit(self, caller: Caller) -> Entitlement:
+        """What the app may get tokens of; waits for the user's answer when the rule says ask."""
+        record = self._record(caller)
+        rule = self.rule_for(caller)
+        if rule.decision is Decision.ASK:
+            rule = replace(rule, decision=await self._ask(record))
+        if rule.decision is Decision.DENY:
+            raise AppDenied(
+                f"the user's app policy denies {record.name};"
+                f" to allow it: signin-broker apps allow {record.id!r}"
+            )
+        if not rule.matches_file(record.program):
+            raise AppDenied(
+                f"{record.program} is not the build the user's app policy allows"
+                f" (its sha256 changed); to allow it: signin-broker apps allow --pin {record.id!r}"
+            )
+        return _entitlement(rule)
+
+    def note_use(self, caller: Caller) -> None:
+        """Count a token handed to the app."""
+        record = self._record(caller)
+        record.last_used = self._clock()
+        record.tokens_issued += 1
+        record.last_pid = caller.pid
+
+    async def _ask(self, record: AppRecord) -> Decision:
+        if record.answer is None or record.answer.done():
+            record.answer = asyncio.get_running_loop().create_future()
+            _notify(record)
+            log.info("an app waits for the user's answer", extra={"app": record.id})
+        try:
+            return await asyncio.wait_for(asyncio.shield(record.answer), self.ask_timeout)
+        except TimeoutError:
+            raise AppDenied(
+                f"{record.name} asked for a token and the user did not answer within"
+                f" {self.ask_timeout:g} s; to allow it: signin-broker apps allow {record.id!r}"
+            ) from None
+
+    # -- the user's answers -------------------------------------------------------------
+
+    def find(self, named: str) -> AppRecord:
+        """The app the user named: its id, executable or script path, or a unique file name."""
+        self.policy.refresh()
+        known = {app: AppRecord.named_in_policy(app) for app in self.policy.rules} | self._apps
+        if named in known:
+            return known[named]
+        matches = [
+            record
+            for record in known.values()
+            if named in (record.executable, record.script, record.name)
+        ]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise UnknownApp(f"no app called {named!r} has used the broker or is in the policy")
+        raise UnknownApp(
+            f"{named!r} matches {len(matches)} apps; name one by its id:"
+            f" {', '.join(sorted(m.id for m in matches))}"
+        )
+
+    def decide(
+        self,
+        named: str,
+        decision: Decision | None,
+        accounts: Sequence[str] = (),
+        scopes: Sequence[str] = (),
+        *,
+        pin: bool = False,
+    ) -> tuple[AppView, int]:
+        """Record the user's decision (None removes the entry); answer the app's waiting calls."""
+        record = self.find(named)
+        rules = dict(self.policy.rules)
+        if decision is None:
+            rules.pop(record.id, None)
+        else:
+            sha256 = file_sha256(record.program) if pin else ""
+            if pin and not sha256:
+                raise UnknownApp(f"{record.program} cannot be read to pin it")
+            rules[record.id] = AppRule(record.id, decision, tuple(accounts), tuple(scopes), sha256)
+        self.policy.save(rules)
+        answered = 0
+        effective = rules.get(record.id, AppRule(record.id, self.default)).decision
+        if record.answer is not None and not record.answer.done() and effective is not Decision.ASK:
+            record.answer.set_result(effective)
+            answered = 1
+        log.info(
+            "app policy changed",
+            extra={"app": record.id, "decision": str(decision) if decision else "default"},
+        )
+        return self._view(record), answered
+
+    def apps(self) -> list[AppView]:
+        """Apps seen since the daemon started and apps in the policy, most recently used first."""
+        self.policy.refresh()
+        records = {app: AppRecord.named_in_policy(app) for app in self.policy.rules} | self._apps
+        views = [self._view(record) for record in records.values()]
+        return sorted(views, key=lambda v: (-v.record.last_used, v.record.id))
+
+    def _view(self, record: AppRecord) -> AppView:
+        rule = self.policy.rules.get(record.id)
+        waiting = record.answer is not None and not record.answer.done()
+        return AppView(record, rule or AppRule(record.id, self.default), rule is not None, waiting)
+
+    def _record(self, caller: Caller) -> AppRecord:
+        record = self._apps.get(caller.app)
+        if record is None:
+            record = AppRecord(caller.app, caller.executable, caller.script)
+            self._apps[caller.app] = record
+        return record
+
+
+def _entitlement(rule: AppRule) -> Entitlement:
+    return Entitlement(
+        accounts=frozenset(rule.accounts) if rule.accounts else None,
+        scopes=frozenset(rule.scopes) if rule.scopes else None,
+    )
+
+
+def _notify(record: AppRecord) -> None:
+    """A desktop notification that an app waits for an answer, where one can be shown."""
+    notify_send = shutil.which("notify-send")
+    if notify_send is None:
+        return
+    task = asyncio.get_running_loop().create_task(
+        _run_quietly(
+            notify_send,
+            "--app-name=signin-broker",
+            f"{record.name} asks for your sign-in",
+            f"Allow: signin-broker apps allow {record.id!r}\n"
+            f"Deny: signin-broker apps deny {record.id!r}",
+        )
+    )
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
+_background: set[asyncio.Task[None]] = set()  # keeps notification tasks alive until done
+
+
+async def _run_quietly(*command: str) -> None:
+    with contextlib.suppress(OSError):
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        await process.wait()

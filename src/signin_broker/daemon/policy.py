@@ -1,0 +1,207 @@
+"""The user's app policy file: which apps may get tokens, of which accounts and scopes.
+
+The file is TOML in the config folder (`apps.toml`), one `[[apps]]` table per app.
+The user may edit it by hand; `signin-broker apps allow|deny` writes it through the
+daemon. It is re-read whenever it changes on disk; a file that does not parse is
+reported (log, `signin-broker apps`) and the last good policy stays in force, so a
+typo never opens or closes everything at once.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import hashlib
+import json
+import logging
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..session.validation import check_scope
+from ..store.files import write_atomically
+
+log = logging.getLogger(__name__)
+
+SHA256 = re.compile(r"[0-9a-f]{64}")
+HEADER = """\
+# signin-broker app policy: which apps may get tokens from the broker.
+# decision: "allow", "deny" or "ask" (each request waits for `signin-broker apps allow|deny`).
+# accounts: only these accounts (default: all); scopes: at most these (default: the sign-in's);
+# sha256: only this build of the executable (or script).
+# Written by `signin-broker apps`; hand edits are read when the file changes.
+"""
+
+
+class Decision(enum.StrEnum):
+    """What the user decided for an app."""
+
+    ALLOW = "allow"
+    DENY = "deny"
+    ASK = "ask"
+
+
+class PolicyError(Exception):
+    """The policy file cannot be used; the message says where and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppRule:
+    """The user's decision for one app."""
+
+    app: str
+    decision: Decision
+    accounts: tuple[str, ...] = ()  # empty: every account
+    scopes: tuple[str, ...] = ()  # empty: the scopes of the sign-in
+    sha256: str = ""  # pins the program file; "" accepts any
+
+    def matches_file(self, program: str) -> bool:
+        """Whether the program file is the pinned one (always, when nothing is pinned)."""
+        return not self.sha256 or file_sha256(program) == self.sha256
+
+
+def parse(text: str, source: str = "apps.toml") -> dict[str, AppRule]:
+    """The rules of a policy file, by app; PolicyError says what is wrong."""
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise PolicyError(f"{source} is not valid TOML: {error}") from None
+    unknown = sorted(set(document) - {"apps"})
+    if unknown:
+        raise PolicyError(f"{source}: unknown key {unknown[0]!r}; only [[apps]] tables belong here")
+    tables = document.get("apps", [])
+    if not isinstance(tables, list):
+        raise PolicyError(f"{source}: apps must be an array of tables ([[apps]])")
+    rules: dict[str, AppRule] = {}
+    for number, table in enumerate(tables, start=1):
+        try:
+            rule = _rule(table)
+        except (TypeError, ValueError) as error:
+            raise PolicyError(f"{source}: app entry {number}: {error}") from None
+        if rule.app in rules:
+            raise PolicyError(f"{source}: app entry {number}: {rule.app!r} is listed twice")
+        rules[rule.app] = rule
+    return rules
+
+
+def _rule(table: object) -> AppRule:
+    if not isinstance(table, Mapping):
+        raise TypeError("must be a table")
+    unknown = sorted(set(table) - {"app", "decision", "accounts", "scopes", "sha256"})
+    if unknown:
+        raise ValueError(f"unknown key {unknown[0]!r}")
+    app = table.get("app")
+    if not isinstance(app, str) or not app.strip():
+        raise ValueError("app must be the app's id (see `signin-broker apps`)")
+    try:
+        decision = Decision(str(table.get("decision")))
+    except ValueError:
+        raise ValueError('decision must be "allow", "deny" or "ask"') from None
+    sha256 = table.get("sha256", "")
+    if not isinstance(sha256, str) or (sha256 and not SHA256.fullmatch(sha256)):
+        raise ValueError("sha256 must be 64 lower-case hex digits")
+    return AppRule(
+        app=app.strip(),
+        decision=decision,
+        accounts=_strings(table.get("accounts", []), "accounts"),
+        scopes=tuple(check_scope(scope) for scope in _strings(table.get("scopes", []), "scopes")),
+        sha256=sha256,
+    )
+
+
+def _strings(value: object, name: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise ValueError(f"{name} must be a list of non-empty strings")
+    return tuple(value)
+
+
+def render(rules: Iterable[AppRule]) -> str:
+    """The policy file for these rules (parse(render(r)) gives r back)."""
+    parts = [HEADER]
+    for rule in sorted(rules, key=lambda r: r.app):
+        lines = [
+            "",
+            "[[apps]]",
+            f"app = {_quoted(rule.app)}",
+            f"decision = {_quoted(rule.decision)}",
+        ]
+        if rule.accounts:
+            lines.append(f"accounts = [{', '.join(map(_quoted, rule.accounts))}]")
+        if rule.scopes:
+            lines.append(f"scopes = [{', '.join(map(_quoted, rule.scopes))}]")
+        if rule.sha256:
+            lines.append(f"sha256 = {_quoted(rule.sha256)}")
+        parts.append("\n".join(lines) + "\n")
+    return "".join(parts)
+
+
+def _quoted(text: str) -> str:
+    return json.dumps(text)  # a JSON string is a valid TOML basic string
+
+
+def file_sha256(path: str) -> str:
+    """The SHA-256 of a program file; "" when it cannot be read.
+
+    Remembered while the file's inode, size and modification time stay the same, so a
+    pinned app does not cost a hash of its executable on every call.
+    """
+    try:
+        stat = Path(path).stat()
+    except OSError:
+        return ""
+    return _sha256_of(path, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256_of(path: str, inode: int, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    try:
+        with Path(path).open("rb") as file:
+            for block in iter(lambda: file.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return ""
+    return digest.hexdigest()
+
+
+class PolicyFile:
+    """The rules as last read from the file, re-read when the file changes on disk."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rules: dict[str, AppRule] = {}
+        self.error = ""
+        self._seen: tuple[int, int, int] | None = None  # inode, size, mtime of the last read
+
+    def refresh(self) -> None:
+        """Re-read the file if it changed; keep the last good rules when it is broken."""
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            if self._seen is not None:
+                log.info("the app policy file is gone; no app has a recorded decision")
+            self._seen, self.rules, self.error = None, {}, ""
+            return
+        signature = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        if signature == self._seen:
+            return
+        self._seen = signature
+        try:
+            self.rules = parse(self.path.read_text(encoding="utf-8"), str(self.path))
+        except (PolicyError, OSError, UnicodeDecodeError) as error:
+            self.error = f"{error}; the last good policy stays in force"
+            log.error(  # noqa: TRY400 - the reason says it all; no traceback
+                "the app policy file cannot be used", extra={"reason": self.error}
+            )
+            return
+        self.error = ""
+        log.info("app policy read", extra={"file": str(self.path), "apps": len(self.rules)})
+
+    def save(self, rules: dict[str, AppRule]) -> None:
+        """Write the rules (0600, atomically) and use them."""
+        write_atomically(self.path, render(rules.values()).encode())
+        stat = self.path.stat()
+        self._seen = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        self.rules, self.error = dict(rules), ""

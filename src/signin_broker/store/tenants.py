@@ -1,0 +1,25 @@
+"""Tenant keys: every stored record names its account, and a store refuses anything else.
+
+A key is `user:<platform_user_id>` or `user:<platform_user_id>:workspace:<workspace_id>`
+(contract 2.9). The store's read and write helpers take one and fail closed on an
+empty or malformed key (contract 4.4): there is no unscoped read.
+"""
+
+from __future__ import annotations
+
+import re
+
+TENANT_KEY = re.compile(r"user:[^:\s]+(?::workspace:[^:\s]+)?")
+
+
+class MissingTenantKey(ValueError):
+    """A scoped access without a well-formed tenant key: refused rather than run unscoped."""
+
+
+def tenant_key(account: str) -> str:
+    """The account's key when it is a well-formed tenant key; MissingTenantKey otherwise."""
+    if not TENANT_KEY.fullmatch(account):
+        raise MissingTenantKey(
+            f"{account!r} is not a tenant key (user:<id>[:workspace:<id>]): no unscoped access"
+        )
+    return account

@@ -1,0 +1,250 @@
+"""Per-app policy: allow, deny and ask, the policy file, `signin-broker apps`, and accounts."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from signin_broker.client import AppDecision, BrokerClient
+from signin_broker.testing import StubProvider
+from support.accounts import ALICE_ID, BOB_ID, daemon_with_accounts
+from support.apps import App, outcome, policy_path, rule, write_policy
+from support.commands import signin_broker
+from support.daemon import DaemonProcess
+from support.signin import signed_in_daemon
+
+
+def cli(daemon: DaemonProcess, *args: str) -> tuple[int, str, str]:
+    result = signin_broker("--socket", str(daemon.socket_path), *args)
+    return result.returncode, result.stdout, result.stderr
+
+
+def wait_until_waiting(socket_path: Path, app: App, timeout: float = 30) -> None:
+    """Until the daemon lists the app's request as waiting for the user's answer."""
+    deadline = time.monotonic() + timeout
+    with BrokerClient(socket_path) as client:
+        while time.monotonic() < deadline:
+            if any(a.waiting and a.script == str(app.path) for a in client.apps().apps):
+                return
+            time.sleep(0.05)
+    raise AssertionError(f"{app.name} never waited for an answer")
+
+
+def test_apps_are_told_apart_by_their_script_and_listed_with_their_use(
+    stub: StubProvider, socket_path: Path, tmp_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    mail, calendar = App(tmp_path, "mail"), App(tmp_path, "calendar")
+    assert mail.run(socket_path, "token")["ok"]
+    assert mail.run(socket_path, "token")["ok"]
+    assert calendar.run(socket_path, "token")["ok"]
+    code, out, _ = cli(daemon, "apps", "--json")
+    assert code == 0
+    listed = {app["script"]: app for app in json.loads(out)["apps"]}
+    assert listed[str(mail.path)]["tokens_issued"] == 2
+    assert listed[str(calendar.path)]["tokens_issued"] == 1
+    assert listed[str(mail.path)]["id"] == mail.id
+    assert listed[str(mail.path)]["decision"] == "allow"
+    assert listed[str(mail.path)]["decided"] is False  # the default for new apps
+    code, out, err = cli(daemon, "apps")
+    assert mail.name in out and "allow*" in out and "default for new apps (allow)" in err
+    daemon.stop()
+
+
+def test_deny_from_the_cli_refuses_the_app_and_is_written_to_the_policy_file(
+    stub: StubProvider, socket_path: Path, tmp_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    mail = App(tmp_path, "mail")
+    assert mail.run(socket_path, "token")["ok"]
+    code, _, err = cli(daemon, "apps", "deny", mail.name)  # a unique file name is enough
+    assert code == 0 and "deny" in err
+    refused = mail.run(socket_path, "token")
+    assert refused["code"] == "PERMISSION_DENIED"
+    assert mail.id in refused["message"]  # says how to allow it
+    policy = policy_path(socket_path)
+    assert stat.S_IMODE(policy.stat().st_mode) == 0o600
+    assert f'app = "{mail.id}"' in policy.read_text() and 'decision = "deny"' in policy.read_text()
+    assert cli(daemon, "apps", "reset", mail.name)[0] == 0  # back to the default
+    assert mail.run(socket_path, "token")["ok"]
+    daemon.stop()
+
+
+def test_ask_answered_allow_lets_the_waiting_request_through(
+    stub: StubProvider, socket_path: Path, tmp_path: Path
+) -> None:
+    notified = tmp_path / "notified"
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    notify_send = fake_bin / "notify-send"
+    notify_send.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {notified}\n')
+    notify_send.chmod(0o755)
+    daemon = signed_in_daemon(
+        stub,
+        socket_path,
+        "--new-apps",
+        "ask",
+        env={"PATH": f"{fake_bin}:{os.environ['PATH']}"},
+    )
+    mail = App(tmp_path, "mail")
+    waiting = mail.start(socket_path, "token")
+    wait_until_waiting(socket_path, mail)
+    assert waiting.poll() is None  # still waiting for the user
+    code, _, err = cli(daemon, "apps", "allow", str(mail.path))
+    assert code == 0 and "answered its waiting request" in err
+    assert outcome(waiting)["account"] == "user:1001"
+    assert mail.run(socket_path, "token")["ok"]  # the answer is remembered
+    assert f"{mail.name} asks for your sign-in" in notified.read_text()
+    daemon.stop()
+
+
+def test_ask_answered_deny_refuses_the_waiting_request(
+    stub: StubProvider, socket_path: Path, tmp_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path, "--new-apps", "ask")
+    mail = App(tmp_path, "mail")
+    waiting = mail.start(socket_path, "token")
+    wait_until_waiting(socket_path, mail)
+    with BrokerClient(socket_path) as client:
+        app, answered = client.set_app_policy(mail.id, AppDecision.DENY)
+    assert answered == 1 and app.decision is AppDecision.DENY
+    assert outcome(waiting)["code"] == "PERMISSION_DENIED"
+    daemon.stop()
+
+
+def test_ask_without_an_answer_times_out_with_permission_denied(
+    stub: StubProvider, socket_path: Path, tmp_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path, "--new-apps", "ask", "--ask-timeout-seconds", "1")
+    mail = App(tmp_path, "mail")
+    began = time.monotonic()
+    refused = mail.run(socket_path, "token")
+    assert refused["code"] == "PERMISSION_DENIED"
+    assert "did not answer within 1 s" in refused["message"]
+    assert time.monotonic() - began < 20
+    assert mail.run(socket_path, "accounts") == {"ok": True, "accounts": []}  # nothing seen
+    daemon.stop()
+
+
+def test_a_broken_policy_file_is_reported_and_the_last_good_policy_stays(
+    stub: StubProvider, socket_path: Path, tmp_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    mail = App(tmp_path, "mail")
+    write_policy(socket_path, rule(mail, "deny"))
+    assert mail.run(socket_path, "token")["code"] == "PERMISSION_DENIED"
+    policy_path(socket_path).write_text('[[apps]]\napp = "unterminated\n')
+    assert mail.run(socket_path, "token")["code"] == "PERMISSION_DENIED"  # still denied
+    out = cli(daemon, "apps", "--json")[1]
+    assert "is not valid TOML" in json.loads(out)["policy_error"]
+    assert "last good policy stays in force" in json.loads(out)["policy_error"]
+    daemon.expect_log(msg="the app policy file cannot be used", severity="error")
+    write_policy(socket_path, rule(mail, "allow"))
+    assert mail.run(socket_path, "token")["ok"]
+    assert json.loads(cli(daemon, "apps", "--json")[1])["policy_error"] == ""
+    assert daemon.alive
+    daemon.stop()
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('[[apps]]\napp = "x"\ndecision = "maybe"\n', "decision must be"),
+        ('[[apps]]\ndecision = "allow"\n', "app must be"),
+        ('[[apps]]\napp = "x"\ndecision = "allow"\nscopes = ["bad scope"]\n', "valid OAuth scope"),
+        ('[[apps]]\napp = "x"\ndecision = "allow"\nsha256 = "abc"\n', "sha256 must be"),
+        ('[[apps]]\napp = "x"\ndecision = "allow"\nwho = 1\n', "unknown key 'who'"),
+        ('default = "allow"\n', "unknown key 'default'"),
+    ],
+)
+def test_policy_file_mistakes_are_named(text: str, reason: str) -> None:
+    from signin_broker.daemon.policy import PolicyError, parse
+
+    with pytest.raises(PolicyError, match=reason):
+        parse(text)
+
+
+def test_an_app_limited_to_an_account_and_scopes_gets_only_those(
+    people: StubProvider, socket_path: Path, tmp_path: Path
+) -> None:
+    daemon = daemon_with_accounts(people, socket_path, workspace=False)
+    mail = App(tmp_path, "mail")
+    write_policy(socket_path, rule(mail, "allow", [BOB_ID], ["openid", "email"]))
+    token = mail.run(socket_path, "token")
+    assert token["account"] == BOB_ID and sorted(token["scopes"]) == ["email", "openid"]
+    assert people.access_token_info(token["access_token"])["scope"] == "email openid"
+    refused = mail.run(socket_path, "token", BOB_ID, "profile")
+    assert refused["code"] == "PERMISSION_DENIED" and "limits this app" in refused["message"]
+    daemon.stop()
+
+
+def test_a_pinned_app_is_refused_once_its_file_changes(
+    stub: StubProvider, socket_path: Path, tmp_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    mail = App(tmp_path, "mail")
+    assert mail.run(socket_path, "token")["ok"]
+    assert cli(daemon, "apps", "allow", "--pin", mail.name)[0] == 0
+    assert mail.run(socket_path, "token")["ok"]
+    mail.path.write_text(mail.path.read_text() + "\n# changed\n")
+    refused = mail.run(socket_path, "token")
+    assert refused["code"] == "PERMISSION_DENIED" and "sha256 changed" in refused["message"]
+    daemon.stop()
+
+
+def test_naming_an_unknown_app_is_not_found(stub: StubProvider, socket_path: Path) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    code, _, err = cli(daemon, "apps", "allow", "nothing-like-it")
+    assert code == 1 and "not_found" in err and "has used the broker" in err
+    daemon.stop()
+
+
+# -- several accounts ------------------------------------------------------------------
+
+
+def test_accounts_use_and_remove_from_the_cli(people: StubProvider, socket_path: Path) -> None:
+    daemon = daemon_with_accounts(people, socket_path, workspace=False)
+    code, out, _ = cli(daemon, "accounts")
+    assert code == 0 and f"* {ALICE_ID}" in out and BOB_ID in out
+    code, _, err = cli(daemon, "accounts", "use", BOB_ID)
+    assert code == 0 and "is now the default" in err
+    with BrokerClient(socket_path) as client:
+        assert client.get_token().account == BOB_ID
+    code, _, err = cli(daemon, "accounts", "remove", ALICE_ID)
+    assert code == 0 and "Removed user:1001" in err
+    code, out, _ = cli(daemon, "accounts", "--json")
+    assert [a["id"] for a in json.loads(out)] == [BOB_ID]
+    assert cli(daemon, "accounts", "remove")[0] == 2  # removal never guesses
+    daemon.stop()
+    restarted = DaemonProcess(socket_path, "--issuer", people.issuer).start()
+    with BrokerClient(socket_path) as client:  # the default and the removal survive
+        assert [(a.id, a.is_default) for a in client.accounts()] == [(BOB_ID, True)]
+    restarted.stop()
+
+
+def test_audit_shows_who_got_tokens_and_what_changed(
+    stub: StubProvider, socket_path: Path, tmp_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    mail = App(tmp_path, "mail")
+    assert mail.run(socket_path, "token")["ok"]
+    assert cli(daemon, "apps", "deny", mail.name)[0] == 0
+    code, out, _ = cli(daemon, "audit", "--json")
+    assert code == 0
+    rows = json.loads(out)
+    seen = {(row["action"], row["resource"], row["actor_app"]) for row in rows}
+    assert ("create", "account", "browser (loopback sign-in page)") in seen
+    assert ("issue_token", "token", mail.id) in seen
+    assert any(a == "update" and r == "app_policy" for a, r, _ in seen)
+    assert [row["id"] for row in rows] == sorted((row["id"] for row in rows), reverse=True)
+    assert all("access_token" not in row["payload_json"] for row in rows)
+    code, out, _ = cli(daemon, "audit", "--app", mail.id, "--json")
+    assert {row["actor_app"] for row in json.loads(out)} == {mail.id}
+    code, out, _ = cli(daemon, "audit")
+    assert "issue_token" in out and mail.name in out
+    daemon.stop()
