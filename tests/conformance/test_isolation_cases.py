@@ -33,6 +33,7 @@ from support.signin import login_through_the_cli, sign_in
 from support.state import keyring_has, state_files
 
 NOT_FOUND = {"ok": False, "code": "NOT_FOUND", "message": "not found"}
+SECOND_APP = Path(__file__).parents[2] / "examples" / "app_userinfo.py"
 
 
 def audit_db(daemon: DaemonProcess) -> sqlite3.Connection:
@@ -49,7 +50,7 @@ def test_I3_a_second_app_arrives_signed_in_without_its_own_oauth_flow(
     assert login.wait(timeout=30) == 0
     stub.clear_requests()
     second = subprocess.run(  # app 2: another program, started afterwards
-        [sys.executable, "examples/app_userinfo.py", stub.issuer],
+        [sys.executable, str(SECOND_APP), stub.issuer],
         env={**daemon.env, "SIGNIN_BROKER_SOCKET": str(socket_path)},
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
@@ -60,7 +61,7 @@ def test_I3_a_second_app_arrives_signed_in_without_its_own_oauth_flow(
     assert not stub.token_requests("authorization_code")
     with BrokerClient(socket_path) as client:
         apps = {app.script: app for app in client.apps().apps}
-    assert apps[str(Path("examples/app_userinfo.py").resolve())].tokens_issued == 1
+    assert apps[str(SECOND_APP)].tokens_issued == 1
     assert str(BIN / "signin-broker") in apps  # two different apps, one sign-in
     daemon.stop()
 

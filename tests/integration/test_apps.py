@@ -99,6 +99,9 @@ def test_ask_answered_allow_lets_the_waiting_request_through(
     assert code == 0 and "answered its waiting request" in err
     assert outcome(waiting)["account"] == "user:1001"
     assert mail.run(socket_path, "token")["ok"]  # the answer is remembered
+    deadline = time.monotonic() + 10  # the notification is sent beside the request
+    while not notified.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert f"{mail.name} asks for your sign-in" in notified.read_text()
     daemon.stop()
 
@@ -243,6 +246,15 @@ def test_audit_shows_who_got_tokens_and_what_changed(
     assert any(a == "update" and r == "app_policy" for a, r, _ in seen)
     assert [row["id"] for row in rows] == sorted((row["id"] for row in rows), reverse=True)
     assert all("access_token" not in row["payload_json"] for row in rows)
+    with BrokerClient(socket_path) as client:  # the same token again: counted, audited once
+        for _ in range(5):
+            client.get_token()
+        mine = [
+            row
+            for row in client.audit_events(limit=1000)
+            if row.actor_pid == os.getpid() and row.action == "issue_token"
+        ]
+    assert len(mine) == 1
     code, out, _ = cli(daemon, "audit", "--app", mail.id, "--json")
     assert {row["actor_app"] for row in json.loads(out)} == {mail.id}
     code, out, _ = cli(daemon, "audit")

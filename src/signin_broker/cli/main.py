@@ -58,14 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     command("status", "show whether the daemon runs and who is signed in", _commands.status)
     token = command("token", "print an access token (for scripts)", _commands.token)
     token.add_argument("--account", default="", help="account id (default: the default account)")
-    token.add_argument(
-        "--scope",
-        dest="scopes",
-        action="append",
-        default=[],
-        metavar="SCOPE",
-        help="a scope the token must carry; repeat for more",
-    )
+    _repeatable(token, "--scope", "a scope the token must carry")
     token.add_argument(
         "--min-ttl",
         type=int,
@@ -125,22 +118,8 @@ def _parser() -> argparse.ArgumentParser:
         sub = app_actions(action, text)
         sub.add_argument("app", help="the app: its id, its path, or a file name of one app")
         if action == "allow":
-            sub.add_argument(
-                "--account",
-                dest="accounts",
-                action="append",
-                default=[],
-                metavar="ACCOUNT",
-                help="only this account; repeat for more",
-            )
-            sub.add_argument(
-                "--scope",
-                dest="scopes",
-                action="append",
-                default=[],
-                metavar="SCOPE",
-                help="at most this scope; repeat for more",
-            )
+            _repeatable(sub, "--account", "only this account")
+            _repeatable(sub, "--scope", "at most this scope")
             sub.add_argument(
                 "--pin", action="store_true", help="only the program file as it is now (sha256)"
             )
@@ -152,6 +131,19 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--limit", type=int, default=50, metavar="N", help="at most N rows")
     audit.add_argument("--before", type=int, default=0, metavar="ID", help="rows older than ID")
     return parser
+
+
+def _repeatable(parser: argparse.ArgumentParser, flag: str, help_text: str) -> None:
+    """A flag that may be given several times, collected in a list (--scope -> scopes)."""
+    name = flag.removeprefix("--")
+    parser.add_argument(
+        flag,
+        dest=f"{name}s",
+        action="append",
+        default=[],
+        metavar=name.upper(),
+        help=f"{help_text}; repeat for more",
+    )
 
 
 def _actions(parser: argparse.ArgumentParser) -> Callable[[str, str], argparse.ArgumentParser]:

@@ -49,6 +49,7 @@ class AppRecord:
     tokens_issued: int = 0
     last_pid: int = 0
     answer: asyncio.Future[Decision] | None = field(default=None, repr=False)
+    waiters: int = 0  # requests waiting for the answer right now
 
     @classmethod
     def named_in_policy(cls, app: str) -> AppRecord:
@@ -134,17 +135,24 @@ class AppGate:
         record.last_pid = caller.pid
 
     async def _ask(self, record: AppRecord) -> Decision:
-        if record.answer is None or record.answer.done():
+        """Wait for the user's answer; every request of the app waiting at once shares it."""
+        if record.answer is None:
             record.answer = asyncio.get_running_loop().create_future()
             _notify(record)
             log.info("an app waits for the user's answer", extra={"app": record.id})
+        answer = record.answer
+        record.waiters += 1
         try:
-            return await asyncio.wait_for(asyncio.shield(record.answer), self.ask_timeout)
+            return await asyncio.wait_for(asyncio.shield(answer), self.ask_timeout)
         except TimeoutError:
             raise AppDenied(
                 f"{record.name} asked for a token and the user did not answer within"
                 f" {self.ask_timeout:g} s; to allow it: signin-broker apps allow {record.id!r}"
             ) from None
+        finally:
+            record.waiters -= 1
+            if record.waiters == 0 and record.answer is answer:
+                record.answer = None  # the next request asks afresh
 
     # -- the user's answers -------------------------------------------------------------
 
@@ -190,9 +198,9 @@ class AppGate:
         self.policy.save(rules)
         answered = 0
         effective = rules.get(record.id, AppRule(record.id, self.default)).decision
-        if record.answer is not None and not record.answer.done() and effective is not Decision.ASK:
+        if record.answer is not None and effective is not Decision.ASK:
             record.answer.set_result(effective)
-            answered = 1
+            record.answer, answered = None, record.waiters
         log.info(
             "app policy changed",
             extra={"app": record.id, "decision": str(decision) if decision else "default"},
@@ -208,7 +216,7 @@ class AppGate:
 
     def _view(self, record: AppRecord) -> AppView:
         rule = self.policy.rules.get(record.id)
-        waiting = record.answer is not None and not record.answer.done()
+        waiting = record.waiters > 0
         return AppView(record, rule or AppRule(record.id, self.default), rule is not None, waiting)
 
     def _record(self, caller: Caller) -> AppRecord:

@@ -99,39 +99,13 @@ class AuditTrail:
         if self.log is None:
             return []
         return await asyncio.to_thread(
-            self._read,
-            self.log,
+            self.log.recent,
             accounts,
             app=app,
             limit=limit,
             before_id=before_id,
             daemon_wide=daemon_wide,
         )
-
-    @staticmethod
-    def _read(
-        audit: AuditLog,
-        accounts: list[str],
-        *,
-        app: str,
-        limit: int,
-        before_id: int | None,
-        daemon_wide: bool,
-    ) -> list[AuditRow]:
-        rows: list[AuditRow] = []
-        if app and accounts:
-            rows += audit.for_app(app, accounts, limit=limit, before_id=before_id)
-        elif not app:
-            for account in accounts:  # each read names its tenant: no unscoped query
-                rows += audit.for_account(account, limit=limit, before_id=before_id)
-        if daemon_wide:
-            rows += [
-                row
-                for row in audit.daemon_wide(limit=limit, before_id=before_id)
-                if not app or row.actor_app == app
-            ]
-        rows.sort(key=lambda row: (row.created_unix, row.id), reverse=True)
-        return rows[:limit]
 
     async def flush(self) -> None:
         """Write every queued row now."""

@@ -29,6 +29,7 @@ class AppUse:
     last_pid: int
     last_used: float
     tokens_issued: int
+    last_grant: tuple[int, int, str] = field(default=(0, 0, ""), repr=False)  # see _note_use
 
 
 @dataclass(frozen=True, slots=True)

@@ -340,13 +340,23 @@ class SessionManager:
         raise TokenTooShortLived(int(tokens.expires_at - now))
 
     def _note_use(self, account: Account, actor: Actor, tokens: TokenSet, audience: str) -> None:
+        """Count the use; audit each token the first time a process gets it.
+
+        An app asking again for a token it already holds is counted, not audited
+        again: a busy app would otherwise write a row per request, and the row adds
+        nothing that the first one did not say.
+        """
         previous = account.apps.get(actor.app)
+        grant = (actor.pid, hash(tokens.access_token), audience)  # str caches its hash
         account.apps[actor.app] = AppUse(
             executable=actor.app,
             last_pid=actor.pid,
             last_used=self._clock(),
             tokens_issued=(previous.tokens_issued if previous else 0) + 1,
+            last_grant=grant,
         )
+        if previous is not None and previous.last_grant == grant:
+            return
         payload: dict[str, object] = {
             "scopes": list(tokens.scopes),
             "expires_at": int(tokens.expires_at),

@@ -198,6 +198,34 @@ class AuditLog:
         """Rows that target no account (app policy and the like), newest first."""
         return self._select(DAEMON_WIDE_SQL, _page(limit, before_id))
 
+    def recent(
+        self,
+        accounts: Sequence[str],
+        *,
+        app: str = "",
+        limit: int = 100,
+        before_id: int | None = None,
+        daemon_wide: bool = False,
+    ) -> list[AuditRow]:
+        """The newest rows of these accounts (and daemon-wide ones), of one app or of all.
+
+        Each read names its tenants, so an empty `accounts` reads no tenant's rows.
+        """
+        rows: list[AuditRow] = []
+        if app and accounts:
+            rows += self.for_app(app, accounts, limit=limit, before_id=before_id)
+        elif not app:
+            for account in accounts:
+                rows += self.for_account(account, limit=limit, before_id=before_id)
+        if daemon_wide:
+            rows += [
+                row
+                for row in self.daemon_wide(limit=limit, before_id=before_id)
+                if not app or row.actor_app == app
+            ]
+        rows.sort(key=lambda row: (row.created_unix, row.id), reverse=True)
+        return rows[:limit]
+
     def soft_delete_account(self, account: str) -> int:
         """Mark the account's rows deleted, so reads skip them until the purge; the count."""
         params = {"account": tenant_key(account), "now": int(self._clock())}
