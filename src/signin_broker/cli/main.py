@@ -29,9 +29,19 @@ HOW_TO_START = (
 
 
 def _parser() -> argparse.ArgumentParser:
+    """The global options and the command's name; the command's own options come after.
+
+    Each command's parser is built only when it runs (see _command_parser): argparse
+    spends about a millisecond per parser, mostly looking up translations, and the
+    one-shot `signin-broker token` should not pay for fifteen.
+    """
     parser = argparse.ArgumentParser(
         prog="signin-broker",
         description="Talk to the signin-broker daemon: tokens, sign-in, status.",
+        epilog="commands:\n"
+        + "\n".join(f"  {name:<10}{text}" for name, (text, _, _) in COMMANDS.items())
+        + "\n\n`signin-broker COMMAND --help` shows a command's options.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
@@ -47,90 +57,135 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help=f"how long to wait for the daemon (default {DEFAULT_TIMEOUT_SECONDS:g})",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument("command", choices=COMMANDS, metavar="COMMAND")
+    rest = parser.add_argument("arguments", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    rest.required = False  # else a missing COMMAND is reported as two missing arguments
+    return parser
 
-    def command(name: str, help_text: str, run: Callable[..., int]) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help_text, description=help_text)
-        sub.add_argument("--json", action="store_true", help="print JSON for scripts")
-        sub.set_defaults(run=run)
-        return sub
 
-    command("status", "show whether the daemon runs and who is signed in", _commands.status)
-    token = command("token", "print an access token (for scripts)", _commands.token)
-    token.add_argument("--account", default="", help="account id (default: the default account)")
-    _repeatable(token, "--scope", "a scope the token must carry")
-    token.add_argument(
+def _command_parser(name: str) -> argparse.ArgumentParser:
+    """The parser of one command, with --json and the command's own options."""
+    help_text, add_options, run = COMMANDS[name]
+    parser = argparse.ArgumentParser(prog=f"signin-broker {name}", description=help_text)
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser.set_defaults(run=run)
+    add_options(parser)
+    return parser
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    top = _parser().parse_args(argv)
+    args = _command_parser(top.command).parse_args(top.arguments)
+    args.socket, args.timeout, args.command = top.socket, top.timeout, top.command
+    return args
+
+
+def _no_options(parser: argparse.ArgumentParser) -> None:
+    del parser
+
+
+def _token_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--account", default="", help="account id (default: the default account)")
+    _repeatable(parser, "--scope", "a scope the token must carry")
+    parser.add_argument(
         "--min-ttl",
         type=int,
         default=0,
         metavar="SECONDS",
         help="the token must stay valid at least this long",
     )
-    token.add_argument(
+    parser.add_argument(
         "--audience", default="", metavar="URI", help="the resource the token is for (RFC 8707)"
     )
-    login = command("login", "sign in through the web browser", _commands.login)
-    login.add_argument(
+
+
+def _login_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--no-browser", action="store_true", help="print the address instead of opening it"
     )
-    login.add_argument(
+    parser.add_argument(
         "--workspace", default="", metavar="ID", help="sign in to act within this workspace"
     )
-    login.add_argument(
+    parser.add_argument(
         "--wait",
         type=float,
         default=300.0,
         metavar="SECONDS",
         help="how long to wait for the sign-in to complete (default 300)",
     )
-    logout = command("logout", "sign out", _commands.logout)
-    logout.add_argument("--account", default="", help="account id (default: the default account)")
-    logout.add_argument(
+
+
+def _logout_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--account", default="", help="account id (default: the default account)")
+    parser.add_argument(
         "--browser",
         action="store_true",
         help="also open the provider's logout page, ending its web session",
     )
-    accounts = command(
-        "accounts",
-        "list the signed-in accounts; `use` makes one the default, `remove` deletes one",
-        _commands.accounts,
-    )
-    account_actions = _actions(accounts)
-    account_actions("list", "list the signed-in accounts (the default)")
-    for action, text in (
+
+
+def _accounts_options(parser: argparse.ArgumentParser) -> None:
+    action = _actions(parser)
+    action("list", "list the signed-in accounts (the default)")
+    for name, text in (
         ("use", "make an account the default"),
         ("remove", "sign an account out and delete all the broker keeps of it"),
     ):
-        account_actions(action, text).add_argument("account", help="the account's id")
-    apps = command(
-        "apps",
-        "list the apps that use the broker and your decisions; allow, deny or ask for one",
-        _commands.apps,
-    )
-    app_actions = _actions(apps)
-    app_actions("list", "list the apps and your decisions (the default)")
-    for action, text in (
+        action(name, text).add_argument("account", help="the account's id")
+
+
+def _apps_options(parser: argparse.ArgumentParser) -> None:
+    action = _actions(parser)
+    action("list", "list the apps and your decisions (the default)")
+    for name, text in (
         ("allow", "let an app get tokens (answers its waiting request)"),
         ("deny", "refuse an app (answers its waiting request)"),
         ("ask", "make each of an app's requests wait for your answer"),
         ("reset", "forget your decision: the default for new apps applies"),
     ):
-        sub = app_actions(action, text)
+        sub = action(name, text)
         sub.add_argument("app", help="the app: its id, its path, or a file name of one app")
-        if action == "allow":
+        if name == "allow":
             _repeatable(sub, "--account", "only this account")
             _repeatable(sub, "--scope", "at most this scope")
             sub.add_argument(
                 "--pin", action="store_true", help="only the program file as it is now (sha256)"
             )
-    audit = command(
-        "audit", "show recent audit rows: who got tokens, what changed", _commands.audit
-    )
-    audit.add_argument("--account", default="", help="only rows of this account")
-    audit.add_argument("--app", default="", help="only rows of this app (its id)")
-    audit.add_argument("--limit", type=int, default=50, metavar="N", help="at most N rows")
-    audit.add_argument("--before", type=int, default=0, metavar="ID", help="rows older than ID")
-    return parser
+
+
+def _audit_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--account", default="", help="only rows of this account")
+    parser.add_argument("--app", default="", help="only rows of this app (its id)")
+    parser.add_argument("--limit", type=int, default=50, metavar="N", help="at most N rows")
+    parser.add_argument("--before", type=int, default=0, metavar="ID", help="rows older than ID")
+
+
+# name: (what it does, its options, what runs it)
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[..., int]]] = {
+    "status": (
+        "show whether the daemon runs and who is signed in",
+        _no_options,
+        _commands.status,
+    ),
+    "token": ("print an access token (for scripts)", _token_options, _commands.token),
+    "login": ("sign in through the web browser", _login_options, _commands.login),
+    "logout": ("sign out", _logout_options, _commands.logout),
+    "accounts": (
+        "list the signed-in accounts; `use` makes one the default, `remove` deletes one",
+        _accounts_options,
+        _commands.accounts,
+    ),
+    "apps": (
+        "list the apps that use the broker and your decisions; allow, deny or ask for one",
+        _apps_options,
+        _commands.apps,
+    ),
+    "audit": (
+        "show recent audit rows: who got tokens, what changed",
+        _audit_options,
+        _commands.audit,
+    ),
+}
 
 
 def _repeatable(parser: argparse.ArgumentParser, flag: str, help_text: str) -> None:
@@ -164,7 +219,7 @@ def _actions(parser: argparse.ArgumentParser) -> Callable[[str, str], argparse.A
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status."""
-    args = _parser().parse_args(argv)
+    args = _parse(argv)
     client = BrokerClient(args.socket, timeout=args.timeout)
     try:
         result: int = args.run(client, args)
