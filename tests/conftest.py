@@ -13,6 +13,14 @@ from support.daemon import DaemonProcess, short_temp_dir
 pytest_plugins = ["support.signin", "support.accounts"]
 
 
+@pytest.fixture(autouse=True)
+def _no_daemon_left_behind() -> Iterator[None]:
+    """Stop the daemons a test started and did not stop (a failed assertion, say)."""
+    before = len(DaemonProcess.started)  # a module's shared daemon is already in
+    yield
+    DaemonProcess.stop_started_since(before)
+
+
 @pytest.fixture
 def folder() -> Iterator[Path]:
     """A fresh private temp folder with a short path, removed afterwards."""

@@ -94,15 +94,16 @@ def test_ask_answered_allow_lets_the_waiting_request_through(
     mail = App(tmp_path, "mail")
     waiting = mail.start(socket_path, "token")
     wait_until_waiting(socket_path, mail)
+    deadline = time.monotonic() + 10  # the notification is sent beside the request
+    while not notified.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert notified.exists(), daemon.output()
+    assert f"{mail.name} asks for your sign-in" in notified.read_text()
     assert waiting.poll() is None  # still waiting for the user
     code, _, err = cli(daemon, "apps", "allow", str(mail.path))
     assert code == 0 and "answered its waiting request" in err
     assert outcome(waiting)["account"] == "user:1001"
     assert mail.run(socket_path, "token")["ok"]  # the answer is remembered
-    deadline = time.monotonic() + 10  # the notification is sent beside the request
-    while not notified.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert f"{mail.name} asks for your sign-in" in notified.read_text()
     daemon.stop()
 
 

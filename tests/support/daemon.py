@@ -11,7 +11,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 READY_TIMEOUT_SECONDS = 15.0
 
@@ -22,7 +22,21 @@ def short_temp_dir() -> Path:
 
 
 class DaemonProcess:
-    """A signin-brokerd subprocess: start, wait until ready, read logs, stop."""
+    """A signin-brokerd subprocess: start, wait until ready, read logs, stop.
+
+    Every started daemon is remembered until it exits, so a test that fails before
+    its own stop() still leaves no daemon behind (see conftest's cleanup fixture).
+    """
+
+    started: ClassVar[list[DaemonProcess]] = []
+
+    @classmethod
+    def stop_started_since(cls, count: int) -> None:
+        """Stop the daemons started after the first `count` (those of one test)."""
+        while len(cls.started) > count:
+            daemon = cls.started.pop()
+            if daemon.alive:
+                daemon.stop()
 
     def __init__(
         self,
@@ -68,6 +82,7 @@ class DaemonProcess:
             text=True,
             user=self.user,
         )
+        DaemonProcess.started.append(self)
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)
         self._reader.start()
         if wait:

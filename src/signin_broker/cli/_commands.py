@@ -39,7 +39,9 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
         (
             "daemon",
             f"running (pid {info.pid}, version {info.version},"
-            f" up {duration(time.time() - info.started_at_unix)})",
+            f" up {duration(time.time() - info.started_at_unix)},"
+            f" started by {info.started_by or 'unknown'},"
+            f" {info.rss_bytes / 2**20:.0f} MB resident)",
         ),
         ("socket", info.socket_path),
         ("page", info.web_url or "-"),

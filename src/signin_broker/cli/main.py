@@ -160,6 +160,19 @@ def _audit_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--before", type=int, default=0, metavar="ID", help="rows older than ID")
 
 
+def _install_service_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the files and commands; change nothing"
+    )
+    parser.add_argument("--uninstall", action="store_true", help="stop and remove the service")
+
+
+def _install_service(client: BrokerClient, args: argparse.Namespace) -> int:
+    from ._service import install_service
+
+    return install_service(client, args)
+
+
 # name: (what it does, its options, what runs it)
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[..., int]]] = {
     "status": (
@@ -184,6 +197,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
         "show recent audit rows: who got tokens, what changed",
         _audit_options,
         _commands.audit,
+    ),
+    "install-service": (
+        "run the daemon as a user service (systemd socket activation, or launchd)",
+        _install_service_options,
+        _install_service,
     ),
 }
 

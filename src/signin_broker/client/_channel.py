@@ -10,10 +10,13 @@ from ..v1 import broker_pb2 as pb
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
 CHANNEL_OPTIONS = (
-    # A restarted daemon is found again quickly.
+    # A restarted daemon is found again quickly: the first retry comes after 0.1 s.
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
+    # grpc-core also uses this as the time a connection may take to answer. Under
+    # socket activation the first connection waits while the daemon starts (about
+    # half a second), so it must not be cut off at the backoff's 0.1 s.
+    ("grpc.min_reconnect_backoff_ms", 10_000),
 )
 
 

@@ -113,6 +113,8 @@ class Status(Record):
     last_provider_contact_unix: int
     storage: str  # where sessions survive restarts (keyring, key file, memory only)
     default: Account | None  # the default account with its token's expiry and next renewal
+    started_by: str  # "socket activation", "service manager" or "manual"
+    rss_bytes: int  # the daemon's resident memory
 
     @classmethod
     def from_proto(cls, message: pb.GetStatusResponse) -> Status:
@@ -139,6 +141,8 @@ class Status(Record):
             default=Account.from_proto(message.default_account_detail)
             if message.HasField("default_account_detail")
             else None,
+            started_by=message.started_by,
+            rss_bytes=message.rss_bytes,
         )
 
 

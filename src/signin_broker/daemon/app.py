@@ -26,6 +26,7 @@ from .instance import Instance, loopback_base_url
 from .policy import Decision, PolicyFile
 from .servicer import DaemonInfo, TokenBrokerServicer
 from .settings import Settings
+from .systemd import Notifier, watchdog_seconds
 
 if TYPE_CHECKING:
     from ..session.signin import SignInSecrets
@@ -60,7 +61,13 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
         PolicyFile(settings.app_policy), Decision(settings.new_apps), settings.ask_timeout_seconds
     )
     registry = CallerRegistry()
-    info = DaemonInfo(instance.socket_path, started_at, web_url=loopback_base_url(web_socket))
+    notifier = Notifier()
+    info = DaemonInfo(
+        instance.socket_path,
+        started_at,
+        web_url=loopback_base_url(web_socket),
+        started_by=_started_by(instance, notifier),
+    )
     servicer = TokenBrokerServicer(session, info, apps, audit)
     server, health_servicer = _grpc_server(servicer, registry)
     server.add_insecure_port(f"unix:{instance.private_socket_path}")
@@ -83,11 +90,15 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
             "startup_ms": round((time.time() - started_at) * 1000, 1),
         },
     )
+    notifier.send(READY="1", STATUS=f"serving {instance.socket_path}", MAINPID=str(os.getpid()))
+    watchdog = loop.create_task(_watchdog(notifier, stopping))
     keeper, site = await _start_sessions(settings, session, web_socket)
     await audit.open()
     auditing = loop.create_task(audit.run())
     await stopping.wait()
 
+    notifier.send(STOPPING="1", STATUS="stopping")
+    watchdog.cancel()
     log.info("stopping", extra={"connections": len(front.connections)})
     await health_servicer.enter_graceful_shutdown()
     keeper.cancel()
@@ -100,6 +111,7 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
         await auditing  # writes what is still queued
     if session.provider is not None:
         await session.provider.close()
+    notifier.close()
     log.info("stopped")
 
 
@@ -129,6 +141,25 @@ async def _start_sessions(
     await site.start()
     log.info("sign-in page ready", extra={"web": site.base_url + "/", "storage": session.storage})
     return keeper, site
+
+
+def _started_by(instance: Instance, notifier: Notifier) -> str:
+    if instance.activated:
+        return "socket activation"
+    return "service manager" if notifier.enabled else "manual"
+
+
+async def _watchdog(notifier: Notifier, stopping: asyncio.Event) -> None:
+    """WATCHDOG=1 at half the interval systemd asked for, while the event loop runs.
+
+    A loop that is stuck sends nothing, and systemd restarts the daemon (Restart=).
+    """
+    interval = watchdog_seconds()
+    if interval is None or not notifier.enabled:
+        return
+    while not stopping.is_set():
+        notifier.send(WATCHDOG="1")
+        await asyncio.sleep(interval / 2)
 
 
 def _open_store(settings: Settings) -> tuple[Vault | None, str]:

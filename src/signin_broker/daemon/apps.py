@@ -14,7 +14,6 @@ program running as the user can also edit the policy file or read the keyring.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import shutil
 import time
@@ -256,11 +255,16 @@ _background: set[asyncio.Task[None]] = set()  # keeps notification tasks alive u
 
 
 async def _run_quietly(*command: str) -> None:
-    with contextlib.suppress(OSError):
+    try:
         process = await asyncio.create_subprocess_exec(
             *command,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
         )
-        await process.wait()
+        status = await process.wait()
+    except OSError as error:
+        log.warning("the desktop notification failed", extra={"reason": str(error)})
+        return
+    if status != 0:
+        log.warning("the desktop notification failed", extra={"exit_status": status})

@@ -4,6 +4,10 @@ The lock (an flock on a file beside the socket) is what makes an instance the ow
 a socket path: the kernel drops it when the owner dies, even by SIGKILL, so a socket
 file found while holding the lock is stale and is replaced. A second instance finds
 the lock taken and stops with a clear message.
+
+Under socket activation the service manager binds the socket and passes it on
+(`adopt`); the daemon then takes the same lock, checks the socket is a named Unix
+stream socket in a private folder, and leaves the socket file to its owner on exit.
 """
 
 from __future__ import annotations
@@ -41,11 +45,13 @@ class Instance:
     private_socket_path: Path  # the gRPC server's own socket, reached only through the relay
     listening: socket.socket
     _lock_fd: int
+    activated: bool = False  # the socket came from the service manager, which keeps it
 
     def release(self) -> None:
         """Remove the sockets and drop the lock; the socket path is free for a new daemon."""
         self.listening.close()
-        for path in (self.socket_path, self.private_socket_path):
+        owned = [self.private_socket_path] + ([] if self.activated else [self.socket_path])
+        for path in owned:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
         os.close(self._lock_fd)
@@ -58,14 +64,9 @@ def claim(socket_path: Path) -> Instance:
             f"socket path {socket_path} is longer than {MAX_SOCKET_PATH_BYTES} bytes, "
             "the limit of a Unix socket address; choose a shorter path"
         )
-    folder = socket_path.parent
-    _ensure_private_folder(folder)
-    lock_path = folder / f".{socket_path.name}.lock"
-    lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    lock_fd, private = _lock_folder(socket_path)
     try:
-        _lock(lock_fd, socket_path)
         _refuse_if_served(socket_path)
-        private = folder / f".{socket_path.name}.grpc"
         for path in (socket_path, private):  # stale: their owner died without cleaning up
             _remove_stale_socket(path)
         listening = _bind(socket_path)
@@ -73,6 +74,57 @@ def claim(socket_path: Path) -> Instance:
         os.close(lock_fd)
         raise
     return Instance(socket_path, private, listening, lock_fd)
+
+
+def adopt(fd: int) -> Instance:
+    """Serve the listening socket a service manager passed (systemd socket activation)."""
+    listening = socket.socket(fileno=fd)
+    try:
+        socket_path = _activated_path(listening)
+        lock_fd, private = _lock_folder(socket_path)
+    except BaseException:
+        listening.close()
+        raise
+    try:
+        _remove_stale_socket(private)
+        if socket_path.stat().st_uid == os.geteuid():
+            socket_path.chmod(0o600)  # whatever the unit said: the user's alone
+    except BaseException:
+        os.close(lock_fd)
+        listening.close()
+        raise
+    listening.setblocking(False)
+    return Instance(socket_path, private, listening, lock_fd, activated=True)
+
+
+def _activated_path(listening: socket.socket) -> Path:
+    if listening.family != socket.AF_UNIX or listening.type != socket.SOCK_STREAM:
+        raise InstanceError("the socket passed by the service manager is not a Unix stream socket")
+    if not listening.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+        raise InstanceError(
+            "the socket passed by the service manager is not listening (use Accept=no)"
+        )
+    name = listening.getsockname()
+    if not isinstance(name, str) or not name or name.startswith("\0"):
+        raise InstanceError(
+            "the socket passed by the service manager has no file name; an abstract socket"
+            " has no access control and is refused"
+        )
+    return Path(name)
+
+
+def _lock_folder(socket_path: Path) -> tuple[int, Path]:
+    """Check the socket's folder is private and take the instance lock in it."""
+    folder = socket_path.parent
+    _ensure_private_folder(folder)
+    lock_path = folder / f".{socket_path.name}.lock"
+    lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        _lock(lock_fd, socket_path)
+    except BaseException:
+        os.close(lock_fd)
+        raise
+    return lock_fd, folder / f".{socket_path.name}.grpc"
 
 
 def _ensure_private_folder(folder: Path) -> None:

@@ -12,13 +12,14 @@ import os
 import resource
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 # grpc-core writes plain-text lines to stderr; keep stderr JSON unless asked otherwise.
 os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
-from . import logs
+from . import logs, systemd
 from .app import serve
-from .instance import InstanceError, claim, listen_loopback
+from .instance import Instance, InstanceError, adopt, claim, listen_loopback
 from .settings import SettingsError, load
 
 log = logging.getLogger("signin_broker.daemon")
@@ -35,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure(settings.log_level)
     _raise_open_file_limit()
     try:
-        instance = claim(settings.socket)
+        instance = _take_socket(settings.socket)
     except InstanceError as error:
         return _cannot_start(str(error))
     try:
@@ -48,6 +49,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         instance.release()
     return 0
+
+
+def _take_socket(configured: Path) -> Instance:
+    """The socket systemd passed (socket activation), else one bound here."""
+    fds = systemd.listen_fds()
+    if not fds:
+        return claim(configured)
+    if len(fds) != 1:
+        raise InstanceError(f"expected one socket from the service manager, got {len(fds)}")
+    instance = adopt(fds[0])
+    if instance.socket_path != configured:
+        log.info(
+            "serving the socket the service manager passed",
+            extra={"socket": str(instance.socket_path), "configured": str(configured)},
+        )
+    return instance
 
 
 def _cannot_start(reason: str) -> int:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
+import psutil
 
 from .._version import __version__
 from ..session.accounts import AccountInfo, Entitlement, SignInState
@@ -72,6 +73,7 @@ _DECISION = {
 }
 _DECISION_OF = {value: key for key, value in _DECISION.items()}
 MAX_AUDIT_ROWS = 1000
+_THIS_PROCESS = psutil.Process()  # for GetStatus's memory figure
 _SIGN_IN_STATE = {
     SignInState.NOT_CONFIGURED: pb.SIGN_IN_STATE_NOT_CONFIGURED,
     SignInState.SIGNED_OUT: pb.SIGN_IN_STATE_SIGNED_OUT,
@@ -99,6 +101,7 @@ class DaemonInfo:
     socket_path: Path
     started_at: float
     web_url: str  # the loopback page, e.g. http://127.0.0.1:8765
+    started_by: str = "manual"  # "socket activation", "service manager" or "manual"
     pid: int = os.getpid()
 
 
@@ -201,6 +204,8 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
             last_provider_contact_unix=int(self._session.last_provider_contact),
             storage=self._session.storage,
             default_account_detail=_account(default) if default else None,
+            started_by=self._info.started_by,
+            rss_bytes=_THIS_PROCESS.memory_info().rss,
         )
 
     @_unary

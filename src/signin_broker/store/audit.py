@@ -55,14 +55,16 @@ INSERT INTO audit_log (actor_app, actor_uid, actor_pid, target_account, action, 
     resource_id, payload, created_unix) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
-# Newest first is (created_unix, id) descending, the order of the indexes, so the reads
-# stay on them (T8). A page ends before the position of row before_id, whichever tenant's:
-# one cursor then pages a merged read of several scoped queries, and it tells the caller
-# nothing its own ids, taken from one global sequence, do not already tell.
+# Newest first is (created_unix, id) descending, the order of the indexes, and each read
+# names its index (INDEXED BY), so it stays on it whatever the statistics say (T8): on a
+# small table ANALYZE can otherwise make SQLite prefer a full scan. A page ends before
+# the position of row before_id, whichever tenant's: one cursor then pages a merged read
+# of several scoped queries, and it tells the caller nothing its own ids, taken from one
+# global sequence, do not already tell.
 FOR_ACCOUNT_SQL = """
 SELECT id, actor_app, actor_uid, actor_pid, target_account, action, resource, resource_id,
     payload, created_unix, deleted_unix
-FROM audit_log
+FROM audit_log INDEXED BY audit_log_target_created
 WHERE target_account = :account AND deleted_unix IS NULL AND (:app = '' OR actor_app = :app)
     AND (:before_id IS NULL
         OR (created_unix, id) < (SELECT created_unix, id FROM audit_log WHERE id = :before_id))
@@ -72,7 +74,7 @@ ORDER BY created_unix DESC, id DESC LIMIT :limit
 FOR_APP_SQL = """
 SELECT id, actor_app, actor_uid, actor_pid, target_account, action, resource, resource_id,
     payload, created_unix, deleted_unix
-FROM audit_log
+FROM audit_log INDEXED BY audit_log_actor_created
 WHERE actor_app = :app AND target_account IN (SELECT value FROM json_each(:accounts))
     AND deleted_unix IS NULL
     AND (:before_id IS NULL
@@ -83,7 +85,7 @@ ORDER BY created_unix DESC, id DESC LIMIT :limit
 DAEMON_WIDE_SQL = """
 SELECT id, actor_app, actor_uid, actor_pid, target_account, action, resource, resource_id,
     payload, created_unix, deleted_unix
-FROM audit_log
+FROM audit_log INDEXED BY audit_log_target_created
 WHERE target_account IS NULL
     AND (:before_id IS NULL
         OR (created_unix, id) < (SELECT created_unix, id FROM audit_log WHERE id = :before_id))

@@ -42,7 +42,10 @@ class KeyringKeyStore:
         import keyring
         from keyring.backends import fail
 
-        backend = keyring.get_keyring()
+        try:
+            backend = keyring.get_keyring()
+        except Exception as error:  # e.g. PYTHON_KEYRING_BACKEND names a missing module
+            raise KeyStoreUnavailable(f"the keyring backend cannot be loaded: {error}") from error
         if isinstance(backend, fail.Keyring) or backend.priority <= 0:
             raise KeyStoreUnavailable(
                 f"no usable keyring ({type(backend).__module__}); on Linux run a Secret Service"

@@ -1,0 +1,1 @@
+"""Service-manager files shipped in the package (see cli/_service.py)."""

@@ -1,0 +1,250 @@
+"""Running as a service: systemd units, socket activation, sd_notify, install-service, the wheel."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from signin_broker.cli._service import systemd_plan
+from signin_broker.client import BrokerClient
+from signin_broker.testing import StubProvider
+from support.browser import Browser
+from support.commands import BIN
+from support.daemon import DaemonProcess
+from support.real import unavailable
+from support.signin import sign_in
+
+REPO = Path(__file__).parents[2]
+
+
+def test_the_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
+    if shutil.which("systemd-analyze") is None:
+        unavailable("systemd-analyze is needed (Debian package systemd)")
+    plan = systemd_plan(BIN / "signin-brokerd", {"XDG_CONFIG_HOME": str(tmp_path)})
+    for path, text in plan.files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    result = subprocess.run(
+        ["systemd-analyze", "verify", "--user", *map(str, plan.files)],
+        env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip() == "", result.stderr  # not even a warning
+    service = plan.files[tmp_path / "systemd" / "user" / "signin-broker.service"]
+    assert f"ExecStart={BIN / 'signin-brokerd'}\n" in service
+    assert "Type=notify" in service and "WatchdogSec=" in service
+
+
+def test_socket_activation_the_first_connection_starts_the_daemon(
+    stub: StubProvider, folder: Path
+) -> None:
+    if shutil.which("systemd-socket-activate") is None:
+        unavailable("systemd-socket-activate is needed (Debian package systemd)")
+    socket_path = folder / "run" / "broker.sock"
+    socket_path.parent.mkdir(mode=0o700)
+    env = {
+        **os.environ,
+        "XDG_CONFIG_HOME": str(folder / "config"),
+        "XDG_STATE_HOME": str(folder / "state"),
+        "PYTHON_KEYRING_BACKEND": "keyrings.alt.file.PlaintextKeyring",
+    }
+    passed = ["PATH", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "PYTHON_KEYRING_BACKEND"]
+    activator = subprocess.Popen(
+        ["systemd-socket-activate", "--listen", str(socket_path),
+         *(f"--setenv={name}" for name in passed),
+         sys.executable, "-m", "signin_broker.daemon.main",
+         "--socket", str(socket_path), "--http", "127.0.0.1:0", "--issuer", stub.issuer],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 15
+        while not socket_path.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        assert Path(f"/proc/{activator.pid}/exe").resolve().name == "systemd-socket-activate"
+        with BrokerClient(socket_path, timeout=30) as client:
+            status = client.status()  # this connection starts the daemon
+            assert status.pid == activator.pid  # the activator became the daemon
+            assert status.started_by == "socket activation"
+            assert status.socket_path == str(socket_path)
+            with Browser() as browser:
+                sign_in(browser, SimpleNamespace(web_url=status.web_url.rstrip("/")))
+            assert client.get_token().account == "user:1001"
+        assert oct(socket_path.stat().st_mode & 0o777) == oct(0o600)
+        activator.send_signal(signal.SIGTERM)
+        assert activator.wait(15) == 0
+        assert socket_path.exists()  # the service manager's socket is left to it
+    finally:
+        if activator.poll() is None:
+            activator.kill()
+            activator.wait(15)
+
+
+def test_ready_comes_only_once_the_socket_serves_then_watchdog_pings(
+    socket_path: Path, folder: Path
+) -> None:
+    notify_path = folder / "notify.sock"
+    notifications = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notifications.bind(str(notify_path))
+    notifications.settimeout(15)
+    daemon = DaemonProcess(
+        socket_path, env={"NOTIFY_SOCKET": str(notify_path), "WATCHDOG_USEC": "400000"}
+    )
+    try:
+        daemon.start(wait=False)
+        first = notifications.recv(4096).decode()
+        assert "READY=1" in first.splitlines(), first
+        with BrokerClient(socket_path, timeout=2) as client:  # served the moment READY came
+            status = client.status()
+        assert status.started_by == "service manager"
+        assert f"MAINPID={daemon.pid}" in first.splitlines()
+        pings = []
+        began = time.monotonic()
+        while len(pings) < 3 and time.monotonic() - began < 10:
+            message = notifications.recv(4096).decode()
+            if message == "WATCHDOG=1":
+                pings.append(time.monotonic())
+        assert len(pings) == 3
+        assert pings[-1] - pings[0] < 2  # every 0.2 s for a 0.4 s watchdog
+        daemon.stop()
+        rest = []
+        notifications.settimeout(2)
+        while True:
+            try:
+                rest.append(notifications.recv(4096).decode())
+            except TimeoutError:
+                break
+        assert any("STOPPING=1" in message for message in rest), rest
+    finally:
+        notifications.close()
+
+
+def test_install_service_dry_run_shows_the_units_for_this_installation(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [str(BIN / "signin-broker"), "install-service", "--dry-run"],
+        env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path)},
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    unit_folder = tmp_path / "systemd" / "user"
+    assert f"# {unit_folder / 'signin-broker.socket'}\n" in result.stdout
+    assert "ListenStream=%t/signin-broker/broker.sock" in result.stdout
+    assert f"ExecStart={BIN / 'signin-brokerd'}\n" in result.stdout
+    assert "$ systemctl --user enable --now signin-broker.socket" in result.stdout
+    assert not unit_folder.exists()  # a dry run writes nothing
+
+
+def fake_systemctl(folder: Path, exit_status: int) -> dict[str, str]:
+    """A PATH whose systemctl records its arguments and exits with exit_status."""
+    folder.mkdir(exist_ok=True)
+    script = folder / "systemctl"
+    script.write_text(
+        f'#!/bin/sh\necho "$@" >> {folder / "calls"}\n'
+        f'[ {exit_status} -eq 0 ] || echo "Failed to connect to bus" >&2\nexit {exit_status}\n'
+    )
+    script.chmod(0o755)
+    return {"PATH": f"{folder}:{os.environ['PATH']}"}
+
+
+@pytest.mark.parametrize("systemctl_works", [True, False])
+def test_install_service_writes_enables_and_uninstalls(
+    tmp_path: Path, systemctl_works: bool
+) -> None:
+    bin_folder = tmp_path / "bin"
+    env = {
+        **os.environ,
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        **fake_systemctl(bin_folder, 0 if systemctl_works else 1),
+    }
+    install = subprocess.run(
+        [str(BIN / "signin-broker"), "install-service"],
+        env=env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    units = tmp_path / "config" / "systemd" / "user"
+    assert (units / "signin-broker.socket").exists() and (units / "signin-broker.service").exists()
+    calls = (bin_folder / "calls").read_text().splitlines()
+    if systemctl_works:
+        assert install.returncode == 0, install.stderr
+        assert calls == ["--user daemon-reload", "--user enable --now signin-broker.socket"]
+    else:
+        assert install.returncode == 1
+        assert "systemctl failed: Failed to connect to bus" in install.stderr
+        assert "systemctl --user enable --now signin-broker.socket" in install.stderr
+        return
+    uninstall = subprocess.run(
+        [str(BIN / "signin-broker"), "install-service", "--uninstall"],
+        env=env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert uninstall.returncode == 0, uninstall.stderr
+    assert not (units / "signin-broker.socket").exists()
+    assert "--user disable --now signin-broker.socket" in (bin_folder / "calls").read_text()
+
+
+def test_the_wheel_works_in_a_fresh_venv_without_the_source_tree(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+         "--wheel-dir", str(wheels), str(REPO)],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    (wheel,) = wheels.glob("signin_broker-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        runtime = [
+            line
+            for line in archive.read(metadata).decode().splitlines()
+            if line.startswith("Requires-Dist:") and "extra ==" not in line
+        ]
+    assert {"signin_broker/v1/broker_pb2.py", "signin_broker/v1/broker_pb2_grpc.py"} <= names
+    assert "signin_broker/service/systemd/signin-broker.service" in names
+    assert any("grpcio>=" in line for line in runtime)
+    assert not any("grpcio-tools" in line for line in runtime)
+    assert not any(name.startswith("tests/") for name in names)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    installed = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "--quiet", str(wheel)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stderr
+    elsewhere = {**os.environ, "PYTHONPATH": "", "VIRTUAL_ENV": str(venv)}
+    version = subprocess.run(
+        [str(venv / "bin" / "signin-broker"), "--version"],
+        cwd=tmp_path, env=elsewhere, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert version.returncode == 0 and version.stdout.startswith("signin-broker "), version
+    socket_path = tmp_path / "run" / "broker.sock"
+    daemon = DaemonProcess(socket_path)
+    daemon.args[0] = str(venv / "bin" / "python")  # the installed daemon, not this tree's
+    # keyrings.alt, the suite's keyring, is a dev tool the wheel does not bring: this
+    # daemon must start anyway and say its sessions stay in memory.
+    daemon.env |= {"PYTHONPATH": "", "PYTHONSAFEPATH": "1"}
+    with daemon:
+        status = subprocess.run(
+            [str(venv / "bin" / "signin-broker"), "--socket", str(socket_path), "status", "--json"],
+            cwd=tmp_path, env=elsewhere, capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        assert status.returncode == 0, status.stderr
+        shown = json.loads(status.stdout)
+        assert shown["pid"] == daemon.pid
+        assert shown["storage"].startswith("memory only: the keyring backend cannot be loaded")
+    where = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import signin_broker; print(signin_broker.__file__)"],
+        cwd=tmp_path, env=elsewhere, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert where.stdout.startswith(str(venv)), where.stdout  # not the source tree
