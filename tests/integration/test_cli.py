@@ -20,6 +20,7 @@ def test_status_human_output_is_a_readable_table(shared_daemon: DaemonProcess) -
     assert result.returncode == 0, result.stderr
     lines = dict(line.split(None, 1) for line in result.stdout.splitlines() if "  " in line)
     assert lines["daemon"].startswith(f"running (pid {shared_daemon.pid}, version {__version__}")
+    assert "started by manual" in lines["daemon"] and " MB resident)" in lines["daemon"]
     assert lines["socket"].strip() == str(shared_daemon.socket_path)
     assert "not configured" in result.stdout
 
