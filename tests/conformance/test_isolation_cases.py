@@ -4,7 +4,7 @@ Tenants are accounts (`user:<id>`, `user:<id>:workspace:<wid>`); the caller is a
 identified by the kernel; what an app may see is the user's app policy. Each app here
 is a separate process (support.apps). T1 beyond these lives in test_callers.py (other
 OS users, the private socket); T10 and T12 concern org-scoped tables, which the
-broker does not have.
+broker does not have. T11's record is a pending device (QR) sign-in.
 """
 
 from __future__ import annotations
@@ -248,3 +248,30 @@ def test_T9_removing_an_account_records_it_first_then_deletes_all_of_it(
     ]
     session_end = [row_id for row_id, action, resource, _ in rows if resource == "session"]
     assert removal and session_end and removal[0] < session_end[0]  # recorded before cleanup
+
+
+def test_T11_a_device_sign_in_is_not_found_from_a_caller_of_another_account(
+    people: StubProvider, socket_path: Path, tmp_path: Path
+) -> None:
+    daemon = daemon_with_accounts(people, socket_path, workspace=False)
+    alices_app, bobs_app, kiosk = (
+        App(tmp_path, "alices"),
+        App(tmp_path, "bobs"),
+        App(tmp_path, "kiosk"),
+    )
+    write_policy(
+        socket_path, rule(alices_app, "allow", [ALICE_ID]), rule(bobs_app, "allow", [BOB_ID])
+    )
+    alices = alices_app.run(socket_path, "device", ALICE_ID)  # Alice signs in again on a TV
+    assert alices["ok"], alices
+    shown = alices_app.run(socket_path, "qr", alices["sign_in_id"])
+    assert shown["media_type"] == "image/svg+xml" and shown["size"] > 500
+    assert bobs_app.run(socket_path, "qr", alices["sign_in_id"]) == NOT_FOUND
+    assert bobs_app.run(socket_path, "qr", "no-such-sign-in") == NOT_FOUND  # the same answer
+    refused = bobs_app.run(socket_path, "device", ALICE_ID)  # nor can Bob's app begin one
+    assert refused["code"] == "INVALID_ARGUMENT"
+    kiosks = kiosk.run(socket_path, "device")  # a new account: the sign-in is the app's own
+    assert kiosk.run(socket_path, "qr", kiosks["sign_in_id"])["ok"]
+    assert bobs_app.run(socket_path, "qr", kiosks["sign_in_id"]) == NOT_FOUND
+    assert alices_app.run(socket_path, "qr", alices["sign_in_id"])["ok"]  # still pending
+    daemon.stop()

@@ -32,6 +32,8 @@ from signin_broker.testing import (
 )
 
 CLIENT_ID = "signin-broker"
+DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+USER_CODE = re.compile(r"[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}")
 REDIRECT_URI = "http://127.0.0.1:8765/auth/oauth2/id-provider/callback"  # registered without port
 BOB = StubUser(sub="2002", name="Bob Example", email="bob@example.com", preferred_username="bob")
 ALICE_IN_WORKSPACES = StubUser(
@@ -145,6 +147,27 @@ class Flow:
             timeout=timeout,
         )
 
+    def device_authorization(
+        self, scope: str = "openid profile email", **extra: str
+    ) -> httpx2.Response:
+        return self.http.post(
+            self.metadata["device_authorization_endpoint"],
+            data={"client_id": CLIENT_ID, "scope": scope, **extra},
+        )
+
+    def start_device(self, scope: str = "openid profile email", **extra: str) -> dict[str, Any]:
+        """A device authorization that must be granted: device_code, user_code and the rest."""
+        response = self.device_authorization(scope, **extra)
+        assert response.status_code == 200, response.text
+        grant: dict[str, Any] = response.json()
+        return grant
+
+    def poll(self, device_code: str, client_id: str = CLIENT_ID) -> httpx2.Response:
+        return self.http.post(
+            self.metadata["token_endpoint"],
+            data={"grant_type": DEVICE_GRANT, "device_code": device_code, "client_id": client_id},
+        )
+
     def userinfo(self, access_token: str) -> httpx2.Response:
         return self.http.get(
             self.metadata["userinfo_endpoint"],
@@ -189,6 +212,21 @@ def consent_form(page: httpx2.Response) -> tuple[str, dict[str, str]]:
         for name, value in re.findall(r'type="hidden" name="([^"]*)" value="([^"]*)"', page.text)
     }
     return unescape(action[1]), hidden
+
+
+def refusal(response: httpx2.Response) -> tuple[int, str]:
+    """The status and OAuth error of a refused request."""
+    return response.status_code, response.json()["error"]
+
+
+def device_form(page: httpx2.Response) -> tuple[str, str]:
+    """The verification page's form: where it posts, and the code filled in."""
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    assert "<script" not in page.text.lower()
+    action = re.search(r'<form method="post" action="([^"]+)"', page.text)
+    user_code = re.search(r'<input id="user_code" name="user_code" value="([^"]*)"', page.text)
+    assert action is not None and user_code is not None
+    return unescape(action[1]), unescape(user_code[1])
 
 
 def sign_in_to(
@@ -253,6 +291,8 @@ def every_endpoint(stub: StubProvider, tokens: dict[str, Any]) -> list[tuple[str
             {"data": {"token": tokens["access_token"], "client_id": CLIENT_ID}},
         ),
         ("GET", base + "/logout", {}),
+        ("POST", base + "/oauth/v2/device_authorization", {"data": {"client_id": CLIENT_ID}}),
+        ("GET", base + "/device", {}),
     ]
 
 
@@ -266,9 +306,14 @@ def test_discovery_lists_absolute_endpoints(shared_stub: StubProvider, http: htt
     assert metadata["jwks_uri"] == base + "/.well-known/jwks.json"
     assert metadata["end_session_endpoint"] == base + "/logout"
     assert metadata["revocation_endpoint"] == base + "/oauth/v2/revoke"
+    assert metadata["device_authorization_endpoint"] == base + "/oauth/v2/device_authorization"
     assert metadata["code_challenge_methods_supported"] == ["S256"]
     assert metadata["token_endpoint_auth_methods_supported"] == ["none"]
-    assert metadata["grant_types_supported"] == ["authorization_code", "refresh_token"]
+    assert metadata["grant_types_supported"] == [
+        "authorization_code",
+        "refresh_token",
+        DEVICE_GRANT,
+    ]
     assert metadata["scopes_supported"] == ["openid", "profile", "email", "offline_access"]
     assert metadata["id_token_signing_alg_values_supported"] == ["RS256"]
     assert {"sub", "email", "name", "workspace_id"} <= set(metadata["claims_supported"])
@@ -1045,3 +1090,260 @@ def test_refresh_token_ttl_expires_refresh_tokens_only(http: httpx2.Client) -> N
             assert (refused.status_code, refused.json()["error"]) == (400, "invalid_grant")
         assert flow.userinfo(second["access_token"]).status_code == 200
         assert flow.refresh(lasting["refresh_token"]).status_code == 200
+
+
+def test_the_device_flow_gives_the_approver_tokens_once(
+    two_users: StubProvider, http: httpx2.Client
+) -> None:
+    two_users.device_interval = 0  # read at each issue, so no poll here is too fast
+    flow = Flow(http, two_users.issuer)
+    response = flow.device_authorization()
+    assert response.headers["cache-control"] == "no-store"
+    grant = response.json()
+    assert USER_CODE.fullmatch(grant["user_code"]), grant
+    assert grant["verification_uri"] == two_users.base_url + "/device"
+    assert grant["verification_uri_complete"] == (
+        f"{two_users.base_url}/device?user_code={grant['user_code']}"
+    )
+    assert (grant["expires_in"], grant["interval"]) == (600, 0)
+    assert len(grant["device_code"]) >= 32
+    assert refusal(flow.poll(grant["device_code"])) == (400, "authorization_pending")
+    two_users.approve_device(grant["user_code"], "2002")
+    response = flow.poll(grant["device_code"])
+    assert response.status_code == 200, response.text
+    tokens = response.json()
+    assert (tokens["token_type"], tokens["expires_in"]) == ("Bearer", 3600)
+    assert tokens["scope"] == "openid profile email"
+    assert tokens["access_token"] and tokens["refresh_token"]
+    assert jwt.get_unverified_header(tokens["id_token"])["kid"] == two_users.signing_kid
+    claims = flow.id_token_claims(tokens["id_token"])
+    assert (claims["iss"], claims["aud"], claims["sub"]) == (two_users.issuer, CLIENT_ID, "2002")
+    assert claims["name"] == "Bob Example" and claims["email"] == "bob@example.com"
+    assert {"exp", "iat", "auth_time", "at_hash"} <= claims.keys()
+    assert "nonce" not in claims and "workspace_id" not in claims
+    assert claims["auth_time"] == pytest.approx(time.time(), abs=10)
+    assert flow.userinfo(tokens["access_token"]).json()["sub"] == "2002"
+    assert refusal(flow.poll(grant["device_code"])) == (400, "invalid_grant")  # redeemed once
+    refreshed = flow.refresh(tokens["refresh_token"])
+    assert refreshed.status_code == 200, refreshed.text
+    assert refusal(flow.refresh(tokens["refresh_token"])) == (400, "invalid_grant")  # rotated
+    assert len(two_users.device_polls(grant["user_code"])) == 3
+    assert two_users.device_polls_too_fast(grant["user_code"]) == 0
+    assert len(two_users.token_requests(DEVICE_GRANT)) == 3
+
+
+def test_the_verification_page_approves_or_denies_as_the_user_chooses(
+    http: httpx2.Client,
+) -> None:
+    users = [StubUser("1001", "Alice Example"), BOB]
+    with StubProvider(users=users, auto_approve=None, device_interval=0) as stub:
+        flow = Flow(http, stub.issuer)
+        grant = flow.start_device()
+        page = http.get(grant["verification_uri_complete"])
+        action, user_code = device_form(page)
+        assert (action, user_code) == ("/device", grant["user_code"])
+        assert "Sign in as Alice Example" in page.text and "Sign in as Bob Example" in page.text
+        assert ">Deny</button>" in page.text
+        assert refusal(flow.poll(grant["device_code"])) == (400, "authorization_pending")
+        typed = user_code.lower().replace("-", "")  # case and dash do not matter
+        approved = http.post(stub.base_url + action, data={"user_code": typed, "sub": "2002"})
+        assert approved.status_code == 200 and "Signed in as Bob Example" in approved.text
+        tokens = flow.poll(grant["device_code"]).json()
+        assert flow.id_token_claims(tokens["id_token"])["sub"] == "2002"
+        again = http.post(stub.base_url + action, data={"user_code": user_code, "sub": "1001"})
+        assert again.status_code == 400 and "already" in again.text
+
+        assert device_form(http.get(grant["verification_uri"]))[1] == ""  # a blank form
+        other = flow.start_device()
+        denied = http.post(
+            stub.base_url + action, data={"user_code": other["user_code"], "deny": "1"}
+        )
+        assert denied.status_code == 200 and "Device sign-in denied" in denied.text
+        assert refusal(flow.poll(other["device_code"])) == (400, "access_denied")
+        for data in ({"user_code": "BCDF-GHJK", "sub": "1001"}, {"user_code": "", "deny": "1"}):
+            unknown = http.post(stub.base_url + action, data=data)
+            assert unknown.status_code == 400 and "Unknown code" in unknown.text
+        third = flow.start_device()
+        nobody = http.post(
+            stub.base_url + action, data={"user_code": third["user_code"], "sub": "9"}
+        )
+        assert nobody.status_code == 400 and "Unknown user" in nobody.text
+        assert refusal(flow.poll(third["device_code"])) == (400, "authorization_pending")
+
+
+def test_auto_approve_completes_a_device_sign_in_at_its_complete_uri(
+    two_users: StubProvider, http: httpx2.Client
+) -> None:
+    two_users.device_interval = 0
+    two_users.approve_as("2002")
+    flow = Flow(http, two_users.issuer)
+    grant = flow.start_device()
+    device_form(http.get(grant["verification_uri"]))  # without the code, the page asks
+    assert refusal(flow.poll(grant["device_code"])) == (400, "authorization_pending")
+    page = http.get(grant["verification_uri_complete"])
+    assert page.status_code == 200 and "Signed in as Bob Example" in page.text
+    tokens = flow.poll(grant["device_code"]).json()
+    assert flow.id_token_claims(tokens["id_token"])["sub"] == "2002"
+    two_users.approve_as(None)
+    pending = flow.start_device()
+    device_form(http.get(pending["verification_uri_complete"]))  # nobody is approved: it asks
+    with pytest.raises(ValueError, match="nobody to approve as"):
+        two_users.approve_device(pending["user_code"])
+    two_users.approve_device(pending["user_code"], "1001")
+    tokens = flow.poll(pending["device_code"]).json()
+    assert flow.id_token_claims(tokens["id_token"])["sub"] == "1001"
+
+
+def test_a_denied_device_code_gets_access_denied(stub: StubProvider, http: httpx2.Client) -> None:
+    stub.device_interval = 0
+    flow = Flow(http, stub.issuer)
+    grant = flow.start_device()
+    stub.deny_device(grant["user_code"])
+    for _ in range(2):
+        assert refusal(flow.poll(grant["device_code"])) == (400, "access_denied")
+    with pytest.raises(ValueError, match="is denied, no longer pending"):
+        stub.approve_device(grant["user_code"])
+    with pytest.raises(ValueError, match="names none of the users"):
+        stub.approve_device(flow.start_device()["user_code"], "9999")
+
+
+def test_revoking_a_user_denies_a_device_code_approved_but_not_redeemed(
+    stub: StubProvider, http: httpx2.Client
+) -> None:
+    stub.device_interval = 0
+    flow = Flow(http, stub.issuer)
+    grant = flow.start_device()
+    stub.approve_device(grant["user_code"])
+    assert stub.revoke_user("1001") == 0
+    assert refusal(flow.poll(grant["device_code"])) == (400, "access_denied")
+
+
+def test_an_expired_device_code_gets_expired_token(stub: StubProvider, http: httpx2.Client) -> None:
+    stub.device_interval, stub.device_code_ttl = 0, 30
+    flow = Flow(http, stub.issuer)
+    grant = flow.start_device()
+    assert grant["expires_in"] == 30
+    approved = flow.start_device()
+    stub.approve_device(approved["user_code"])
+    for user_code in (grant["user_code"], approved["user_code"]):
+        stub.expire_device_code(user_code)
+    for device_code in (grant["device_code"], approved["device_code"]):
+        assert refusal(flow.poll(device_code)) == (400, "expired_token")
+    with pytest.raises(ValueError, match="is expired, no longer pending"):
+        stub.approve_device(grant["user_code"])
+    page = http.get(grant["verification_uri_complete"])  # the stub auto-approves: too late
+    assert page.status_code == 400 and "already" in page.text
+    with pytest.raises(ValueError, match="device_code_ttl"):
+        StubProvider(device_code_ttl=0)
+    with pytest.raises(ValueError, match="device_interval"):
+        StubProvider(device_interval=-1)
+
+
+def test_polling_faster_than_the_interval_is_told_to_slow_down_by_five_seconds(
+    http: httpx2.Client,
+) -> None:
+    with StubProvider(device_interval=1) as stub:
+        flow = Flow(http, stub.issuer)
+        grant = flow.start_device()
+        assert grant["interval"] == 1
+        device_code, user_code = grant["device_code"], grant["user_code"]
+        assert refusal(flow.poll(device_code)) == (400, "authorization_pending")
+        time.sleep(1.05)
+        assert refusal(flow.poll(device_code)) == (400, "authorization_pending")  # on time
+        assert stub.device_polls_too_fast(user_code) == 0
+        assert refusal(flow.poll(device_code)) == (400, "slow_down")  # at once: too fast
+        assert stub.device_polls_too_fast(user_code) == 1
+        time.sleep(1.05)  # enough before, but the interval is 6 s now
+        assert refusal(flow.poll(device_code)) == (400, "slow_down")
+        assert stub.device_polls_too_fast(user_code) == 2
+        stub.approve_device(user_code)
+        response = flow.poll(device_code)  # too fast again, but an approval is not held back
+        assert response.status_code == 200, response.text
+        polls = stub.device_polls(user_code)
+        assert len(polls) == 5 and polls == sorted(polls)
+        assert polls[1] - polls[0] >= 1 and polls[3] - polls[2] >= 1
+        assert stub.device_polls_too_fast(user_code) == 3
+
+
+def test_slow_down_next_poll_slows_down_a_poll_that_came_on_time(
+    stub: StubProvider, http: httpx2.Client
+) -> None:
+    stub.device_interval = 0
+    flow = Flow(http, stub.issuer)
+    grant = flow.start_device()
+    device_code, user_code = grant["device_code"], grant["user_code"]
+    stub.slow_down_next_poll(user_code)
+    assert refusal(flow.poll(device_code)) == (400, "slow_down")
+    assert stub.device_polls_too_fast(user_code) == 0  # it came on time
+    stub.approve_device(user_code)
+    stub.slow_down_next_poll(user_code)
+    assert refusal(flow.poll(device_code)) == (400, "slow_down")  # the approval waits
+    assert flow.poll(device_code).status_code == 200
+    assert len(stub.device_polls(user_code)) == 3
+    assert stub.device_polls_too_fast(user_code) == 2  # the interval was 5 s, then 10 s
+
+
+def test_device_knobs_refuse_an_unknown_user_code(shared_stub: StubProvider) -> None:
+    knobs: list[Callable[[str], object]] = [
+        shared_stub.approve_device,
+        shared_stub.deny_device,
+        shared_stub.expire_device_code,
+        shared_stub.slow_down_next_poll,
+        shared_stub.device_polls,
+        shared_stub.device_polls_too_fast,
+    ]
+    for knob in knobs:
+        with pytest.raises(KeyError, match="no device authorization has the user code 'BCDF-GHJK'"):
+            knob("BCDF-GHJK")
+
+
+def test_bad_device_requests_are_refused(http: httpx2.Client) -> None:
+    other = StubClient("other-app", ["http://127.0.0.1/cb"])
+    with StubProvider(clients=[StubClient(CLIENT_ID, [REDIRECT_URI]), other]) as stub:
+        flow = Flow(http, stub.issuer)
+        endpoint = flow.metadata["device_authorization_endpoint"]
+        assert refusal(http.post(endpoint, data={"client_id": "nobody"})) == (400, "invalid_client")
+        assert refusal(http.post(endpoint, data={})) == (400, "invalid_client")
+        assert refusal(flow.device_authorization("openid admin")) == (400, "invalid_scope")
+        malformed = flow.device_authorization(workspace_id="abc")
+        assert refusal(malformed) == (400, "invalid_request")
+        assert "workspace_id" in malformed.json()["error_description"]
+        grant = flow.start_device(scope="")
+        stub.approve_device(grant["user_code"])
+        assert refusal(flow.poll("never-issued")) == (400, "invalid_grant")
+        assert refusal(flow.poll(grant["device_code"], "other-app")) == (400, "invalid_grant")
+        missing = http.post(
+            flow.metadata["token_endpoint"],
+            data={"grant_type": DEVICE_GRANT, "client_id": CLIENT_ID},
+        )
+        assert refusal(missing) == (400, "invalid_request")
+        stub.fail_token_endpoint(status=503)
+        assert refusal(flow.poll(grant["device_code"])) == (503, "server_error")
+        assert stub.device_polls(grant["user_code"]) == []  # refused before the grant saw it
+        tokens = flow.poll(grant["device_code"]).json()
+        assert tokens["scope"] == "openid"  # what an empty scope means, as in the code flow
+        assert flow.id_token_claims(tokens["id_token"])["sub"] == "1001"
+
+
+def test_a_device_sign_in_into_a_workspace_keeps_it_and_refuses_non_members(
+    two_users: StubProvider, http: httpx2.Client
+) -> None:
+    two_users.device_interval = 0
+    flow = Flow(http, two_users.issuer)
+    grant = flow.start_device(workspace_id="42")
+    two_users.approve_device(grant["user_code"])
+    tokens = flow.poll(grant["device_code"]).json()
+    claims = flow.id_token_claims(tokens["id_token"])
+    assert (claims["sub"], claims["workspace_id"]) == ("1001", "42")
+    assert flow.userinfo(tokens["access_token"]).json()["workspace_id"] == "42"
+    refreshed = flow.refresh(tokens["refresh_token"]).json()
+    assert flow.userinfo(refreshed["access_token"]).json()["workspace_id"] == "42"
+    for sub, workspace_id in (("2002", "42"), ("1001", "99")):
+        refused = flow.start_device(workspace_id=workspace_id)
+        two_users.approve_device(refused["user_code"], sub)  # refused, as the page would
+        assert refusal(flow.poll(refused["device_code"])) == (400, "access_denied")
+    two_users.approve_as("2002")
+    page_refused = flow.start_device(workspace_id="7")
+    page = http.get(page_refused["verification_uri_complete"])
+    assert page.status_code == 200 and "Bob Example is not a member" in page.text
+    assert refusal(flow.poll(page_refused["device_code"])) == (400, "access_denied")

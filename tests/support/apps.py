@@ -42,6 +42,12 @@ with BrokerClient(socket_path, timeout=120) as broker:
             result = {"logout_url": broker.remove_account(rest[0])[0]}
         elif action == "use":
             result = {"default": broker.set_default_account(rest[0]).id}
+        elif action == "device":
+            started = broker.begin_sign_in(device=True, account=rest[0] if rest else "")
+            result = {"sign_in_id": started.sign_in_id, "user_code": started.user_code}
+        elif action == "qr":
+            media_type, image = broker.sign_in_qr(rest[0])
+            result = {"media_type": media_type, "size": len(image)}
         elif action == "audit":
             result = {"rows": [row.as_dict() for row in broker.audit_events(account=rest[0])]}
         else:

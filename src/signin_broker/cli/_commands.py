@@ -8,9 +8,18 @@ import sys
 import time
 from typing import Any
 
-from ..client import Account, AppDecision, BrokerClient, BrokerError, EventKind, SignInState
+from ..client import (
+    Account,
+    AppDecision,
+    BrokerClient,
+    BrokerError,
+    EventKind,
+    SignInStart,
+    SignInState,
+)
 from ..client._record import Record
 from ._output import duration, key_values, moment, table
+from ._qr import terminal_qr
 
 _STATE_WORDS = {
     SignInState.NOT_CONFIGURED: "not configured (no issuer set)",
@@ -107,6 +116,15 @@ def accounts(client: BrokerClient, args: argparse.Namespace) -> int:
     return 0
 
 
+def _show_device_code(started: SignInStart) -> None:
+    print(
+        f"On your phone or computer, open\n\n    {started.verification_uri}\n\n"
+        f"and enter the code\n\n    {started.user_code}\n\nor scan this code:\n",
+        file=sys.stderr,
+    )
+    print(terminal_qr(started.url), file=sys.stderr)
+
+
 def _use_account(client: BrokerClient, args: argparse.Namespace) -> int:
     chosen = client.set_default_account(args.account)
     if args.json:
@@ -131,8 +149,10 @@ def login(client: BrokerClient, args: argparse.Namespace) -> int:
     """Begin a sign-in, send the user to the browser, and wait until the daemon reports it."""
     events = client.watch_events(timeout=args.wait)
     next(events)  # the snapshot: from here on no event can be missed
-    started = client.begin_sign_in(workspace_id=args.workspace)
-    if args.no_browser or not _open_browser(started.url):
+    started = client.begin_sign_in(workspace_id=args.workspace, device=args.device)
+    if started.device:
+        _show_device_code(started)
+    elif args.no_browser or not _open_browser(started.url):
         print(f"Open this address to sign in:\n\n    {started.url}\n", file=sys.stderr)
     else:
         print(f"Opened your browser at {started.url}", file=sys.stderr)
@@ -149,6 +169,8 @@ def login(client: BrokerClient, args: argparse.Namespace) -> int:
             if event.kind is EventKind.SIGN_IN_FAILED:
                 print(f"signin-broker: sign-in failed: {event.detail}", file=sys.stderr)
                 return 1
+            if event.kind is EventKind.SIGN_IN_PROGRESS and "slower" in event.detail:
+                print(f"({event.detail})", file=sys.stderr)
     except BrokerError as error:
         if error.code.name == "DEADLINE_EXCEEDED":
             print(

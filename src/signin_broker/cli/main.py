@@ -107,6 +107,11 @@ def _login_options(parser: argparse.ArgumentParser) -> None:
         "--workspace", default="", metavar="ID", help="sign in to act within this workspace"
     )
     parser.add_argument(
+        "--device",
+        action="store_true",
+        help="sign in on another device (a code and a QR code to scan), for a TV or over SSH",
+    )
+    parser.add_argument(
         "--wait",
         type=float,
         default=300.0,

@@ -15,6 +15,7 @@ from ._channel import (
     CHANNEL_OPTIONS,
     DEFAULT_TIMEOUT_SECONDS,
     resolve_socket,
+    sign_in_request,
     target,
     token_request,
 )
@@ -67,9 +68,16 @@ class AsyncBrokerClient:
         response = await self._call(self._stub.ListAccounts, pb.ListAccountsRequest())
         return [Account.from_proto(account) for account in response.accounts]
 
-    async def begin_sign_in(self, *, workspace_id: str = "") -> SignInStart:
-        """Start a sign-in (within a workspace, if given); the user completes it at the URL."""
-        request = pb.BeginSignInRequest(method=pb.SIGN_IN_METHOD_BROWSER, workspace_id=workspace_id)
+    async def begin_sign_in(
+        self, *, workspace_id: str = "", device: bool | None = False, account: str = ""
+    ) -> SignInStart:
+        """Start a sign-in (within a workspace, if given); the user completes it at the URL.
+
+        device=True: a device sign-in (RFC 8628): the user enters `user_code` at
+        `verification_uri` on another device; `account` names the account it signs in
+        again (the pending sign-in then belongs to it). None lets the daemon choose.
+        """
+        request = sign_in_request(workspace_id, device, account)
         return SignInStart.from_proto(await self._call(self._stub.BeginSignIn, request))
 
     async def sign_out(self, account: str = "") -> SignOutResult:

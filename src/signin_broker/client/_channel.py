@@ -30,6 +30,18 @@ def target(socket_path: str) -> str:
     return f"unix:{os.path.abspath(socket_path)}"  # noqa: PTH100 - pathlib costs the CLI ~7 ms
 
 
+def sign_in_request(
+    workspace_id: str, device: bool | None, account: str = ""
+) -> pb.BeginSignInRequest:
+    """The BeginSignIn request: a device sign-in, a browser one, or (None) the daemon's choice."""
+    method = {
+        None: pb.SIGN_IN_METHOD_UNSPECIFIED,
+        True: pb.SIGN_IN_METHOD_DEVICE_CODE,
+        False: pb.SIGN_IN_METHOD_BROWSER,
+    }[device]
+    return pb.BeginSignInRequest(method=method, workspace_id=workspace_id, account=account)
+
+
 def token_request(
     account: str, scopes: Iterable[str], min_ttl_seconds: int, audience: str
 ) -> pb.GetTokenRequest:

@@ -31,6 +31,7 @@ class EventKind(enum.Enum):
     SIGN_IN_FAILED = "sign_in_failed"
     DEGRADED = "degraded"
     RECOVERED = "recovered"
+    SIGN_IN_PROGRESS = "sign_in_progress"
 
 
 class AppDecision(enum.Enum):
@@ -174,16 +175,32 @@ class Account(Record):
 
 
 class SignInStart(Record):
-    """A sign-in the daemon began: the user opens `url`; events carry its sign_in_id."""
+    """A sign-in the daemon began: the user opens `url`; events carry its sign_in_id.
+
+    For a device sign-in, `user_code` is what the user enters at `verification_uri`
+    on another device; `url` then has the code in it, for a QR code.
+    """
 
     sign_in_id: str
     url: str
     expires_at_unix: int
+    device: bool
+    verification_uri: str
+    user_code: str
+    interval_seconds: int
 
     @classmethod
     def from_proto(cls, message: pb.BeginSignInResponse) -> SignInStart:
         """Convert the API's response."""
-        return cls(message.sign_in_id, message.sign_in_url, message.expires_at_unix)
+        return cls(
+            sign_in_id=message.sign_in_id,
+            url=message.sign_in_url,
+            expires_at_unix=message.expires_at_unix,
+            device=message.method == pb.SIGN_IN_METHOD_DEVICE_CODE,
+            verification_uri=message.verification_uri,
+            user_code=message.user_code,
+            interval_seconds=message.interval_seconds,
+        )
 
 
 class SignOutResult(Record):

@@ -102,6 +102,8 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
     log.info("stopping", extra={"connections": len(front.connections)})
     await health_servicer.enter_graceful_shutdown()
     keeper.cancel()
+    if session.device_flow is not None:  # nothing of it is stored: watchers are told
+        await session.device_flow.cancel(None, "the daemon is stopping")
     session.events.close("the daemon is stopping")
     await front.stop_accepting()
     await asyncio.gather(server.stop(SHUTDOWN_GRACE_SECONDS), site.stop())
@@ -126,6 +128,7 @@ async def _start_sessions(
     The page's port is already bound: a browser that comes early waits in the backlog.
     """
     await asyncio.to_thread(importlib.import_module, "signin_broker.daemon.web")
+    from ..session.device import DeviceFlow
     from ..session.oidc import Provider
     from ..session.signin import SignInFlow
     from .web import SignInSite
@@ -135,6 +138,7 @@ async def _start_sessions(
     if settings.issuer:
         session.provider = Provider(settings.issuer, settings.client_id)
         flow = SignInFlow(session.provider, settings.scopes, _secrets_source(settings.issuer))
+        session.device_flow = DeviceFlow(session.provider, settings.scopes, session)
     await session.restore()
     keeper = asyncio.get_running_loop().create_task(keep(session))
     site = SignInSite(web_socket, session, flow, own_uid=os.geteuid())

@@ -6,6 +6,8 @@ Every value that comes from outside (names, e-mail, messages) is escaped here.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from html import escape
 
 from .._version import __version__
@@ -57,7 +59,27 @@ def _layout(title: str, body: str, *, css_class: str = "") -> str:
     )
 
 
-def landing() -> str:
+@dataclass(frozen=True, slots=True)
+class WaitingDevice:
+    """A device sign-in waiting for the person at the desk: its code, address and QR code."""
+
+    user_code: str
+    verification_uri: str
+    qr_svg: str  # an <svg> element made by daemon.qr from the address (no user input)
+
+
+def _waiting(devices: Sequence[WaitingDevice]) -> str:
+    return "".join(
+        '<section class="card" data-device-sign-in>'
+        "<h2>A device is waiting for your sign-in</h2>"
+        f'<p>Open <a href="{escape(device.verification_uri)}">'
+        f"{escape(device.verification_uri)}</a> and enter <code>{escape(device.user_code)}"
+        f"</code>, or scan the code with your phone:</p>{device.qr_svg}</section>"
+        for device in devices
+    )
+
+
+def landing(waiting: Sequence[WaitingDevice] = ()) -> str:
     """The anonymous home: what this is, and one way in. No user data."""
     return _layout(
         "Sign in",
@@ -65,11 +87,13 @@ def landing() -> str:
         '<p class="lead">Apps on this computer ask signin-broker for your sign-in instead'
         " of asking you again.</p>"
         f'<p><a class="button" data-cta="sign-in" href="{BEGIN_PATH}">'
-        "Sign in with your identity provider</a></p>",
+        f"Sign in with your identity provider</a></p>{_waiting(waiting)}",
     )
 
 
-def dashboard(account: AccountInfo, others: list[AccountInfo]) -> str:
+def dashboard(
+    account: AccountInfo, others: list[AccountInfo], waiting: Sequence[WaitingDevice] = ()
+) -> str:
     """The signed-in home: who, until when, and which apps used the sign-in."""
     now = time.time()
     name = account.display_name or account.platform_user_id
@@ -102,7 +126,7 @@ def dashboard(account: AccountInfo, others: list[AccountInfo]) -> str:
         f"<dt>Signed in</dt><dd>{escape(_ago(now - account.signed_in_at))}</dd>"
         "</dl></section>"
         f'<section class="card"><h2>Apps using this sign-in</h2>{apps}</section>'
-        f"{also}"
+        f"{also}{_waiting(waiting)}"
         '<form method="post" action="/logout">'
         '<button class="button quiet" type="submit">Sign out</button></form>',
     )

@@ -14,6 +14,7 @@ import functools
 import json
 import logging
 import os
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -24,11 +25,12 @@ import grpc
 import psutil
 
 from .._version import __version__
-from ..session.accounts import AccountInfo, Entitlement, SignInState
+from ..session.accounts import AccountInfo, Entitlement, SignInStart, SignInState, owner_key
 from ..session.errors import (
     AccountNotFound,
     NotConfigured,
     ProviderRefused,
+    ProviderUnavailable,
     ProviderUnreachable,
     ScopeNotGranted,
     SessionError,
@@ -52,6 +54,7 @@ from .audit_trail import AuditTrail
 from .callers import Caller, current_caller
 from .pages import BEGIN_PATH
 from .policy import Decision
+from .qr import qr_image
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +90,7 @@ _EVENT_KIND = {
     EventKind.SIGN_IN_FAILED: pb.EVENT_KIND_SIGN_IN_FAILED,
     EventKind.DEGRADED: pb.EVENT_KIND_DEGRADED,
     EventKind.RECOVERED: pb.EVENT_KIND_RECOVERED,
+    EventKind.SIGN_IN_PROGRESS: pb.EVENT_KIND_SIGN_IN_PROGRESS,
 }
 
 
@@ -225,6 +229,14 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
     ) -> pb.BeginSignInResponse:
         """Start a sign-in (any app may: the user completes it in the browser, or not)."""
         started = self._session.new_sign_in(_checked(check_workspace_id, request.workspace_id))
+        method = request.method or (
+            pb.SIGN_IN_METHOD_BROWSER if _browser_at_hand() else pb.SIGN_IN_METHOD_DEVICE_CODE
+        )
+        if method == pb.SIGN_IN_METHOD_DEVICE_CODE:
+            caller = current_caller()
+            account, _ = await self._writable(request.account, caller)
+            owner = owner_key(account, _actor(caller).app)
+            return await self._begin_device_sign_in(started, owner)
         url = f"{self._info.web_url}{BEGIN_PATH}?sign_in={started.sign_in_id}"
         if started.workspace_id:
             url += f"&workspace_id={started.workspace_id}"
@@ -232,6 +244,33 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
             sign_in_id=started.sign_in_id,
             sign_in_url=url,
             expires_at_unix=int(started.expires_at),
+            method=pb.SIGN_IN_METHOD_BROWSER,
+        )
+
+    async def _begin_device_sign_in(self, begun: SignInStart, owner: str) -> pb.BeginSignInResponse:
+        from ..session.device import DeviceSignInFailed  # the OAuth stack loads after ready
+
+        await self._session.restored.wait()  # the OAuth stack is loaded by then
+        flow = self._session.device_flow
+        if flow is None:
+            raise NotConfigured("no identity provider is configured: set issuer")
+        try:
+            started = await flow.begin(begun.sign_in_id, owner, begun.workspace_id)
+        except DeviceSignInFailed as error:
+            raise NotConfigured(
+                f"the identity provider refused a device sign-in ({error})"
+            ) from None
+        except ProviderUnavailable as error:
+            raise ProviderUnreachable(str(error)) from None
+        return pb.BeginSignInResponse(
+            sign_in_id=started.sign_in_id,
+            sign_in_url=started.verification_uri_complete or started.verification_uri,
+            expires_at_unix=int(started.expires_at),
+            method=pb.SIGN_IN_METHOD_DEVICE_CODE,
+            verification_uri=started.verification_uri,
+            verification_uri_complete=started.verification_uri_complete,
+            user_code=started.user_code,
+            interval_seconds=started.interval,
         )
 
     @_unary
@@ -239,10 +278,37 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
         """End an account's session."""
         caller = current_caller()
         account, entitlement = await self._writable(request.account, caller)
+        if self._session.device_flow is not None:
+            signing_out = account or self._session.default_for(entitlement)
+            await self._session.device_flow.cancel(signing_out, "signed out")
         result = await self._session.sign_out(
             account, self._info.web_url + "/", actor=_actor(caller), entitlement=entitlement
         )
         return pb.SignOutResponse(was_signed_in=result.was_signed_in, logout_url=result.logout_url)
+
+    @_unary
+    async def GetSignInQr(
+        self, request: pb.GetSignInQrRequest, context: Context
+    ) -> pb.GetSignInQrResponse:
+        """The QR code of a pending device sign-in the caller owns; NOT_FOUND otherwise."""
+        caller = current_caller()
+        await self._session.restored.wait()
+        visible = self._apps.visible(caller)
+        owners = frozenset(
+            [a.id for a in self._session.accounts(visible)] + [owner_key("", _actor(caller).app)]
+        )
+        flow = self._session.device_flow
+        started = flow.find(request.sign_in_id, owners) if flow is not None else None
+        if started is None:
+            raise AccountNotFound
+        svg = request.format != pb.QR_FORMAT_PNG
+        return pb.GetSignInQrResponse(
+            media_type="image/svg+xml" if svg else "image/png",
+            image=qr_image(started.verification_uri_complete or started.verification_uri, svg),
+            user_code=started.user_code,
+            verification_uri=started.verification_uri,
+            expires_at_unix=int(started.expires_at),
+        )
 
     @_unary
     async def ListApps(self, request: pb.ListAppsRequest, context: Context) -> pb.ListAppsResponse:
@@ -394,6 +460,13 @@ def _checked(check: Callable[[Any], Any], value: Any) -> Any:
         return check(value)
     except ValueError as error:
         raise InvalidRequest(str(error)) from None
+
+
+def _browser_at_hand() -> bool:
+    """Whether the user's session can show a browser (else a device sign-in is offered)."""
+    return sys.platform in ("darwin", "win32") or bool(
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    )
 
 
 def _actor(caller: Caller) -> Actor:

@@ -35,6 +35,7 @@ from ..store.audit import Actor
 from . import pages
 from .instance import loopback_base_url
 from .peercred import loopback_tcp_peer_uid
+from .qr import qr_svg_markup
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +171,7 @@ class SignInSite:
         """Landing for strangers, the dashboard for the signed-in (contract T6)."""
         if self._signed_in_account(request) is not None:
             return RedirectResponse(HOME_PATH, status_code=302)
-        return HTMLResponse(pages.landing())
+        return HTMLResponse(pages.landing(self._waiting_devices()))
 
     async def dashboard(self, request: Request) -> Response:
         """The authenticated home; anonymous visitors are sent to sign in and brought back."""
@@ -182,7 +183,7 @@ class SignInSite:
                 f"{BEGIN_PATH}?redirect_to={quote(original, safe='')}", status_code=302
             )
         others = [a for a in self._session.accounts() if a.id != account.id]
-        return HTMLResponse(pages.dashboard(account, others))
+        return HTMLResponse(pages.dashboard(account, others, self._waiting_devices()))
 
     async def user_login(self, request: Request) -> Response:
         """The component convention: /user/login bounces to the begin endpoint."""
@@ -305,6 +306,18 @@ class SignInSite:
         return response
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def _waiting_devices(self) -> list[pages.WaitingDevice]:
+        """Device sign-ins waiting for the person at this desk (the page is theirs alone)."""
+        flow = self._session.device_flow
+        return [
+            pages.WaitingDevice(
+                started.user_code,
+                started.verification_uri,
+                qr_svg_markup(started.verification_uri_complete or started.verification_uri),
+            )
+            for started in (flow.pending() if flow is not None else [])
+        ]
 
     def _signed_in_account(self, request: Request) -> str | None:
         account_id = self._browsers.account_of(request.cookies.get(SESSION_COOKIE))

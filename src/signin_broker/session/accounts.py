@@ -88,6 +88,15 @@ def account_id_of(platform_user_id: str, workspace_id: str = "") -> str:
     return f"{tenant}:workspace:{workspace_id}" if workspace_id else tenant
 
 
+def owner_key(account: str, app: str) -> str:
+    """Whose a device sign-in is: the account it signs in again, else the app's own key."""
+    if account:
+        return account
+    if not app:
+        raise ValueError("a device sign-in needs an owner: an account or an app")
+    return f"app:{app}"
+
+
 @dataclass(frozen=True, slots=True)
 class Entitlement:
     """What a caller may see and get: these accounts and at most these scopes (None: all)."""

@@ -27,6 +27,7 @@ class EventKind(enum.Enum):
     SIGN_IN_FAILED = "sign_in_failed"
     DEGRADED = "degraded"
     RECOVERED = "recovered"
+    SIGN_IN_PROGRESS = "sign_in_progress"
 
 
 @dataclass(frozen=True, slots=True)

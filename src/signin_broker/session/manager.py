@@ -61,6 +61,7 @@ from .schedule import (
 from .tokens import TokenSet
 
 if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
+    from .device import DeviceFlow
     from .oidc import Provider, TokenResponse
     from .signin import SignedIn
 
@@ -135,6 +136,7 @@ class SessionManager:
     ) -> None:
         self.issuer = issuer
         self.provider = provider
+        self.device_flow: DeviceFlow | None = None  # set with the provider, after start-up
         self.audit: AuditTrail = audit or _NoAudit()
         self.events = EventBus()
         self.store = store
@@ -458,7 +460,7 @@ class SessionManager:
         """Record a validated sign-in as an account (replacing that tenant's old session)."""
         claims = await self._profile_claims(signed_in)
         platform_user_id = str(claims["sub"])
-        workspace_id = signed_in.pending.workspace_id
+        workspace_id = signed_in.workspace_id
         account_id = account_id_of(platform_user_id, workspace_id)
         now = self._clock()
         previous = self._accounts.get(account_id)
@@ -490,7 +492,7 @@ class SessionManager:
             EventKind.SIGNED_IN,
             account_id,
             f"signed in as {info.display_name or platform_user_id}",
-            signed_in.pending.sign_in_id,
+            signed_in.sign_in_id,
         )
         return self._info(account)
 
@@ -511,6 +513,10 @@ class SessionManager:
     def sign_in_failed(self, sign_in_id: str, detail: str) -> None:
         """Tell watchers that a sign-in attempt failed, and why (no secrets in detail)."""
         self._publish(EventKind.SIGN_IN_FAILED, "", detail, sign_in_id)
+
+    def sign_in_progress(self, sign_in_id: str, detail: str) -> None:
+        """Tell watchers how a sign-in that takes a while stands (a device sign-in)."""
+        self._publish(EventKind.SIGN_IN_PROGRESS, "", detail, sign_in_id)
 
     async def sign_out(
         self,

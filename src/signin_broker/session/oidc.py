@@ -55,6 +55,7 @@ class ProviderMetadata:
     userinfo_endpoint: str = ""
     end_session_endpoint: str = ""
     revocation_endpoint: str = ""
+    device_authorization_endpoint: str = ""  # RFC 8628; "" when the provider has none
     signing_algorithms: tuple[str, ...] = ("RS256",)
 
     @classmethod
@@ -70,7 +71,12 @@ class ProviderMetadata:
         endpoints = {}
         for name in ("authorization_endpoint", "token_endpoint", "jwks_uri"):
             endpoints[name] = _endpoint(document, name, required=True)
-        for name in ("userinfo_endpoint", "end_session_endpoint", "revocation_endpoint"):
+        for name in (
+            "userinfo_endpoint",
+            "end_session_endpoint",
+            "revocation_endpoint",
+            "device_authorization_endpoint",
+        ):
             endpoints[name] = _endpoint(document, name, required=False)
         methods = document.get("code_challenge_methods_supported")
         if isinstance(methods, list) and "S256" not in methods:
@@ -104,6 +110,47 @@ def is_acceptable_url(url: str) -> bool:
         return ipaddress.ip_address(parts.hostname).is_loopback
     except ValueError:
         return False
+
+
+DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceAuthorization:
+    """The provider's answer to a device authorization request (RFC 8628 3.2)."""
+
+    device_code: str = field(repr=False)
+    user_code: str
+    verification_uri: str
+    verification_uri_complete: str
+    expires_in: int
+    interval: int
+
+    @classmethod
+    def from_json(cls, body: object) -> DeviceAuthorization:
+        """Check the answer; ProviderUnavailable when it is not a usable one."""
+        if not isinstance(body, dict):
+            raise ProviderUnavailable("the device authorization answer is not a JSON object")
+        texts = {}
+        for name in ("device_code", "user_code", "verification_uri"):
+            value = body.get(name)
+            if not isinstance(value, str) or not value or len(value) > 2048:
+                raise ProviderUnavailable(f"the device authorization answer has no usable {name}")
+            texts[name] = value
+        if not is_acceptable_url(texts["verification_uri"]):
+            raise ProviderUnavailable("the device verification address is not https")
+        complete = body.get("verification_uri_complete")
+        if not isinstance(complete, str) or not is_acceptable_url(complete):
+            complete = ""
+        expires_in, interval = body.get("expires_in"), body.get("interval", 5)
+        if not isinstance(expires_in, int) or not isinstance(interval, int) or expires_in <= 0:
+            raise ProviderUnavailable("the device authorization answer has no usable expires_in")
+        return cls(
+            verification_uri_complete=complete,
+            expires_in=expires_in,
+            interval=max(interval, 1),
+            **texts,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +249,39 @@ class Provider:
             client_id=self.client_id,
             scope=scope,
             resource=resource,
+        )
+        return await self._token_request(body)
+
+    async def device_authorization(
+        self, scope: str, extra: dict[str, str] | None = None
+    ) -> DeviceAuthorization:
+        """Ask for a device code and the code the user enters elsewhere (RFC 8628 3.1-3.2)."""
+        url = (await self.metadata()).device_authorization_endpoint
+        if not url:
+            raise ProviderUnavailable("the provider offers no device sign-in (RFC 8628)")
+        body = urlencode({"client_id": self.client_id, "scope": scope, **(extra or {})})
+        response = await self._send(
+            "POST",
+            url,
+            "device authorization",
+            content=body,
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        if 400 <= response.status_code < 500:
+            raise _oauth_error(response)
+        return DeviceAuthorization.from_json(_json_of(response, "device authorization"))
+
+    async def poll_device(self, device_code: str) -> TokenResponse:
+        """One poll of the token endpoint for a device code (RFC 8628 3.4).
+
+        OAuthError carries authorization_pending, slow_down, access_denied or expired_token.
+        """
+        body = urlencode(
+            {
+                "grant_type": DEVICE_CODE_GRANT,
+                "device_code": device_code,
+                "client_id": self.client_id,
+            }
         )
         return await self._token_request(body)
 

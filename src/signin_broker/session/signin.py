@@ -102,11 +102,12 @@ class PendingSignIn:
 
 @dataclass(frozen=True, slots=True)
 class SignedIn:
-    """A completed sign-in: the tokens and the validated id_token claims."""
+    """A completed sign-in (browser or device): the tokens and the validated id_token claims."""
 
     tokens: TokenResponse
     claims: dict[str, Any] = field(repr=False)
-    pending: PendingSignIn
+    sign_in_id: str  # the BeginSignIn it completes; "" when begun in the browser
+    workspace_id: str = ""
 
 
 class SignInFlow:
@@ -180,7 +181,7 @@ class SignInFlow:
             raise IdTokenInvalid(
                 f"the identity provider did not confirm workspace {pending.workspace_id}"
             )
-        return SignedIn(tokens=tokens, claims=claims, pending=pending)
+        return SignedIn(tokens, claims, pending.sign_in_id, pending.workspace_id)
 
     def _forget_expired(self) -> None:
         cutoff = time.time() - PENDING_TTL_SECONDS

@@ -1,10 +1,11 @@
 """A stub OpenID Connect provider for tests and demos, importable as signin_broker.testing.
 
 It is a real provider on loopback (authlib underneath): code flow with mandatory PKCE,
-signed ID tokens, rotating refresh tokens (a refresh may narrow the scope or name an
-RFC 8707 resource), revocation and sign-out, plus the knobs a test needs to make sign-in
-fail in each way a real provider can: refused or slow token requests, expiring refresh
-tokens, revoked users, rotated keys, and outages (down, erroring, stalled, or garbage).
+device flow (RFC 8628), signed ID tokens, rotating refresh tokens (a refresh may narrow
+the scope or name an RFC 8707 resource), revocation and sign-out, plus the knobs a test
+needs to make sign-in fail in each way a real provider can: refused or slow token
+requests, denied, expired or throttled device codes, expiring refresh tokens, revoked
+users, rotated keys, and outages (down, erroring, stalled, or garbage).
 """
 
 from .models import RecordedRequest, StubClient, StubPaths, StubUser

@@ -59,6 +59,8 @@ class StubPaths:
     logout: str = "/logout"
     revocation: str = "/oauth/v2/revoke"
     admin_revoke: str = "/admin/revoke"
+    device_authorization: str = "/oauth/v2/device_authorization"  # RFC 8628 section 3.1
+    device_verification: str = "/device"  # the page where a user enters a device's code
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,8 @@
 """StubProvider: a real OpenID Connect provider on loopback, served from a background thread.
 
-It has the knobs a test turns: choose who signs in, revoke a user, rotate keys, fail or
-delay the token endpoint, expire refresh tokens, take the whole provider down, and look
-tokens up.
+It has the knobs a test turns: choose who signs in, approve, deny, expire or slow down a
+device sign-in, revoke a user, rotate keys, fail or delay the token endpoint, expire
+refresh tokens, take the whole provider down, and look tokens and device polls up.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from .models import (
     StubUser,
 )
 from .pauses import Pauses
-from .server import StubAuthorizationServer
+from .server import DeviceSettings, StubAuthorizationServer
 from .store import OUTAGE_MODES, Outage, StubStore, TokenDelay, TokenFailure
 from .web import DISCOVERY_PATH, Site, build_app
 
@@ -59,8 +59,9 @@ class _Serving:
 class StubProvider:
     """A stub OpenID Connect provider for tests and demos.
 
-    Public clients only, authorization code flow with mandatory PKCE (S256), RS256 ID
-    tokens, rotating refresh tokens, opaque access tokens that can really be revoked.
+    Public clients only, authorization code flow with mandatory PKCE (S256), the device
+    flow (RFC 8628), RS256 ID tokens, rotating refresh tokens, opaque access tokens that
+    can really be revoked.
     Start it with `start()` or a `with` block; it serves on loopback only. Every method
     may be called from any thread while it serves.
     """
@@ -75,6 +76,8 @@ class StubProvider:
         paths: StubPaths | None = None,
         issuer_path: str = "",
         auto_approve: str | None = "1001",
+        device_interval: int = 5,
+        device_code_ttl: int = 600,
     ) -> None:
         self.users = tuple(users) if users is not None else (DEFAULT_USER,)
         self.clients = tuple(clients) if clients is not None else (DEFAULT_CLIENT,)
@@ -83,6 +86,8 @@ class StubProvider:
         self.paths = paths or StubPaths()
         self.issuer_path = issuer_path
         self.auto_approve = auto_approve  # a sub, or None (consent page); read at each request
+        self.device_interval = device_interval  # seconds between device polls, read at each issue
+        self.device_code_ttl = device_code_ttl  # seconds, read at each issue
         self.admin_token = secrets.token_urlsafe(32)
         _check_settings(self)
         self._store = StubStore(self.users, self.clients)
@@ -232,6 +237,7 @@ class StubProvider:
     def revoke_user(self, sub: str) -> int:
         """End every access token, refresh token and pending code of a user.
 
+        It also denies a device code the user approved that nobody has redeemed yet.
         Returns how many grants (access and refresh token pairs) were still alive.
         """
         return self._store.revoke_user(sub)
@@ -274,6 +280,57 @@ class StubProvider:
         """Make the next authorization request redirect back with error=access_denied."""
         self._store.deny_next_authorization()
 
+    def approve_device(self, user_code: str, sub: str | None = None) -> None:
+        """Approve a device sign-in as `sub` (None: the auto-approve user), as its page does.
+
+        A user who is not a member of the workspace the device asked for is refused: the
+        device is told access_denied. KeyError for an unknown user code; ValueError for an
+        unknown sub, nobody to approve as, or a code no longer pending.
+        """
+        sub = self.auto_approve if sub is None else sub
+        if sub is None:
+            raise ValueError("nobody to approve as: pass a sub, or name one with approve_as()")
+        user = self._store.users.get(sub)
+        if user is None:
+            raise ValueError(
+                f"approve_device(..., {sub!r}) names none of the users {list(self._store.users)}"
+            )
+        self._store.settle_device(user_code, user)
+
+    def deny_device(self, user_code: str) -> None:
+        """Deny a device sign-in: its next poll is told access_denied.
+
+        KeyError for an unknown user code; ValueError when it is no longer pending.
+        """
+        self._store.settle_device(user_code, None)
+
+    def expire_device_code(self, user_code: str) -> None:
+        """Make a device code expire now, so polls are told expired_token (KeyError if unknown)."""
+        self._store.expire_device(user_code)
+
+    def slow_down_next_poll(self, user_code: str) -> None:
+        """Make a device code's next poll answer slow_down, however slowly it came.
+
+        Its interval grows by 5 s as with any slow_down; a denial or expiry still comes
+        first, but an approval waits for the poll after. KeyError for an unknown user code.
+        """
+        self._store.slow_down_next_poll(user_code)
+
+    def device_polls(self, user_code: str) -> list[float]:
+        """The time.monotonic() of each token request for a device code, oldest first.
+
+        Requests answered by an injected failure or an outage never reach the grant, so
+        they are not counted; token_requests() has them all. KeyError for an unknown code.
+        """
+        return self._store.device_polls(user_code)
+
+    def device_polls_too_fast(self, user_code: str) -> int:
+        """How many polls of a device code came sooner than the interval then in force.
+
+        Each is answered slow_down while the code is pending (KeyError for an unknown code).
+        """
+        return self._store.device_polls_too_fast(user_code)
+
     def _auto_approved_user(self) -> StubUser | None:
         """Who an authorization request signs in without asking, read afresh each time."""
         sub = self.auto_approve
@@ -300,6 +357,11 @@ class StubProvider:
                 site.issuer,
                 lambda: self.access_token_ttl,
                 lambda: self.refresh_token_ttl,
+                DeviceSettings(
+                    address.base_url + self.paths.device_verification,
+                    lambda: self.device_interval,
+                    lambda: self.device_code_ttl,
+                ),
             )
             pauses = Pauses()
             config = uvicorn.Config(
@@ -358,6 +420,8 @@ def _check_settings(stub: StubProvider) -> None:
         raise ValueError("access_token_ttl must be at least one second")
     if stub.refresh_token_ttl is not None and stub.refresh_token_ttl < 1:
         raise ValueError("refresh_token_ttl must be None (never) or at least one second")
+    if stub.device_interval < 0 or stub.device_code_ttl < 1:
+        raise ValueError("device_interval must be at least 0, and device_code_ttl at least 1")
 
 
 def _loopback_host(host: str) -> str:

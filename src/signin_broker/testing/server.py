@@ -1,8 +1,9 @@
 """The authlib authorization server behind the stub provider, and its glue to Starlette.
 
-It serves the code flow with PKCE, ID tokens, refresh rotation (optionally narrowing
-the scope, RFC 6749 section 6, or naming a resource, RFC 8707), revocation and sign-out.
-A sign-in may name a workspace of the user's (`workspace_id`), which its tokens keep.
+It serves the code flow with PKCE, the device flow (RFC 8628), ID tokens, refresh
+rotation (optionally narrowing the scope, RFC 6749 section 6, or naming a resource,
+RFC 8707), revocation and sign-out. A sign-in may name a workspace of the user's
+(`workspace_id`), which its tokens keep.
 authlib has no Starlette integration, so this module is one: the web app reads each
 request body first (authlib is synchronous), wraps it in an HttpExchange, and calls the
 typed methods at the end of StubAuthorizationServer.
@@ -20,10 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
+from authlib.common.urls import add_params_to_uri
+from authlib.consts import default_json_headers
 from authlib.oauth2.rfc6749 import (
     AccessDeniedError,
     AuthorizationServer,
     ClientMixin,
+    InvalidGrantError,
     InvalidRequestError,
     JsonPayload,
     JsonRequest,
@@ -41,6 +45,14 @@ from authlib.oauth2.rfc6749 import (
 from authlib.oauth2.rfc6750 import BearerTokenGenerator, BearerTokenValidator, InvalidTokenError
 from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oauth2.rfc7636 import CodeChallenge
+from authlib.oauth2.rfc8628 import (
+    DEVICE_CODE_GRANT_TYPE,
+    AuthorizationPendingError,
+    DeviceAuthorizationEndpoint,
+    DeviceCodeGrant,
+    ExpiredTokenError,
+    SlowDownError,
+)
 from authlib.oidc.core import UserInfo
 from authlib.oidc.core.grants import OpenIDCode
 from authlib.oidc.rpinitiated import EndSessionEndpoint
@@ -49,10 +61,17 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response
 
 from .models import WORKSPACE_ID, StubClient, StubUser
-from .store import AUTHORIZATION_CODE_SECONDS, AuthorizationCode, IssuedToken, StubStore
+from .store import (
+    AUTHORIZATION_CODE_SECONDS,
+    AuthorizationCode,
+    DeviceAuthorization,
+    DevicePoll,
+    IssuedToken,
+    StubStore,
+)
 
 SUPPORTED_SCOPES = ["openid", "profile", "email", "offline_access"]
-GRANT_TYPES = ["authorization_code", "refresh_token"]
+GRANT_TYPES = ["authorization_code", "refresh_token", DEVICE_CODE_GRANT_TYPE]
 SIGNING_ALGORITHM = "RS256"
 FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
 OPAQUE_TOKEN_BYTES = 32
@@ -61,6 +80,14 @@ NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 ABSOLUTE_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\s#]+")
 
 Grant = Any  # an authlib grant object; authlib has no type information
+# How the token endpoint refuses a device code poll (RFC 8628 section 3.5).
+POLL_REFUSALS: dict[DevicePoll, type[OAuth2Error]] = {
+    "pending": AuthorizationPendingError,
+    "slow_down": SlowDownError,
+    "denied": AccessDeniedError,
+    "expired": ExpiredTokenError,
+    "redeemed": InvalidGrantError,  # a device code is redeemed once
+}
 
 
 def parse_form(headers: Headers, body: bytes) -> list[tuple[str, str]]:
@@ -109,6 +136,15 @@ class HttpExchange:
     def parameters(self) -> list[tuple[str, str]]:
         """The OAuth parameters: a POST carries them in its form, anything else in its query."""
         return self.form if self.method == "POST" else self.query
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSettings:
+    """How device codes are issued; the numbers are read at each issue."""
+
+    verification_uri: str
+    interval: Callable[[], int]  # seconds
+    lifetime: Callable[[], int]  # seconds
 
 
 class InvalidRedirectUriError(OAuth2Error):  # type: ignore[misc]
@@ -346,6 +382,77 @@ class _RefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
         store.revoke_refresh_token(refresh_token.record)
 
 
+class _DeviceAuthorizationEndpoint(DeviceAuthorizationEndpoint):  # type: ignore[misc]
+    """RFC 8628 device authorization for public clients, which may name a workspace_id.
+
+    authlib's response, but with the stub's current lifetime and interval, the scope as
+    the client may have it, and the request's workspace kept for the sign-in.
+    """
+
+    CLIENT_AUTH_METHODS = ["none"]  # noqa: RUF012 - authlib's class setting
+
+    def create_endpoint_response(
+        self, request: _Request
+    ) -> tuple[int, dict[str, Any], list[tuple[str, str]]]:
+        client = self.authenticate_client(request)
+        self.server.validate_requested_scope(request.payload.scope)
+        workspace_id = _requested_workspace(request.payload)
+        settings: DeviceSettings = self.server.device
+        lifetime, interval = settings.lifetime(), settings.interval()
+        device = DeviceAuthorization(
+            device_code=self.generate_device_code(),
+            user_code=self.generate_user_code(),
+            client_id=client.get_client_id(),
+            scope=client.get_allowed_scope(request.payload.scope),
+            expires_at=time.time() + lifetime,
+            interval=interval,
+            workspace_id=workspace_id,
+        )
+        self.server.store.save_device(device)
+        body = {
+            "device_code": device.device_code,
+            "user_code": device.user_code,
+            "verification_uri": settings.verification_uri,
+            "verification_uri_complete": add_params_to_uri(
+                settings.verification_uri, [("user_code", device.user_code)]
+            ),
+            "expires_in": lifetime,
+            "interval": interval,
+        }
+        return 200, body, default_json_headers
+
+
+class _DeviceCodeGrant(DeviceCodeGrant):  # type: ignore[misc]
+    """RFC 8628 polling for public clients: each poll is noted, and an approval redeemed once."""
+
+    TOKEN_ENDPOINT_AUTH_METHODS = ["none"]  # noqa: RUF012 - authlib's class setting
+
+    def query_device_credential(self, device_code: str) -> DeviceAuthorization:
+        """The device code's record; invalid_grant for an unknown one or another client's."""
+        store: StubStore = self.server.store
+        device = store.device_by_code(device_code)
+        if device is None or device.client_id != self.request.payload.client_id:
+            raise InvalidGrantError("The device_code is unknown, or was issued to another client.")
+        return device
+
+    def validate_device_credential(self, credential: DeviceAuthorization) -> StubUser:
+        """Note the poll and return who approved, or refuse it per RFC 8628 section 3.5.
+
+        One store call instead of authlib's several checks, so that two racing polls
+        cannot both redeem an approval.
+        """
+        store: StubStore = self.server.store
+        outcome = store.poll_device(credential, time.monotonic())
+        if outcome == "approved":
+            return store.users[credential.sub]
+        raise POLL_REFUSALS[outcome]()
+
+    def save_token(self, token: dict[str, Any]) -> None:
+        """Keep the new pair, in the workspace the device asked for."""
+        device: DeviceAuthorization = self.request.credential
+        self.server.save_token(token, self.request, workspace_id=device.workspace_id)
+
+
 def _requested_workspace(payload: _Parameters) -> str | None:
     """The authorization request's workspace_id: at most one, of 1-18 decimal digits."""
     workspaces = payload.datalist.get("workspace_id", [])
@@ -424,6 +531,18 @@ class _IdTokens(OpenIDCode):  # type: ignore[misc]
         return False
 
 
+class _DeviceIdTokens(_IdTokens):
+    """ID tokens for the device flow: no nonce, and auth_time and workspace_id from the approval."""
+
+    def get_compatible_claims(self, request: _Request) -> dict[str, Any]:
+        claims: dict[str, Any] = super().get_compatible_claims(request)
+        device: DeviceAuthorization = request.credential
+        claims["auth_time"] = device.approved_at
+        if device.workspace_id is not None:
+            claims["workspace_id"] = device.workspace_id
+        return claims
+
+
 class _Revocation(RevocationEndpoint):  # type: ignore[misc]
     """RFC 7009 revocation for public clients."""
 
@@ -489,9 +608,11 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         issuer: str,
         access_token_seconds: Callable[[], int],
         refresh_token_seconds: Callable[[], int | None],
+        device: DeviceSettings,
     ) -> None:
         super().__init__(scopes_supported=SUPPORTED_SCOPES)
         self.store = store
+        self.device = device
         self._refresh_token_seconds = refresh_token_seconds  # read at each issue
         self.register_token_generator(
             "default",
@@ -503,6 +624,8 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         )
         self.register_grant(_CodeGrant, [_S256Only(required=True), _IdTokens(store, issuer)])
         self.register_grant(_RefreshGrant)
+        self.register_grant(_DeviceCodeGrant, [_DeviceIdTokens(store, issuer)])
+        self.register_endpoint(_DeviceAuthorizationEndpoint)
         self.register_endpoint(_Revocation)
         self.register_endpoint(_EndSession)
         self._access_tokens = ResourceProtector()
@@ -578,8 +701,13 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         return response
 
     def token_response(self, exchange: HttpExchange) -> Response:
-        """Answer a token request (authorization_code or refresh_token)."""
+        """Answer a token request (authorization_code, refresh_token or device_code)."""
         response: Response = self.create_token_response(exchange)
+        return response
+
+    def device_authorization_response(self, exchange: HttpExchange) -> Response:
+        """Answer an RFC 8628 device authorization request."""
+        response: Response = self.create_endpoint_response("device_authorization", exchange)
         return response
 
     def revocation_response(self, exchange: HttpExchange) -> Response:

@@ -1,4 +1,4 @@
-"""The stub's memory: users, clients, codes, tokens, recorded requests and injected faults.
+"""The stub's memory: users, clients, codes, device codes, tokens, requests and injected faults.
 
 Faults are queued token failures and delays, denied authorizations and an ongoing outage.
 The web app runs on its own thread and a test calls the admin methods from another,
@@ -7,13 +7,16 @@ so every change happens under one lock.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 from authlib.oauth2.rfc6749 import ClientMixin, TokenMixin
+from authlib.oauth2.rfc8628 import DeviceCredentialMixin
 from authlib.oidc.core import AuthorizationCodeMixin
 
 from .keys import SigningKeys
@@ -22,6 +25,12 @@ from .models import RecordedRequest, StubClient, StubUser
 AUTHORIZATION_CODE_SECONDS = 60
 MAX_RECORDED_REQUESTS = 10_000  # a long demo run must not grow without end
 OUTAGE_MODES = ("stopped", "http_500", "stall", "garbage")
+SLOW_DOWN_SECONDS = 5  # RFC 8628 section 3.5: what each slow_down adds to the interval
+NOT_A_LETTER = re.compile("[^A-Z]")
+
+DeviceState = Literal["pending", "approved", "denied", "redeemed"]
+# The answer to one poll: "approved" hands the tokens out, the rest are refusals.
+DevicePoll = Literal["pending", "slow_down", "approved", "denied", "expired", "redeemed"]
 
 
 @dataclass(slots=True)
@@ -58,6 +67,46 @@ class AuthorizationCode(AuthorizationCodeMixin):  # type: ignore[misc]
     def get_auth_time(self) -> int:
         """When the user approved, echoed in the ID token."""
         return self.auth_time
+
+
+@dataclass(slots=True)
+class DeviceAuthorization(DeviceCredentialMixin):  # type: ignore[misc]
+    """A device code, the user code shown with it, and what became of it (RFC 8628).
+
+    It keeps the workspace the request named, if any, as a code does. `interval` grows by
+    SLOW_DOWN_SECONDS with each slow_down; `polls` are the monotonic times of the token
+    requests for it, and `too_fast` counts those sooner than the interval then in force.
+    """
+
+    device_code: str
+    user_code: str  # as shown: XXXX-XXXX
+    client_id: str
+    scope: str
+    expires_at: float  # epoch seconds
+    interval: int  # seconds
+    workspace_id: str | None = None
+    state: DeviceState = "pending"
+    sub: str = ""  # who approved it, once someone has
+    approved_at: int = 0  # when, in epoch seconds: the ID token's auth_time
+    slow_down_next: bool = False
+    polls: list[float] = field(default_factory=list)
+    too_fast: int = 0
+
+    def get_client_id(self) -> str:
+        """The client the device code was issued to."""
+        return self.client_id
+
+    def get_scope(self) -> str:
+        """The scope asked for, which the tokens get."""
+        return self.scope
+
+    def get_user_code(self) -> str:
+        """The code the user enters on the verification page."""
+        return self.user_code
+
+    def is_expired(self) -> bool:
+        """Whether the device code has outlived its expires_in."""
+        return time.time() >= self.expires_at
 
 
 @dataclass(slots=True)
@@ -136,6 +185,8 @@ class StubStore:
         self.keys = SigningKeys()
         self._lock = threading.Lock()
         self._codes: dict[str, AuthorizationCode] = {}
+        self._devices: dict[str, DeviceAuthorization] = {}  # by device code
+        self._devices_by_user_code: dict[str, DeviceAuthorization] = {}  # by user_code_key()
         self._by_access: dict[str, IssuedToken] = {}
         self._by_refresh: dict[str, IssuedToken] = {}
         self._requests: deque[RecordedRequest] = deque(maxlen=MAX_RECORDED_REQUESTS)
@@ -174,6 +225,93 @@ class StubStore:
         if held is None or held.client_id != client_id or held.expires_at <= time.time():
             return None
         return held
+
+    def save_device(self, device: DeviceAuthorization) -> None:
+        """Keep a device authorization, for its polls and for tests asking after it later."""
+        with self._lock:
+            self._devices[device.device_code] = device
+            self._devices_by_user_code[user_code_key(device.user_code)] = device
+
+    def device_by_code(self, device_code: str) -> DeviceAuthorization | None:
+        """The device authorization of a device code, whatever became of it."""
+        with self._lock:
+            return self._devices.get(device_code)
+
+    def settle_device(self, user_code: str, user: StubUser | None) -> bool:
+        """Approve a pending device authorization as `user`, or deny it; True if approved.
+
+        `user` None denies it, and so does a user who is not a member of the workspace it
+        named, as at the authorization endpoint. KeyError for an unknown user code;
+        ValueError when it is no longer pending (approved, denied, redeemed or expired).
+        """
+        with self._lock:
+            device = self._device(user_code)
+            if device.state != "pending" or device.is_expired():
+                status = "expired" if device.is_expired() else device.state
+                raise ValueError(
+                    f"the device sign-in {device.user_code} is {status}, no longer pending"
+                )
+            if user is None or (
+                device.workspace_id is not None and device.workspace_id not in user.workspaces
+            ):
+                device.state = "denied"
+                return False
+            device.state, device.sub, device.approved_at = "approved", user.sub, int(time.time())
+            return True
+
+    def poll_device(self, device: DeviceAuthorization, now: float) -> DevicePoll:
+        """Note a token request for `device` at monotonic time `now`, and settle its answer.
+
+        The checks follow authlib's order (expiry, then the user's decision, then the pace),
+        except that a slow_down asked for by a test comes before an approval. The approval
+        is redeemed here, so of two racing polls only one gets the tokens.
+        """
+        with self._lock:
+            too_fast = bool(device.polls) and now - device.polls[-1] < device.interval
+            device.polls.append(now)
+            if too_fast:
+                device.too_fast += 1
+            if device.state == "redeemed":
+                return "redeemed"
+            if device.is_expired():
+                return "expired"
+            if device.state == "denied":
+                return "denied"
+            if device.slow_down_next or (too_fast and device.state == "pending"):
+                device.slow_down_next = False
+                device.interval += SLOW_DOWN_SECONDS
+                return "slow_down"
+            if device.state == "approved":
+                device.state = "redeemed"
+                return "approved"
+            return "pending"
+
+    def expire_device(self, user_code: str) -> None:
+        """Make a device code expire now; KeyError for an unknown user code."""
+        with self._lock:
+            self._device(user_code).expires_at = time.time()
+
+    def slow_down_next_poll(self, user_code: str) -> None:
+        """Make the next poll of a device code answer slow_down; KeyError if unknown."""
+        with self._lock:
+            self._device(user_code).slow_down_next = True
+
+    def device_polls(self, user_code: str) -> list[float]:
+        """The monotonic times of a device code's polls; KeyError for an unknown user code."""
+        with self._lock:
+            return list(self._device(user_code).polls)
+
+    def device_polls_too_fast(self, user_code: str) -> int:
+        """How many polls came sooner than the interval; KeyError for an unknown user code."""
+        with self._lock:
+            return self._device(user_code).too_fast
+
+    def _device(self, user_code: str) -> DeviceAuthorization:
+        """The device authorization of a user code, with the lock held."""
+        device = self._devices_by_user_code.get(user_code_key(user_code))
+        if device is None:
+            raise KeyError(f"no device authorization has the user code {user_code!r}")
+        return device
 
     def save_token(self, token: IssuedToken) -> None:
         """Remember an issued access and refresh token."""
@@ -221,10 +359,16 @@ class StubStore:
             token.access_revoked = token.refresh_revoked = True
 
     def revoke_user(self, sub: str) -> int:
-        """End every token and pending code of a user; returns how many grants it ended."""
+        """End every token, pending code and unredeemed device approval of a user.
+
+        Returns how many grants (token pairs) it ended; a device approval becomes a denial.
+        """
         with self._lock:
             for code in [key for key, held in self._codes.items() if held.sub == sub]:
                 del self._codes[code]
+            for device in self._devices.values():
+                if device.sub == sub and device.state == "approved":
+                    device.state = "denied"
             ended = 0
             for token in self._by_access.values():
                 if token.sub == sub and not (token.access_revoked and token.refresh_revoked):
@@ -274,3 +418,8 @@ class StubStore:
                 return False
             self._denials -= 1
             return True
+
+
+def user_code_key(user_code: str) -> str:
+    """A user code as looked up: case and dashes do not matter (RFC 8628 section 6.1)."""
+    return NOT_A_LETTER.sub("", user_code.upper())

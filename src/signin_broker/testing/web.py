@@ -87,6 +87,7 @@ def discovery_document(site: Site) -> dict[str, object]:
         "jwks_uri": base + paths.jwks,
         "end_session_endpoint": base + paths.logout,
         "revocation_endpoint": base + paths.revocation,
+        "device_authorization_endpoint": base + paths.device_authorization,
         "scopes_supported": SUPPORTED_SCOPES,
         "response_types_supported": ["code"],
         "grant_types_supported": GRANT_TYPES,
@@ -114,6 +115,8 @@ def build_app(
         Route(paths.logout, endpoints.logout, methods=["GET", "POST"]),
         Route(paths.revocation, endpoints.revocation, methods=["POST"]),
         Route(paths.admin_revoke, endpoints.admin_revoke, methods=["POST"]),
+        Route(paths.device_authorization, endpoints.device_authorization, methods=["POST"]),
+        Route(paths.device_verification, endpoints.device_verification, methods=["GET", "POST"]),
     ]
     return Starlette(
         routes=routes, middleware=[Middleware(_RecordEveryRequest, store=store, pauses=pauses)]
@@ -197,6 +200,53 @@ class _Endpoints:
         if delay is not None and delay.after_processing:
             await self._pauses.pause(delay.seconds, request.receive)
         return response
+
+    async def device_authorization(self, request: Request) -> Response:
+        return self._server.device_authorization_response(await self._read(request))
+
+    async def device_verification(self, request: Request) -> Response:
+        """The form for a device's code; a GET with the code approves as the auto-approve user."""
+        exchange = await self._read(request)
+        fields = dict(exchange.parameters)
+        user_code = fields.get("user_code", "")
+        approver: StubUser | None
+        if exchange.method == "GET":
+            approver = self._site.auto_approve()
+            if approver is None or not user_code:
+                return HTMLResponse(
+                    pages.device_verification(
+                        user_code, self._store.users.values(), self._site.paths.device_verification
+                    ),
+                    headers=NO_STORE,
+                )
+        elif "deny" in fields:
+            approver = None
+        else:
+            approver = self._store.users.get(fields.get("sub", ""))
+            if approver is None:
+                return _page(400, "Unknown user", "Nobody with that sub can sign in here.")
+        return self._settle_device(user_code, approver)
+
+    def _settle_device(self, user_code: str, approver: StubUser | None) -> Response:
+        """Approve the device code as `approver`, or deny it if None, and say what happened."""
+        try:
+            approved = self._store.settle_device(user_code, approver)
+        except KeyError:
+            return _page(400, "Unknown code", "No device sign-in has that code.")
+        except ValueError:
+            return _page(
+                400, "Code already used", "That code was approved or denied already, or expired."
+            )
+        if approver is None:
+            return _page(200, "Device sign-in denied", "The device is told access_denied.")
+        name = pages.display_name(approver)
+        if approved:
+            return _page(200, "Device signed in", f"Signed in as {name}: go back to your device.")
+        return _page(
+            200,
+            "Device sign-in denied",
+            f"{name} is not a member of the workspace the device asked for.",
+        )
 
     async def userinfo(self, request: Request) -> Response:
         return self._server.userinfo_response(await self._read(request))
