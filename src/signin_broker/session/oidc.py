@@ -260,16 +260,9 @@ class Provider:
         if not url:
             raise ProviderUnavailable("the provider offers no device sign-in (RFC 8628)")
         body = urlencode({"client_id": self.client_id, "scope": scope, **(extra or {})})
-        response = await self._send(
-            "POST",
-            url,
-            "device authorization",
-            content=body,
-            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        return DeviceAuthorization.from_json(
+            await self._post_form(url, "device authorization", body)
         )
-        if 400 <= response.status_code < 500:
-            raise _oauth_error(response)
-        return DeviceAuthorization.from_json(_json_of(response, "device authorization"))
 
     async def poll_device(self, device_code: str) -> TokenResponse:
         """One poll of the token endpoint for a device code (RFC 8628 3.4).
@@ -376,16 +369,20 @@ class Provider:
 
     async def _token_request(self, body: str) -> TokenResponse:
         url = (await self.metadata()).token_endpoint
+        return TokenResponse.from_json(await self._post_form(url, "token", body))
+
+    async def _post_form(self, url: str, what: str, body: str) -> Any:
+        """POST a form; the JSON answer, OAuthError for a 4xx, ProviderUnavailable else."""
         response = await self._send(
             "POST",
             url,
-            "token",
+            what,
             content=body,
             headers={"Content-Type": "application/x-www-form-urlencoded"},
         )
         if 400 <= response.status_code < 500:
             raise _oauth_error(response)
-        return TokenResponse.from_json(_json_of(response, "token"))
+        return _json_of(response, what)
 
     async def _get_json(self, url: str, what: str) -> Any:
         return _json_of(await self._send("GET", url, what), what)
