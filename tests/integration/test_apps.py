@@ -107,6 +107,39 @@ def test_ask_answered_allow_lets_the_waiting_request_through(
     daemon.stop()
 
 
+def test_every_app_that_waits_gets_its_notification(
+    stub: StubProvider, socket_path: Path, tmp_path: Path
+) -> None:
+    """Regression: spawned from the event loop, a quarter of the notifiers died of SIGSEGV."""
+    notified = tmp_path / "notified"
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    notify_send = fake_bin / "notify-send"
+    notify_send.write_text(f'#!/bin/sh\nprintf "%s\\n" "$2" >> {notified}\n')
+    notify_send.chmod(0o755)
+    daemon = signed_in_daemon(
+        stub,
+        socket_path,
+        "--new-apps",
+        "ask",
+        "--ask-timeout-seconds",
+        "2",
+        env={"PATH": f"{fake_bin}:{os.environ['PATH']}"},
+    )
+    apps = [App(tmp_path / "apps", f"app{number}") for number in range(12)]
+    for waiting in [app.start(socket_path, "token") for app in apps]:
+        assert outcome(waiting)["code"] == "PERMISSION_DENIED"  # nobody answered
+    deadline = time.monotonic() + 10
+    while len(_lines(notified)) < len(apps) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sorted(_lines(notified)) == sorted(f"{app.name} asks for your sign-in" for app in apps)
+    assert not daemon.logs_with(msg="the desktop notification failed")
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
 def test_ask_answered_deny_refuses_the_waiting_request(
     stub: StubProvider, socket_path: Path, tmp_path: Path
 ) -> None:

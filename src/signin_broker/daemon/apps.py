@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -255,16 +256,25 @@ _background: set[asyncio.Task[None]] = set()  # keeps notification tasks alive u
 
 
 async def _run_quietly(*command: str) -> None:
+    """Run a helper program and log a failure.
+
+    Spawned by subprocess from a worker thread, not by the event loop: the loop's
+    spawn forks, and a child forked from a process running grpc's threads can crash
+    before it reaches exec (seen: SIGSEGV); subprocess uses vfork, which runs no
+    fork handlers.
+    """
     try:
-        process = await asyncio.create_subprocess_exec(
-            *command,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
+        done = await asyncio.to_thread(
+            subprocess.run,
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=30,
+            check=False,
         )
-        status = await process.wait()
-    except OSError as error:
+    except (OSError, subprocess.TimeoutExpired) as error:
         log.warning("the desktop notification failed", extra={"reason": str(error)})
         return
-    if status != 0:
-        log.warning("the desktop notification failed", extra={"exit_status": status})
+    if done.returncode != 0:
+        log.warning("the desktop notification failed", extra={"exit_status": done.returncode})
