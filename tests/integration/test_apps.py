@@ -75,30 +75,39 @@ def test_deny_from_the_cli_refuses_the_app_and_is_written_to_the_policy_file(
     daemon.stop()
 
 
-def test_ask_answered_allow_lets_the_waiting_request_through(
-    stub: StubProvider, socket_path: Path, tmp_path: Path
-) -> None:
-    notified = tmp_path / "notified"
-    fake_bin = tmp_path / "bin"
+def asking_daemon(
+    stub: StubProvider, socket_path: Path, folder: Path, *args: str
+) -> tuple[DaemonProcess, Path]:
+    """A signed-in daemon asking the user about new apps, with a notify-send that notes
+    each notification's title in the returned file."""
+    notified = folder / "notified"
+    fake_bin = folder / "bin"
     fake_bin.mkdir()
     notify_send = fake_bin / "notify-send"
-    notify_send.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {notified}\n')
+    notify_send.write_text(f'#!/bin/sh\nprintf "%s\\n" "$2" >> {notified}\n')
     notify_send.chmod(0o755)
     daemon = signed_in_daemon(
         stub,
         socket_path,
         "--new-apps",
         "ask",
+        *args,
         env={"PATH": f"{fake_bin}:{os.environ['PATH']}"},
     )
+    return daemon, notified
+
+
+def test_ask_answered_allow_lets_the_waiting_request_through(
+    stub: StubProvider, socket_path: Path, tmp_path: Path
+) -> None:
+    daemon, notified = asking_daemon(stub, socket_path, tmp_path)
     mail = App(tmp_path, "mail")
     waiting = mail.start(socket_path, "token")
     wait_until_waiting(socket_path, mail)
     deadline = time.monotonic() + 10  # the notification is sent beside the request
     while not notified.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert notified.exists(), daemon.output()
-    assert f"{mail.name} asks for your sign-in" in notified.read_text()
+    assert _lines(notified) == [f"{mail.name} asks for your sign-in"], daemon.output()
     assert waiting.poll() is None  # still waiting for the user
     code, _, err = cli(daemon, "apps", "allow", str(mail.path))
     assert code == 0 and "answered its waiting request" in err
@@ -111,21 +120,7 @@ def test_every_app_that_waits_gets_its_notification(
     stub: StubProvider, socket_path: Path, tmp_path: Path
 ) -> None:
     """Regression: spawned from the event loop, a quarter of the notifiers died of SIGSEGV."""
-    notified = tmp_path / "notified"
-    fake_bin = tmp_path / "bin"
-    fake_bin.mkdir()
-    notify_send = fake_bin / "notify-send"
-    notify_send.write_text(f'#!/bin/sh\nprintf "%s\\n" "$2" >> {notified}\n')
-    notify_send.chmod(0o755)
-    daemon = signed_in_daemon(
-        stub,
-        socket_path,
-        "--new-apps",
-        "ask",
-        "--ask-timeout-seconds",
-        "2",
-        env={"PATH": f"{fake_bin}:{os.environ['PATH']}"},
-    )
+    daemon, notified = asking_daemon(stub, socket_path, tmp_path, "--ask-timeout-seconds", "2")
     apps = [App(tmp_path / "apps", f"app{number}") for number in range(12)]
     for waiting in [app.start(socket_path, "token") for app in apps]:
         assert outcome(waiting)["code"] == "PERMISSION_DENIED"  # nobody answered
