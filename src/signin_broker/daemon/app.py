@@ -92,9 +92,9 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
     )
     notifier.send(READY="1", STATUS=f"serving {instance.socket_path}", MAINPID=str(os.getpid()))
     watchdog = loop.create_task(_watchdog(notifier, stopping))
-    keeper, site = await _start_sessions(settings, session, web_socket)
-    await audit.open()
+    await audit.open()  # before sessions come back: a removal's row must be written first
     auditing = loop.create_task(audit.run())
+    keeper, site = await _start_sessions(settings, session, web_socket)
     await stopping.wait()
 
     notifier.send(STOPPING="1", STATUS="stopping")

@@ -98,7 +98,7 @@ class AppGate:
     def rule_for(self, caller: Caller) -> AppRule:
         """The rule that applies to the caller now: its own, else the default."""
         self.policy.refresh()
-        return self.policy.rules.get(caller.app) or AppRule(caller.app, self.default)
+        return self._rule_of(caller.app)
 
     def visible(self, caller: Caller) -> Entitlement:
         """What the app may see in lists and events: nothing until it is allowed."""
@@ -158,8 +158,7 @@ class AppGate:
 
     def find(self, named: str) -> AppRecord:
         """The app the user named: its id, executable or script path, or a unique file name."""
-        self.policy.refresh()
-        known = {app: AppRecord.named_in_policy(app) for app in self.policy.rules} | self._apps
+        known = self._known()
         if named in known:
             return known[named]
         matches = [
@@ -197,7 +196,7 @@ class AppGate:
             rules[record.id] = AppRule(record.id, decision, tuple(accounts), tuple(scopes), sha256)
         self.policy.save(rules)
         answered = 0
-        effective = rules.get(record.id, AppRule(record.id, self.default)).decision
+        effective = self._rule_of(record.id).decision  # the policy now holds `rules`
         if record.answer is not None and effective is not Decision.ASK:
             record.answer.set_result(effective)
             record.answer, answered = None, record.waiters
@@ -209,15 +208,21 @@ class AppGate:
 
     def apps(self) -> list[AppView]:
         """Apps seen since the daemon started and apps in the policy, most recently used first."""
-        self.policy.refresh()
-        records = {app: AppRecord.named_in_policy(app) for app in self.policy.rules} | self._apps
-        views = [self._view(record) for record in records.values()]
+        views = [self._view(record) for record in self._known().values()]
         return sorted(views, key=lambda v: (-v.record.last_used, v.record.id))
 
+    def _known(self) -> dict[str, AppRecord]:
+        """Apps in the policy file and apps seen since the daemon started, by id."""
+        self.policy.refresh()
+        return {app: AppRecord.named_in_policy(app) for app in self.policy.rules} | self._apps
+
+    def _rule_of(self, app: str) -> AppRule:
+        """The app's own rule, else the default for new apps."""
+        return self.policy.rules.get(app) or AppRule(app, self.default)
+
     def _view(self, record: AppRecord) -> AppView:
-        rule = self.policy.rules.get(record.id)
-        waiting = record.waiters > 0
-        return AppView(record, rule or AppRule(record.id, self.default), rule is not None, waiting)
+        decided = record.id in self.policy.rules
+        return AppView(record, self._rule_of(record.id), decided, waiting=record.waiters > 0)
 
     def _record(self, caller: Caller) -> AppRecord:
         record = self._apps.get(caller.app)

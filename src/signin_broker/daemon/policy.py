@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 import logging
+import os
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -184,7 +185,7 @@ class PolicyFile:
                 log.info("the app policy file is gone; no app has a recorded decision")
             self._seen, self.rules, self.error = None, {}, ""
             return
-        signature = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        signature = _signature(stat)
         if signature == self._seen:
             return
         self._seen = signature
@@ -202,6 +203,10 @@ class PolicyFile:
     def save(self, rules: dict[str, AppRule]) -> None:
         """Write the rules (0600, atomically) and use them."""
         write_atomically(self.path, render(rules.values()).encode())
-        stat = self.path.stat()
-        self._seen = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        self._seen = _signature(self.path.stat())
         self.rules, self.error = dict(rules), ""
+
+
+def _signature(stat: os.stat_result) -> tuple[int, int, int]:
+    """What tells a changed file from the one last read: inode, size, modification time."""
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
