@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from support.daemon import DaemonProcess, short_temp_dir
+from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
 
 pytest_plugins = ["support.signin", "support.accounts"]
 

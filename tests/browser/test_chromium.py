@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from signin_broker.testing import StubProvider
-from support.daemon import DaemonProcess
+from signin_broker.testing.daemon import DaemonProcess
 from support.real import unavailable
 
 CHROMIUM = "/usr/bin/chromium"

@@ -23,11 +23,11 @@ from signin_broker.store.keys import FileKeyStore
 from signin_broker.store.tenants import MissingTenantKey
 from signin_broker.store.vault import Vault
 from signin_broker.testing import StubProvider
+from signin_broker.testing.browser import Browser
+from signin_broker.testing.daemon import DaemonProcess
 from support.accounts import ALICE_AT_7, ALICE_ID, BOB_ID, daemon_with_accounts
 from support.apps import App, rule, write_policy
-from support.browser import Browser
 from support.commands import BIN
-from support.daemon import DaemonProcess
 from support.events import watching
 from support.signin import login_through_the_cli, sign_in
 from support.state import keyring_has, state_files

@@ -17,8 +17,8 @@ from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from signin_broker.client import BrokerClient
 from signin_broker.session.signin import DeterministicSecrets
 from signin_broker.testing import StubProvider
-from support.browser import Browser, location, query_of
-from support.daemon import DaemonProcess
+from signin_broker.testing.browser import Browser, location, query_of
+from signin_broker.testing.daemon import DaemonProcess
 from support.signin import CALLBACK, sign_in
 
 BEGIN = "/auth/oauth2/id-provider"

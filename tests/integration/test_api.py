@@ -22,7 +22,7 @@ from signin_broker.client import (
     NotSignedIn,
     SignInState,
 )
-from support.daemon import DaemonProcess
+from signin_broker.testing.daemon import DaemonProcess
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ import grpc
 import pytest
 
 from signin_broker.client import BrokerClient
+from signin_broker.testing.daemon import DaemonProcess
 from signin_broker.v1 import broker_pb2, broker_pb2_grpc
 from support.commands import BIN
-from support.daemon import DaemonProcess
 from support.other_user import other_user, run_as
 
 

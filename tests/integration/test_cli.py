@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 from signin_broker import __version__
+from signin_broker.testing.daemon import DaemonProcess
 from support.commands import signin_broker
-from support.daemon import DaemonProcess
 
 
 def cli(daemon_socket: Path, *args: str):

@@ -15,8 +15,8 @@ import pytest
 
 from signin_broker.client import BrokerClient, EventKind
 from signin_broker.testing import StubPaths, StubProvider
+from signin_broker.testing.daemon import DaemonProcess
 from support.commands import BIN
-from support.daemon import DaemonProcess
 from support.events import watching
 from support.state import state_files
 

@@ -15,7 +15,7 @@ import pytest
 
 from signin_broker.client import BrokerClient, BrokerError, EventKind, NotSignedIn
 from signin_broker.testing import StubProvider
-from support.daemon import DaemonProcess
+from signin_broker.testing.daemon import DaemonProcess
 from support.events import watching
 from support.secret_service import secret_service
 from support.signin import signed_in_daemon

@@ -19,9 +19,9 @@ import pytest
 from signin_broker.cli._service import systemd_plan
 from signin_broker.client import BrokerClient
 from signin_broker.testing import StubProvider
-from support.browser import Browser
+from signin_broker.testing.browser import Browser
+from signin_broker.testing.daemon import DaemonProcess
 from support.commands import BIN
-from support.daemon import DaemonProcess
 from support.real import unavailable
 from support.signin import sign_in
 

@@ -15,8 +15,8 @@ import pytest
 
 from signin_broker.client import BrokerClient, EventKind, NotSignedIn, SignInState
 from signin_broker.testing import StubPaths, StubProvider
-from support.browser import Browser, location, query_of
-from support.daemon import DaemonProcess
+from signin_broker.testing.browser import Browser, location, query_of
+from signin_broker.testing.daemon import DaemonProcess
 from support.other_user import other_user, run_as
 from support.signin import BEGIN, CALLBACK, login_through_the_cli, sign_in
 

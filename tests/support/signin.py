@@ -11,9 +11,9 @@ import pytest
 
 from signin_broker.session.signin import DeterministicSecrets
 from signin_broker.testing import StubProvider
-from support.browser import Browser, location
+from signin_broker.testing.browser import Browser, location
+from signin_broker.testing.daemon import DaemonProcess
 from support.commands import BIN
-from support.daemon import DaemonProcess
 
 SEED = "contract-5.3c-seed"
 BEGIN = "/auth/oauth2/id-provider"

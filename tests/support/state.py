@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support.daemon import DaemonProcess
+from signin_broker.testing.daemon import DaemonProcess
 
 
 def state_files(socket_path: Path) -> list[Path]:

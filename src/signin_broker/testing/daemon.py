@@ -1,4 +1,8 @@
-"""Runs the real `signin-brokerd` as a subprocess and reads its JSON log lines."""
+"""Runs the real `signin-brokerd` as a subprocess and reads its JSON log lines.
+
+Used by the test suite and by `signin-broker conformance`; an expectation that is not
+met (no "ready", no such log record) raises AssertionError, as a test would.
+"""
 
 from __future__ import annotations
 
@@ -73,7 +77,7 @@ class DaemonProcess:
 
     def start(self, wait: bool = True) -> DaemonProcess:
         """Start the process; with wait, return once it logged "ready"."""
-        self.process = subprocess.Popen(
+        self.process = subprocess.Popen(  # noqa: S603 - our own daemon, no shell
             self.args,
             env=self.env,
             stdin=subprocess.DEVNULL,
@@ -89,9 +93,13 @@ class DaemonProcess:
             self.wait_ready()
         return self
 
+    def _running(self) -> subprocess.Popen[str]:
+        if self.process is None:
+            raise RuntimeError("the daemon was not started")
+        return self.process
+
     def _read_stderr(self) -> None:
-        assert self.process is not None and self.process.stderr is not None
-        for line in self.process.stderr:
+        for line in self._running().stderr or ():
             self.lines.append(line.rstrip("\n"))
 
     def wait_ready(self) -> None:
@@ -105,11 +113,10 @@ class DaemonProcess:
             for record in self._lenient_records():
                 if record.get("msg") == message:
                     return record
-            assert self.process is not None
-            if self.process.poll() is not None or time.monotonic() > deadline:
+            if self._running().poll() is not None or time.monotonic() > deadline:
                 time.sleep(0.1)  # let the reader catch the last lines
                 raise AssertionError(
-                    f"no {message!r} from the daemon (exit {self.process.poll()}):\n"
+                    f"no {message!r} from the daemon (exit {self._running().poll()}):\n"
                     + self.output()
                 )
             time.sleep(0.02)
@@ -143,23 +150,22 @@ class DaemonProcess:
 
     def wait_exit(self, timeout: float = 15.0) -> int:
         """Wait for the process to end by itself; returns its exit status."""
-        assert self.process is not None
-        code = self.process.wait(timeout)
+        code = self._running().wait(timeout)
         self._reader.join(timeout)  # every line the process wrote has been read
         return code
 
     def stop(self, signum: int = signal.SIGTERM, timeout: float = 15.0) -> int:
         """Send signum and wait for the exit status."""
-        assert self.process is not None
-        if self.process.poll() is None:
-            self.process.send_signal(signum)
+        process = self._running()
+        if process.poll() is None:
+            process.send_signal(signum)
         return self.wait_exit(timeout)
 
     def kill(self) -> None:
         """SIGKILL: the daemon gets no chance to clean up."""
-        assert self.process is not None
-        self.process.kill()
-        self.process.wait(15)
+        process = self._running()
+        process.kill()
+        process.wait(15)
 
     @property
     def alive(self) -> bool:
@@ -167,8 +173,7 @@ class DaemonProcess:
 
     @property
     def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
+        return self._running().pid
 
     def output(self) -> str:
         return "\n".join(self.lines)
