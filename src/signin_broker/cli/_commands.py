@@ -149,7 +149,9 @@ def login(client: BrokerClient, args: argparse.Namespace) -> int:
     """Begin a sign-in, send the user to the browser, and wait until the daemon reports it."""
     events = client.watch_events(timeout=args.wait)
     next(events)  # the snapshot: from here on no event can be missed
-    started = client.begin_sign_in(workspace_id=args.workspace, device=args.device)
+    started = client.begin_sign_in(
+        workspace_id=args.workspace, device=args.device, redirect_to=args.redirect_to
+    )
     if started.device:
         _show_device_code(started)
     elif args.no_browser or not _open_browser(started.url):

@@ -107,6 +107,12 @@ def _login_options(parser: argparse.ArgumentParser) -> None:
         "--workspace", default="", metavar="ID", help="sign in to act within this workspace"
     )
     parser.add_argument(
+        "--redirect-to",
+        default="",
+        metavar="PATH",
+        help='the loopback page the browser lands on afterwards (e.g. "/dashboard?tab=apps")',
+    )
+    parser.add_argument(
         "--device",
         action="store_true",
         help="sign in on another device (a code and a QR code to scan), for a TV or over SSH",
@@ -172,6 +178,18 @@ def _install_service_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--uninstall", action="store_true", help="stop and remove the service")
 
 
+def _conformance_options(parser: argparse.ArgumentParser) -> None:
+    from ._conformance import add_options
+
+    add_options(parser)
+
+
+def _conformance(client: BrokerClient, args: argparse.Namespace) -> int:
+    from ._conformance import conformance
+
+    return conformance(client, args)
+
+
 def _install_service(client: BrokerClient, args: argparse.Namespace) -> int:
     from ._service import install_service
 
@@ -207,6 +225,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
         "run the daemon as a user service (systemd socket activation, or launchd)",
         _install_service_options,
         _install_service,
+    ),
+    "conformance": (
+        "run the contract's sign-in cases on a surface and record the registry row",
+        _conformance_options,
+        _conformance,
     ),
 }
 

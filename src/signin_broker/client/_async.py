@@ -69,15 +69,21 @@ class AsyncBrokerClient:
         return [Account.from_proto(account) for account in response.accounts]
 
     async def begin_sign_in(
-        self, *, workspace_id: str = "", device: bool | None = False, account: str = ""
+        self,
+        *,
+        workspace_id: str = "",
+        device: bool | None = False,
+        account: str = "",
+        redirect_to: str = "",
     ) -> SignInStart:
         """Start a sign-in (within a workspace, if given); the user completes it at the URL.
 
         device=True: a device sign-in (RFC 8628): the user enters `user_code` at
         `verification_uri` on another device; `account` names the account it signs in
         again (the pending sign-in then belongs to it). None lets the daemon choose.
+        redirect_to: the loopback page the browser lands on after a browser sign-in.
         """
-        request = sign_in_request(workspace_id, device, account)
+        request = sign_in_request(workspace_id, device, account, redirect_to)
         return SignInStart.from_proto(await self._call(self._stub.BeginSignIn, request))
 
     async def sign_out(self, account: str = "") -> SignOutResult:

@@ -31,7 +31,7 @@ def target(socket_path: str) -> str:
 
 
 def sign_in_request(
-    workspace_id: str, device: bool | None, account: str = ""
+    workspace_id: str, device: bool | None, account: str = "", redirect_to: str = ""
 ) -> pb.BeginSignInRequest:
     """The BeginSignIn request: a device sign-in, a browser one, or (None) the daemon's choice."""
     method = {
@@ -39,7 +39,9 @@ def sign_in_request(
         True: pb.SIGN_IN_METHOD_DEVICE_CODE,
         False: pb.SIGN_IN_METHOD_BROWSER,
     }[device]
-    return pb.BeginSignInRequest(method=method, workspace_id=workspace_id, account=account)
+    return pb.BeginSignInRequest(
+        method=method, workspace_id=workspace_id, account=account, redirect_to=redirect_to
+    )
 
 
 def token_request(

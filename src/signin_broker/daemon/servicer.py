@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import grpc
 import psutil
@@ -76,6 +77,7 @@ _DECISION = {
 }
 _DECISION_OF = {value: key for key, value in _DECISION.items()}
 MAX_AUDIT_ROWS = 1000
+MAX_REDIRECT_TO_LENGTH = 2048  # the loopback pages refuse longer parameters anyway
 _THIS_PROCESS = psutil.Process()  # for GetStatus's memory figure
 _SIGN_IN_STATE = {
     SignInState.NOT_CONFIGURED: pb.SIGN_IN_STATE_NOT_CONFIGURED,
@@ -232,7 +234,11 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
         method = request.method or (
             pb.SIGN_IN_METHOD_BROWSER if _browser_at_hand() else pb.SIGN_IN_METHOD_DEVICE_CODE
         )
+        if len(request.redirect_to) > MAX_REDIRECT_TO_LENGTH:
+            raise InvalidRequest(f"redirect_to must be at most {MAX_REDIRECT_TO_LENGTH} characters")
         if method == pb.SIGN_IN_METHOD_DEVICE_CODE:
+            if request.redirect_to:
+                raise InvalidRequest("redirect_to applies to a browser sign-in, not a device one")
             caller = current_caller()
             account, _ = await self._writable(request.account, caller)
             owner = owner_key(account, _actor(caller).app)
@@ -240,6 +246,8 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
         url = f"{self._info.web_url}{BEGIN_PATH}?sign_in={started.sign_in_id}"
         if started.workspace_id:
             url += f"&workspace_id={started.workspace_id}"
+        if request.redirect_to:
+            url += f"&redirect_to={quote(request.redirect_to, safe='')}"
         return pb.BeginSignInResponse(
             sign_in_id=started.sign_in_id,
             sign_in_url=url,

@@ -36,6 +36,7 @@ class DeviceSignInFailed(Exception):
     def __init__(self, error_code: str, message: str) -> None:
         super().__init__(f"{error_code}: {message}")
         self.error_code = error_code
+        self.reason = message
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,9 +122,16 @@ class DeviceFlow:
         try:
             signed_in = await self._outcome(started, grant, time.monotonic() + expires_in)
         except DeviceSignInFailed as failure:
-            log.info(
+            # The contract's record of a failed sign-in (section 6): each poll is a
+            # token exchange, and a refusal other than RFC 8628's own is invalid_code.
+            log.warning(
                 "device sign-in failed",
-                extra={"flow": "device", "error_code": failure.error_code},
+                extra={
+                    "flow": "oauth",
+                    "step": "token_exchange",
+                    "error_code": failure.error_code,
+                    "reason": failure.reason,
+                },
             )
             self._pending.pop(started.owner, None)
             self._session.sign_in_failed(started.sign_in_id, str(failure))
@@ -163,7 +171,9 @@ class DeviceFlow:
             raise DeviceSignInFailed("access_denied", "the sign-in was denied")
         if error.error == "expired_token":
             raise DeviceSignInFailed("expired_token", "the code expired before it was used")
-        raise DeviceSignInFailed(error.error, "the provider refused the device sign-in")
+        raise DeviceSignInFailed(
+            "invalid_code", f"the identity provider did not accept the device code ({error.error})"
+        )
 
     async def _validated(self, tokens: TokenResponse, started: DeviceStart) -> SignedIn:
         if tokens.id_token is None:

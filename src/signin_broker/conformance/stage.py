@@ -1,0 +1,125 @@
+"""One case's world: an identity provider, a fresh daemon signed up to it, a browser, an app.
+
+Every case gets its own stage, so no case can lean on what another left behind: a new
+stub provider (unless the run targets a given issuer), a new daemon with its own
+folders, socket and loopback port, a new browser and a new SDK client.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpx2
+
+from ..client import BrokerClient
+from ..testing import StubProvider, StubUser
+from ..testing.browser import Browser
+from ..testing.daemon import DaemonProcess, short_temp_dir
+
+BEGIN = "/auth/oauth2/id-provider"
+CALLBACK = BEGIN + "/callback"
+
+# The stub's person: the contract's examples sign in a personal and a workspace account.
+PERSON = StubUser(
+    sub="1001",
+    name="Alice Example",
+    email="alice@example.com",
+    preferred_username="alice",
+    workspaces=("7",),
+)
+
+
+class Skip(Exception):
+    """The case cannot run here; the message says why (shown in the grid)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What the cases run against: a fresh stub per case, or a given provider (I1, I2)."""
+
+    issuer: str = ""  # "" for the stub
+    client_id: str = "signin-broker"
+    admin_token: str = ""  # for I2: the provider's admin API, stub-compatible
+    admin_revoke_url: str = ""  # "" for <issuer origin>/admin/revoke
+
+
+class Stage:
+    """A provider, a daemon, a browser and an SDK client; close() ends them all."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.folder = short_temp_dir()
+        self.stub: StubProvider | None = None
+        self.daemon: DaemonProcess | None = None
+        self.browser = Browser()
+        self._client: BrokerClient | None = None
+        try:
+            issuer = target.issuer
+            if not issuer:
+                # Device polls every second: the TV cases wait less, and gaps are still checked.
+                self.stub = StubProvider([PERSON], device_interval=1).start()
+                issuer = self.stub.issuer
+            self.issuer = issuer
+            self.daemon = DaemonProcess(
+                self.folder / "run" / "broker.sock",
+                "--issuer",
+                issuer,
+                "--client-id",
+                target.client_id,
+                "--key-store",
+                "file",  # the keyring of the machine running the cases is left alone
+            ).start()
+            self.web_url = self.daemon.web_url
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def provider(self) -> StubProvider:
+        """The in-process stub (cases that need its knobs skip against a given issuer)."""
+        if self.stub is None:
+            raise Skip("needs the stub provider's controls; this run targets a given issuer")
+        return self.stub
+
+    @property
+    def running(self) -> DaemonProcess:
+        """The daemon (started in __init__)."""
+        if self.daemon is None:
+            raise RuntimeError("the stage's daemon did not start")
+        return self.daemon
+
+    @property
+    def client(self) -> BrokerClient:
+        """An SDK client of this stage's daemon (the desktop and TV surfaces' app)."""
+        if self._client is None:
+            self._client = BrokerClient(self.running.socket_path, timeout=30)
+        return self._client
+
+    def provider_origin(self) -> str:
+        """scheme://host:port of the identity provider."""
+        parts = urlsplit(self.issuer)
+        return f"{parts.scheme}://{parts.netloc}"
+
+    def discovery(self) -> dict[str, object]:
+        """The provider's discovery document."""
+        answer = httpx2.get(self.issuer.rstrip("/") + "/.well-known/openid-configuration")
+        answer.raise_for_status()
+        document: dict[str, object] = answer.json()
+        return document
+
+    def requests_to(self, path: str) -> int:
+        """How many requests the stub received at a path."""
+        return len([r for r in self.provider.requests if r.path == path])
+
+    def close(self) -> None:
+        """Stop everything the stage started and remove its folder."""
+        if self._client is not None:
+            self._client.close()
+        self.browser.close()
+        if self.daemon is not None and self.daemon.alive:
+            self.daemon.stop()
+        if self.stub is not None:
+            self.stub.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
