@@ -26,7 +26,7 @@ def test_defaults_follow_the_design(config: Path) -> None:
     assert settings.client_id == "signin-broker"
     assert settings.scopes == ("openid", "profile", "email")
     assert settings.http == HttpAddress("127.0.0.1", 8765)
-    assert settings.revalidate_seconds == 60
+    assert settings.revalidate_seconds == 30
     assert settings.socket.name == "broker.sock"
     assert settings.socket.parent.name == "signin-broker"
     assert settings.config_file == config

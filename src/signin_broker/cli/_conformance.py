@@ -20,6 +20,7 @@ from ..conformance.stage import Target
 from ..conformance.surfaces import BY_NAME
 from ..locations import default_state_dir
 
+EXIT_USAGE = 2
 ADMIN_TOKEN_ENV = "SIGNIN_BROKER_CONFORMANCE_ADMIN_TOKEN"  # noqa: S105 - a name; not a flag, ps shows flags
 
 
@@ -70,7 +71,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help="run only this case (T1-T8, I1-I3, N1-N4); repeat for more",
     )
     parser.add_argument(
-        "--workers", type=int, default=3, metavar="N", help="cases run at once per surface"
+        "--workers", type=int, default=4, metavar="N", help="cases run at once per surface"
     )
 
 
@@ -79,7 +80,11 @@ def conformance(client: BrokerClient, args: argparse.Namespace) -> int:
     del client  # the cases start daemons of their own
     surfaces = list(BY_NAME) if "all" in args.surfaces else list(dict.fromkeys(args.surfaces))
     cases = args.cases or registry.CASE_IDS
-    registry.read(args.registry)  # a broken registry is reported before minutes of cases
+    try:
+        registry.read(args.registry)  # a broken registry is reported before minutes of cases
+    except (registry.RegistryError, OSError) as error:
+        print(f"signin-broker: the registry cannot be read: {error}", file=sys.stderr)
+        return EXIT_USAGE
     target = Target(
         issuer=args.issuer,
         client_id=args.client_id,

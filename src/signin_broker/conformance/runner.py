@@ -7,6 +7,7 @@ beside them. Every wait inside a case is bounded, so a run always ends.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +18,9 @@ from .stage import Skip, Stage, Target
 from .surfaces import Surface
 
 SLOW_FIRST = ("T8", "I2")
+# The cases against the given provider take turns, whatever their surface: I2 revokes
+# the test user's sessions there, which would end another surface's I1 or I2 beside it.
+_GIVEN_PROVIDER_TURN = threading.Lock()
 MAX_REASON_LENGTH = 300
 
 Progress = Callable[[str, str, Outcome, float], None]  # surface, case id, outcome, seconds
@@ -26,9 +30,15 @@ def run_case(case: Case, surface: Surface, target: Target) -> Outcome:
     """One case on a fresh stage; the outcome, with the reason for anything but PASS."""
     if case.given_provider and not target.issuer:
         return Outcome(SKIP, "no --issuer given: this case runs against a staging provider")
-    stage_target = target if case.given_provider else Target(client_id=target.client_id)
+    if case.given_provider:
+        with _GIVEN_PROVIDER_TURN:
+            return _on_a_stage(case, surface, target)
+    return _on_a_stage(case, surface, Target(client_id=target.client_id))
+
+
+def _on_a_stage(case: Case, surface: Surface, target: Target) -> Outcome:
     try:
-        stage = Stage(stage_target)
+        stage = Stage(target)
     except Exception as error:  # any failure to set up is this case's failure
         return Outcome(FAIL, _reason("could not set up", error))
     try:

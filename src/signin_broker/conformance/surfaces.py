@@ -275,13 +275,18 @@ class Tv(Desktop):
     device = True
 
     def request(self, stage: Stage) -> str | None:
-        """GetToken, then userinfo at the provider: "<sub> <name>"."""
+        """GetToken, then userinfo at the provider: "<sub> <name>"; None when either refuses.
+
+        The TV's request is the one to the provider: its 401 is the contract's "401".
+        """
         try:
             token = stage.client.get_token()
         except NotSignedIn:
             return None
         userinfo = str(stage.discovery()["userinfo_endpoint"])
         answer = httpx2.get(userinfo, headers={"Authorization": token.authorization}, timeout=15)
+        if answer.status_code == 401:
+            return None
         if answer.status_code != 200:
             raise AssertionError(f"userinfo answered {answer.status_code} to the TV's token")
         claims = answer.json()

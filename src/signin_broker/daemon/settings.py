@@ -237,9 +237,10 @@ OPTIONS: tuple[_Option, ...] = (
     ),
     _Option(
         "revalidate_seconds",
-        "how often to re-check the session with the provider (1 to 60)",
+        "how often to re-check the session with the provider (1 to 60; by default 30, so a"
+        " revocation shows within 60 s with room for a slow provider)",
         _revalidate_seconds,
-        lambda: "60",
+        lambda: "30",
         "SECONDS",
     ),
     _Option(

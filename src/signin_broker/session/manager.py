@@ -130,7 +130,7 @@ class SessionManager:
         *,
         store: AccountStore | None = None,
         storage: str = "memory only",
-        revalidate_seconds: int = 60,
+        revalidate_seconds: int = 30,
         audit: AuditTrail | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
