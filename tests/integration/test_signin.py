@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import httpx2
 import pytest
 
-from signin_broker.client import BrokerClient, EventKind, NotSignedIn, SignInState
+from signin_broker.client import BrokerClient, BrokerError, EventKind, NotSignedIn, SignInState
 from signin_broker.testing import StubPaths, StubProvider
 from signin_broker.testing.browser import Browser, location, query_of
 from signin_broker.testing.daemon import DaemonProcess
@@ -272,3 +272,31 @@ def test_begin_sign_in_over_the_api_returns_the_page_with_an_id(broker: DaemonPr
     assert start.url == f"{broker.web_url}{BEGIN}?sign_in={start.sign_in_id}"
     assert start.expires_at_unix > time.time() + 500
     assert os.environ.get("SIGNIN_BROKER_TEST_SECRETS_SEED") is None  # the test hook stays local
+
+
+def test_begin_sign_in_with_redirect_to_lands_the_browser_there(
+    broker: DaemonProcess, browser: Browser
+) -> None:
+    deep = "/dashboard?tab=apps&q=a b"
+    with BrokerClient(broker.socket_path) as client:
+        start = client.begin_sign_in(redirect_to=deep)
+    assert start.url == (
+        f"{broker.web_url}{BEGIN}?sign_in={start.sign_in_id}&redirect_to=%2Fdashboard%3Ftab%3Dapps%26q%3Da%20b"
+    )
+    to_callback = browser.follow(browser.get(start.url), until=broker.web_url + CALLBACK)
+    landed = browser.get(location(to_callback))
+    assert location(landed) == "/dashboard?tab=apps&q=a%20b"
+
+
+def test_begin_sign_in_refuses_a_redirect_to_for_a_device_or_of_any_length(
+    broker: DaemonProcess,
+) -> None:
+    with BrokerClient(broker.socket_path) as client:
+        with pytest.raises(BrokerError) as device:
+            client.begin_sign_in(device=True, redirect_to="/dashboard")
+        with pytest.raises(BrokerError) as long:
+            client.begin_sign_in(redirect_to="/" + "a" * 2048)
+    assert device.value.code.name == "INVALID_ARGUMENT"
+    assert device.value.message == "redirect_to applies to a browser sign-in, not a device one"
+    assert long.value.code.name == "INVALID_ARGUMENT"
+    assert long.value.message == "redirect_to must be at most 2048 characters"
