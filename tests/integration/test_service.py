@@ -248,3 +248,13 @@ def test_the_wheel_works_in_a_fresh_venv_without_the_source_tree(tmp_path: Path)
         cwd=tmp_path, env=elsewhere, capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert where.stdout.startswith(str(venv)), where.stdout  # not the source tree
+    # The conformance cases are package code: the installed wheel runs them by itself.
+    registry = tmp_path / "registry.jsonl"
+    conformance = subprocess.run(
+        [str(venv / "bin" / "signin-broker"), "conformance", "--surface", "desktop",
+         "--case", "T2", "--case", "T5", "--registry", str(registry)],
+        cwd=tmp_path, env=elsewhere, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert conformance.returncode == 0, conformance.stderr
+    assert "desktop  T1-T8 PASS (T1, T3, T4, T6, T7, T8 SKIP)" in conformance.stdout
+    assert registry.with_suffix(".html").is_file()
