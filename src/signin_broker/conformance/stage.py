@@ -109,10 +109,6 @@ class Stage:
         document: dict[str, object] = answer.json()
         return document
 
-    def requests_to(self, path: str) -> int:
-        """How many requests the stub received at a path."""
-        return len([r for r in self.provider.requests if r.path == path])
-
     def close(self) -> None:
         """Stop everything the stage started and remove its folder."""
         if self._client is not None:

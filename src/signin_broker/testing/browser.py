@@ -1,4 +1,4 @@
-"""A scripted browser for the sign-in tests: one hop at a time, cookies kept by hand.
+"""A scripted browser for the sign-in tests and cases: one hop at a time, cookies kept by hand.
 
 httpx's cookie jar will not send a Secure cookie over http://, while real browsers
 treat http://127.0.0.1 as a secure context and do. So this keeps cookies itself,
