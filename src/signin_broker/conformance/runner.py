@@ -43,13 +43,16 @@ def _on_a_stage(case: Case, surface: Surface, target: Target) -> Outcome:
         return Outcome(FAIL, _reason("could not set up", error))
     try:
         case.run(stage, surface)
+        outcome = Outcome(PASS)
     except Skip as skipped:
-        return Outcome(SKIP, str(skipped))
+        outcome = Outcome(SKIP, str(skipped))
     except Exception as error:  # a case fails however it breaks
-        return Outcome(FAIL, _reason("", error))
-    finally:
+        outcome = Outcome(FAIL, _reason("", error))
+    try:
         stage.close()
-    return Outcome(PASS)
+    except Exception as error:  # a daemon that will not stop fails the case it served
+        return Outcome(FAIL, _reason("after the case", error))
+    return outcome
 
 
 def run_surface(

@@ -8,6 +8,7 @@ folders, socket and loopback port, a new browser and a new SDK client.
 from __future__ import annotations
 
 import shutil
+import subprocess
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -20,6 +21,7 @@ from ..testing.daemon import DaemonProcess, short_temp_dir
 
 BEGIN = "/auth/oauth2/id-provider"
 CALLBACK = BEGIN + "/callback"
+STOP_SECONDS = 30  # generous: a whole grid shares two cores
 
 # The stub's person: the contract's examples sign in a personal and a workspace account.
 PERSON = StubUser(
@@ -110,12 +112,23 @@ class Stage:
         return document
 
     def close(self) -> None:
-        """Stop everything the stage started and remove its folder."""
+        """Stop everything the stage started and remove its folder.
+
+        A daemon that outlives STOP_SECONDS after SIGTERM is killed, and that is
+        reported (AssertionError) once all else is cleaned up: it is a defect.
+        """
         if self._client is not None:
             self._client.close()
         self.browser.close()
+        stuck = False
         if self.daemon is not None and self.daemon.alive:
-            self.daemon.stop()
+            try:
+                self.daemon.stop(timeout=STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.daemon.kill()
+                stuck = True
         if self.stub is not None:
             self.stub.stop()
         shutil.rmtree(self.folder, ignore_errors=True)
+        if stuck:
+            raise AssertionError(f"the daemon did not stop within {STOP_SECONDS} s of SIGTERM")
