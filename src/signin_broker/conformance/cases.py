@@ -91,7 +91,7 @@ def sign_in(stage: Stage, surface: Surface, **begin: str) -> Verdict:
 
 def sign_in_starts(stage: Stage) -> int:
     """Requests that start a sign-in at the provider (authorize or device authorization)."""
-    found = stage.discovery()
+    found = stage.discovery
     paths = {_path(found["authorization_endpoint"]), _path(found["device_authorization_endpoint"])}
     return len([r for r in stage.provider.requests if r.path in paths])
 
@@ -108,14 +108,14 @@ def attacker_authorize_url(stage: Stage) -> str:
         "code_challenge": create_s256_code_challenge(verifier),
         "code_challenge_method": "S256",
     }
-    return f"{stage.discovery()['authorization_endpoint']}?{urlencode(query)}"
+    return f"{stage.discovery['authorization_endpoint']}?{urlencode(query)}"
 
 
 def check_authorize_request(stage: Stage, answer: httpx2.Response) -> dict[str, str]:
     """Contract 4.1 rules 3-4: the browser goes to the provider's authorize endpoint with PKCE."""
     expect(answer.status_code in (302, 303, 307), f"begin answered {answer.status_code}")
     target = location(answer)
-    expected = str(stage.discovery()["authorization_endpoint"])
+    expected = str(stage.discovery["authorization_endpoint"])
     expect(target.split("?")[0] == expected, "the browser is not sent to the authorize endpoint")
     query = query_of(target)
     expect(query.get("client_id") == stage.target.client_id, "wrong or missing client_id")
@@ -147,7 +147,7 @@ def t1(stage: Stage, surface: Surface) -> None:
     attempt = surface.begin(stage)
     if surface.device:
         requests = stage.provider.requests
-        endpoint = _path(stage.discovery()["device_authorization_endpoint"])
+        endpoint = _path(stage.discovery["device_authorization_endpoint"])
         (asked,) = [r for r in requests if r.path == endpoint]
         expect(asked.params.get("client_id") == stage.target.client_id, "wrong client_id")
         expect("openid" in asked.params.get("scope", "").split(), "scope lacks openid")
@@ -174,7 +174,7 @@ def t2(stage: Stage, surface: Surface) -> None:
         expect(redeemed.params.get("device_code"), "no device_code")
     else:
         (redeemed,) = stub.token_requests("authorization_code")
-        authorize = _path(stage.discovery()["authorization_endpoint"])
+        authorize = _path(stage.discovery["authorization_endpoint"])
         (authorized,) = [r for r in stub.requests if r.path == authorize]
         params = redeemed.params
         expect(params.get("client_id") == stage.target.client_id, "wrong client_id")
@@ -186,7 +186,7 @@ def t2(stage: Stage, surface: Surface) -> None:
             "the code_verifier does not match the challenge sent at authorize",
         )
     expect(redeemed.method == "POST", "the token request is not a POST")
-    jwks = _path(stage.discovery()["jwks_uri"])
+    jwks = _path(stage.discovery["jwks_uri"])
     expect(
         any(r.path == jwks for r in stub.requests if r.at >= redeemed.at),
         "the id_token was not checked against the provider's published keys",
@@ -204,10 +204,8 @@ def t2(stage: Stage, surface: Surface) -> None:
     expect(later is not None and PERSON.sub in later, "a later request has no user context")
 
 
-def t3(stage: Stage, surface: Surface) -> None:
-    """A refused token exchange: a user-facing error, no session, the contract's log record."""
-    stage.provider.fail_token_endpoint(status=400, error="invalid_grant")
-    verdict = complete(stage, surface, surface.begin(stage))
+def expect_handled_like_t3(stage: Stage, verdict: Verdict) -> None:
+    """A refused code: the user is told (200 page with no cookie, or the reason), and logged."""
     expect(not verdict.ok, "the surface reported a sign-in although the exchange failed")
     if verdict.response is not None:
         expect(verdict.response.status_code == 200, "the error is not a user-facing page")
@@ -216,8 +214,14 @@ def t3(stage: Stage, surface: Surface) -> None:
     else:
         expect("invalid_code" in verdict.text, f"the user is not told why: {_said(verdict)}")
     stage.running.expect_log(flow="oauth", step="token_exchange", error_code="invalid_code")
-    expect(surface.request(stage) is None, "a session exists after a failed exchange")
     expect(stage.running.alive, "the daemon stopped")
+
+
+def t3(stage: Stage, surface: Surface) -> None:
+    """A refused token exchange: a user-facing error, no session, the contract's log record."""
+    stage.provider.fail_token_endpoint(status=400, error="invalid_grant")
+    expect_handled_like_t3(stage, complete(stage, surface, surface.begin(stage)))
+    expect(surface.request(stage) is None, "a session exists after a failed exchange")
 
 
 def t4(stage: Stage, surface: Surface) -> None:
@@ -239,7 +243,7 @@ def t5(stage: Stage, surface: Surface) -> None:
     sign_in(stage, surface)
     verdict = surface.sign_out(stage)
     expect(verdict.ok, f"sign-out failed: {_said(verdict)}")
-    found = stage.discovery()
+    found = stage.discovery
     if verdict.response is not None:
         expect(
             verdict.text.startswith(str(found["end_session_endpoint"])),
@@ -434,7 +438,7 @@ def n3(stage: Stage, surface: Surface) -> None:
     session it gave stays as it was.
     """
     stub = stage.provider
-    token_endpoint = str(stage.discovery()["token_endpoint"])
+    token_endpoint = str(stage.discovery["token_endpoint"])
     sign_in(stage, surface)
     grant = DEVICE_GRANT if surface.device else "authorization_code"
     redeemed = stub.token_requests(grant)[-1]
@@ -447,9 +451,7 @@ def n3(stage: Stage, surface: Surface) -> None:
     attempt = surface.begin(stage)
     state = query_of(location(authorize_redirect(stage, attempt)))["state"]
     used = f"{stage.web_url}{CALLBACK}?code={redeemed.params['code']}&state={state}"
-    verdict = deliver(stage, surface, attempt, used)[1]
-    expect(not verdict.ok, "the reused code signed in")
-    stage.running.expect_log(flow="oauth", step="token_exchange", error_code="invalid_code")
+    expect_handled_like_t3(stage, deliver(stage, surface, attempt, used)[1])
 
 
 def n4(stage: Stage, surface: Surface) -> None:

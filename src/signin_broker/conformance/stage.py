@@ -7,6 +7,7 @@ folders, socket and loopback port, a new browser and a new SDK client.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -104,8 +105,9 @@ class Stage:
         parts = urlsplit(self.issuer)
         return f"{parts.scheme}://{parts.netloc}"
 
+    @functools.cached_property
     def discovery(self) -> dict[str, object]:
-        """The provider's discovery document."""
+        """The provider's discovery document, fetched once per stage (it does not change)."""
         answer = httpx2.get(self.issuer.rstrip("/") + "/.well-known/openid-configuration")
         answer.raise_for_status()
         document: dict[str, object] = answer.json()

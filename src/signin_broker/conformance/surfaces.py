@@ -283,7 +283,7 @@ class Tv(Desktop):
             token = stage.client.get_token()
         except NotSignedIn:
             return None
-        userinfo = str(stage.discovery()["userinfo_endpoint"])
+        userinfo = str(stage.discovery["userinfo_endpoint"])
         answer = httpx2.get(userinfo, headers={"Authorization": token.authorization}, timeout=15)
         if answer.status_code == 401:
             return None
