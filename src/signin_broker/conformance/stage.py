@@ -122,15 +122,19 @@ class Stage:
         if self._client is not None:
             self._client.close()
         self.browser.close()
-        stuck = False
+        stuck = ""
         if self.daemon is not None and self.daemon.alive:
             try:
                 self.daemon.stop(timeout=STOP_SECONDS)
             except subprocess.TimeoutExpired:
+                records = self.daemon.logs_with()
+                stuck = str(records[-1].get("msg", "")) if records else "nothing"
                 self.daemon.kill()
-                stuck = True
         if self.stub is not None:
             self.stub.stop()
         shutil.rmtree(self.folder, ignore_errors=True)
         if stuck:
-            raise AssertionError(f"the daemon did not stop within {STOP_SECONDS} s of SIGTERM")
+            raise AssertionError(
+                f"the daemon did not stop within {STOP_SECONDS} s of SIGTERM"
+                f" (its last log line: {stuck!r})"
+            )
