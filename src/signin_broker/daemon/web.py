@@ -45,6 +45,7 @@ CALLBACK_PATH = BEGIN_PATH + "/callback"
 HOME_PATH = "/dashboard"
 BROWSER_SESSION_SECONDS = 12 * 3600
 MAX_PARAMETER_LENGTH = 4096
+STOP_GRACE_SECONDS = 2  # how long open requests may finish when the daemon stops
 SIGN_IN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # The actor of sign-ins and sign-outs done on the page (LoopbackGuard proves the uid).
 BROWSER = Actor(app="browser (loopback sign-in page)", uid=os.geteuid())
@@ -139,6 +140,9 @@ class SignInSite:
             server_header=False,
             proxy_headers=False,
             timeout_keep_alive=5,
+            # uvicorn waits for open connections without end unless told: a stuck
+            # browser connection must not keep the daemon from stopping.
+            timeout_graceful_shutdown=STOP_GRACE_SECONDS,
             limit_concurrency=64,
             h11_max_incomplete_event_size=16 * 1024,
         )
