@@ -91,7 +91,7 @@ def test_oversized_request_is_resource_exhausted_and_the_daemon_stays_up(
     with pytest.raises(BrokerError) as caught:
         client.get_token(scopes=["x" * 200 for _ in range(1000)])  # ~200 KB
     assert caught.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert "larger than max" in caught.value.message
+    assert "larger than" in caught.value.message
     assert_still_serving(shared_daemon)
 
 

@@ -1,4 +1,4 @@
-"""Assembles the daemon: gRPC server behind the front listener, the sign-in page, shutdown."""
+"""Assembles the daemon: the checked gRPC server on the socket, the sign-in page, shutdown."""
 
 from __future__ import annotations
 
@@ -10,23 +10,28 @@ import os
 import signal
 import socket
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
-import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
+from grpclib.health.check import ServiceStatus
+from grpclib.health.service import Health
+from grpclib.reflection.service import ServerReflection
 
 from ..session.manager import SessionManager, keep
-from ..v1 import broker_pb2, broker_pb2_grpc
+from ..v1 import broker_pb2
 from .apps import AppGate
 from .audit_trail import AuditTrail
-from .callers import CallerCheck, CallerRegistry, CheckedRegistration
-from .front import FrontListener
 from .instance import Instance, loopback_base_url
 from .policy import Decision, PolicyFile
 from .servicer import DaemonInfo, TokenBrokerServicer
 from .settings import Settings
 from .systemd import Notifier, watchdog_seconds
+from .transport import (
+    LISTEN_BACKLOG,
+    CheckedServer,
+    ConnectionTable,
+    ServiceHandlers,
+    TransportGate,
+)
 
 if TYPE_CHECKING:
     from ..session.signin import SignInSecrets
@@ -35,9 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SERVICE_NAME = broker_pb2.DESCRIPTOR.services_by_name["TokenBroker"].full_name
-# Requests are a few hundred bytes; anything near this is an attack or a bug.
-MAX_REQUEST_BYTES = 64 * 1024
+SERVICE = broker_pb2.DESCRIPTOR.services_by_name["TokenBroker"]
 SHUTDOWN_GRACE_SECONDS = 2.0
 
 
@@ -60,7 +63,6 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
     apps = AppGate(
         PolicyFile(settings.app_policy), Decision(settings.new_apps), settings.ask_timeout_seconds
     )
-    registry = CallerRegistry()
     notifier = Notifier()
     info = DaemonInfo(
         instance.socket_path,
@@ -69,13 +71,11 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
         started_by=_started_by(instance, notifier),
     )
     servicer = TokenBrokerServicer(session, info, apps, audit)
-    server, health_servicer = _grpc_server(servicer, registry)
-    server.add_insecure_port(f"unix:{instance.private_socket_path}")
-    await server.start()
-    front = FrontListener(instance.listening, os.fspath(instance.private_socket_path), registry)
-    await front.start()
-    for service in ("", SERVICE_NAME):
-        await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+    connections = ConnectionTable()
+    serving = ServiceStatus()
+    server = _grpc_server(servicer, serving, TransportGate(os.geteuid(), connections))
+    await server.start(sock=instance.listening, backlog=LISTEN_BACKLOG)
+    serving.set(True)
 
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -99,15 +99,13 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
 
     notifier.send(STOPPING="1", STATUS="stopping")
     watchdog.cancel()
-    log.info("stopping", extra={"connections": len(front.connections)})
-    await health_servicer.enter_graceful_shutdown()
+    log.info("stopping", extra={"connections": len(connections)})
+    serving.set(False)
     keeper.cancel()
     if session.device_flow is not None:  # nothing of it is stored: watchers are told
         await session.device_flow.cancel(None, "the daemon is stopping")
     session.events.close("the daemon is stopping")
-    await front.stop_accepting()
-    await asyncio.gather(server.stop(SHUTDOWN_GRACE_SECONDS), site.stop())
-    await front.close()
+    await asyncio.gather(_stop_server(server, connections), site.stop())
     auditing.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await auditing  # writes what is still queued
@@ -202,22 +200,20 @@ def _secrets_source(issuer: str) -> SignInSecrets:
 
 
 def _grpc_server(
-    servicer: TokenBrokerServicer, registry: CallerRegistry
-) -> tuple[grpc.aio.Server, Any]:
-    """The gRPC server with our service, health and reflection, every handler checked."""
-    server = grpc.aio.server(options=[("grpc.max_receive_message_length", MAX_REQUEST_BYTES)])
-    # The registration functions only call the two methods CheckedRegistration has.
-    checked = cast(
-        grpc.aio.Server,
-        CheckedRegistration(server, CallerCheck(registry, allowed_uid=os.geteuid())),
-    )
-    broker_pb2_grpc.add_TokenBrokerServicer_to_server(servicer, checked)
-    health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, checked)
-    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
-        reflection.aio.ReflectionServicer(
-            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
-        ),
-        checked,
-    )
-    return server, health_servicer
+    servicer: TokenBrokerServicer, serving: ServiceStatus, gate: TransportGate
+) -> CheckedServer:
+    """The gRPC server with our service, health and reflection, every connection checked."""
+    broker = ServiceHandlers(servicer, SERVICE)
+    health = Health({broker: [serving]})
+    return CheckedServer(ServerReflection.extend([broker, health]), gate)
+
+
+async def _stop_server(server: CheckedServer, connections: ConnectionTable) -> None:
+    """Give calls in flight a moment to finish, then close every connection."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SHUTDOWN_GRACE_SECONDS
+    while connections.active_calls() and loop.time() < deadline:  # noqa: ASYNC110 - bounded
+        await asyncio.sleep(0.05)
+    server.close()
+    connections.close_all()
+    await server.wait_closed()

@@ -1,37 +1,47 @@
-"""Kernel-verified callers: who is calling, and the check that runs before every handler.
+"""Who is calling: the kernel's account of a connection, and the app identity built on it.
 
-grpcio does not give a servicer the connection's socket, so the front listener
-(`front.py`) reads the kernel's credentials when it accepts a connection and relays
-it to the gRPC server from a socket bound to a fresh, unguessable abstract address.
-That address is what grpcio reports as `context.peer()`, and the registry here maps
-it back to the caller. The kernel keeps an abstract address unique while it is
-bound, and the front listener unregisters it before the socket closes, so no other
-process can present a registered address. A connection without a registered address
-(for example one made straight to the private gRPC socket) has no identity and is
-refused; so is a caller whose uid is not the daemon's.
+The transport (transport.py) calls `identify_caller` on each accepted connection
+before it reads a byte, and keeps the answer with that connection for its whole life;
+handlers read it with `transport.current_caller()`.
+
+What can be trusted, and how far:
+- uid, gid and pid come from the kernel (SO_PEERCRED), recorded at connect(); the peer
+  cannot change them.
+- A sandbox's own label is sound: a Flatpak app's id from `/.flatpak-info` in its
+  mount namespace (read through /proc/<pid>/root, as xdg-desktop-portal does), a
+  Snap's from its AppArmor label (SO_PEERSEC). A confined app cannot change either.
+- For an unconfined process the executable and script are advisory: any program of
+  the same uid can ptrace, LD_PRELOAD, or exec another program between connect() and
+  the daemon's look. What can be made sound is: the pid is the caller (pinned by a
+  pidfd, else by its start time), a caller that cannot be identified has no app id and
+  never gets a default "allow", and a relative script path is not trusted for a pin.
 """
 
 from __future__ import annotations
 
-import contextvars
-import inspect
+import configparser
+import errno
 import logging
 import os
 import re
 import signal
 import socket
+import stat
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, TypeAlias
-
-import grpc
-import psutil
 
 from .peercred import open_peer_pidfd, read_peer_credentials
 
 log = logging.getLogger(__name__)
+
+# Linux: the peer's LSM label at connect() (AppArmor, SELinux), e.g. "snap.app.cmd (enforce)".
+SO_PEERSEC = getattr(socket, "SO_PEERSEC", 31)
+MAX_FLATPAK_INFO_BYTES = 64 * 1024
+FLATPAK_APP_ID = re.compile(r"[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*){2,}")
+SNAP_LABEL = re.compile(r"snap\.([a-z0-9](?:-?[a-z0-9])*)\.[\w.+-]+(?: \((?:enforce|complain)\))?")
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,48 +54,147 @@ class Caller:
     executable: str  # "" where it could not be read safely
     connection: int  # the daemon's sequence number of the connection, for logs
     script: str = ""  # what an interpreter runs (see script_of); "" for a native program
+    sandbox: str = ""  # "flatpak:<app id>" or "snap:<name>" when a sandbox vouches for it
+    script_is_absolute: bool = True  # False: the script's path depends on the cwd at start
 
     @property
     def app(self) -> str:
-        """The app's identity for policy and audit: the executable, plus the script it runs."""
+        """The app's identity for policy and audit; "" when it could not be identified."""
+        if self.sandbox:
+            return self.sandbox
         return f"{self.executable} {self.script}" if self.script else self.executable
+
+    @property
+    def identified(self) -> bool:
+        """Whether the caller has an app identity at all (else nothing allows it by default)."""
+        return bool(self.app)
 
 
 def identify_caller(sock: socket.socket, connection: int) -> Caller:
-    """Read the caller's kernel credentials and executable from an accepted connection."""
-    accepted_at = time.time()
+    """Read the caller's kernel credentials and app identity from an accepted connection."""
+    accepted_at_ticks = int(time.clock_gettime(time.CLOCK_BOOTTIME) * _CLOCK_TICKS)
     creds = read_peer_credentials(sock)
+    if not creds.pid or creds.uid != os.geteuid():
+        return Caller(creds.uid, creds.gid, creds.pid or 0, "", connection)
     pidfd = open_peer_pidfd(sock)
     try:
-        executable, script = _program_of(creds.pid, pidfd, accepted_at)
+        program = _program_of(creds.pid, pidfd, accepted_at_ticks, _peer_label(sock))
     finally:
         if pidfd is not None:
             os.close(pidfd)
-    return Caller(creds.uid, creds.gid, creds.pid or 0, executable, connection, script)
+    if program is None:
+        return Caller(creds.uid, creds.gid, creds.pid, "", connection)
+    executable, script, sandbox, absolute = program
+    return Caller(
+        creds.uid, creds.gid, creds.pid, executable, connection, script, sandbox, absolute
+    )
 
 
-def _program_of(pid: int | None, pidfd: int | None, accepted_at: float) -> tuple[str, str]:
-    """The executable and script of pid, or ("", "") unless pid surely is the caller.
+def _program_of(
+    pid: int, pidfd: int | None, accepted_at_ticks: int, label: str
+) -> tuple[str, str, str, bool] | None:
+    """Executable, script, sandbox and script-is-absolute; None unless pid surely is the caller.
 
     The pid could be reused between connect() and this read. A pidfd pins the
-    process: if it is still alive after the read, the pid was not reused. Without a
-    pidfd, a process created after the connection was accepted cannot be the caller.
+    process: if it is still alive after the read, the pid was not reused. Without one
+    (Linux before 6.5), a process that started at or after the accept, in the kernel's
+    own clock ticks, cannot be trusted to be the caller.
     """
-    if not pid:
-        return "", ""
     try:
-        process = psutil.Process(pid)
-        executable = process.exe()
-        script = ""
+        if pidfd is None and _start_ticks(pid) >= accepted_at_ticks:
+            return None
+        sandbox = _sandbox_of(pid, label)
+        executable = os.readlink(f"/proc/{pid}/exe")  # noqa: PTH115 - a str, not a Path, is kept
+        cmdline = _read_small(f"/proc/{pid}/cmdline").split(b"\0")
+        arguments = [part.decode("utf-8", "surrogateescape") for part in cmdline if part]
+        script, absolute = "", True
         if INTERPRETER.fullmatch(Path(executable).name):
-            script = script_of(process.cmdline(), process.cwd())
-        if pidfd is None and process.create_time() > accepted_at:
-            return "", ""
-    except (psutil.Error, OSError):
-        return "", ""
+            script = script_of(arguments, os.readlink(f"/proc/{pid}/cwd"))  # noqa: PTH115
+            absolute = _named_absolutely(arguments)
+    except (OSError, ValueError, UnidentifiableSandbox) as error:
+        log.debug("caller cannot be identified", extra={"pid": pid, "reason": str(error)})
+        return None
     if pidfd is not None and not _is_alive(pidfd):
-        return "", ""
-    return executable, script
+        return None
+    if executable.endswith(" (deleted)"):
+        executable = executable.removesuffix(" (deleted)")
+    return executable, script, sandbox, absolute
+
+
+class UnidentifiableSandbox(Exception):
+    """The process claims a sandbox whose identity cannot be read soundly."""
+
+
+def _sandbox_of(pid: int, label: str) -> str:
+    """The sandbox vouching for the process ("flatpak:<id>", "snap:<name>"), else ""."""
+    snap = SNAP_LABEL.fullmatch(label)
+    if snap:
+        return f"snap:{snap.group(1)}"
+    try:
+        root = os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as error:  # gone, or not ours to look into: never "unconfined"
+        raise UnidentifiableSandbox(f"cannot open the process's root: {error.strerror}") from None
+    try:
+        info = os.open(
+            ".flatpak-info",
+            os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY,
+            dir_fd=root,
+        )
+    except FileNotFoundError:
+        return ""  # not in a Flatpak sandbox
+    except OSError as error:
+        raise UnidentifiableSandbox(f".flatpak-info cannot be read: {error.strerror}") from None
+    finally:
+        os.close(root)
+    try:
+        return f"flatpak:{_flatpak_app_id(info)}"
+    finally:
+        os.close(info)
+
+
+def _flatpak_app_id(fd: int) -> str:
+    """The app id in an open `.flatpak-info` (a regular file of bounded size), or raise."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FLATPAK_INFO_BYTES:
+        raise UnidentifiableSandbox(".flatpak-info is not a small regular file")
+    text = os.read(fd, MAX_FLATPAK_INFO_BYTES + 1).decode("utf-8", "replace")
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        parser.read_string(text)
+    except configparser.Error as error:
+        raise UnidentifiableSandbox(f".flatpak-info does not parse: {error}") from None
+    section = "Runtime" if parser.has_section("Runtime") else "Application"
+    app_id = parser.get(section, "name", fallback="")
+    if not FLATPAK_APP_ID.fullmatch(app_id):
+        raise UnidentifiableSandbox(f".flatpak-info names no valid app id ({app_id[:80]!r})")
+    return app_id
+
+
+def _peer_label(sock: socket.socket) -> str:
+    """The peer's LSM label (e.g. AppArmor's), or "" where the kernel keeps none."""
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, SO_PEERSEC, 256)
+    except OSError as error:
+        if error.errno not in (errno.ENOPROTOOPT, errno.EINVAL, errno.ENOTSUP):
+            log.debug("SO_PEERSEC failed", extra={"reason": error.strerror})
+        return ""
+    return raw.rstrip(b"\0").decode("utf-8", "replace")
+
+
+def _start_ticks(pid: int) -> int:
+    """When pid started, in clock ticks since boot (/proc/<pid>/stat field 22)."""
+    stat_line = _read_small(f"/proc/{pid}/stat")
+    after_name = stat_line[stat_line.rindex(b")") + 2 :].split()
+    return int(after_name[19])  # fields 3.. follow the name; starttime is field 22
+
+
+def _read_small(path: str, limit: int = 1 << 16) -> bytes:
+    """A /proc file's content, bounded."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
 
 
 # Programs that run someone else's code: the app is the script, not the interpreter.
@@ -96,6 +205,23 @@ INTERPRETER = re.compile(
 _OPTIONS_WITH_VALUE = frozenset({"-W", "-X", "--check-hash-based-pycs", "-r", "--require"})
 
 
+def _script_argument(cmdline: Sequence[str]) -> str | None:
+    """The argument naming the script ("-m module" for a module), or None (inline code)."""
+    arguments = iter(cmdline[1:])
+    for argument in arguments:
+        if argument in ("-c", "-e", "--eval", "-"):
+            return None
+        if argument == "-m":
+            return f"-m {next(arguments, '')}".rstrip()
+        if argument.startswith("-m") and not argument.startswith("--"):
+            return f"-m {argument[2:]}"
+        if argument in _OPTIONS_WITH_VALUE:
+            next(arguments, None)
+        elif not argument.startswith("-"):
+            return argument
+    return None
+
+
 def script_of(cmdline: Sequence[str], cwd: str) -> str:
     """The script an interpreter's command line runs: an absolute path, or "-m module".
 
@@ -104,19 +230,20 @@ def script_of(cmdline: Sequence[str], cwd: str) -> str:
     share an interpreter, and is no defence against code already running as the user.
     Inline code (-c, -e) has no script and so is identified by the interpreter alone.
     """
-    arguments = iter(cmdline[1:])
-    for argument in arguments:
-        if argument in ("-c", "-e", "--eval", "-"):
-            return ""
-        if argument == "-m":
-            return f"-m {next(arguments, '')}".rstrip()
-        if argument.startswith("-m") and not argument.startswith("--"):
-            return f"-m {argument[2:]}"
-        if argument in _OPTIONS_WITH_VALUE:
-            next(arguments, None)
-        elif not argument.startswith("-"):
-            return os.path.normpath(Path(cwd, argument))
-    return ""
+    argument = _script_argument(cmdline)
+    if argument is None or argument.startswith("-m"):
+        return argument or ""
+    return os.path.normpath(Path(cwd, argument))
+
+
+def _named_absolutely(cmdline: Sequence[str]) -> bool:
+    """Whether the script was named by an absolute path (or there is none).
+
+    A relative one depends on the cwd at start, which the process may have changed
+    since: no pin can rest on it.
+    """
+    argument = _script_argument(cmdline)
+    return argument is None or argument.startswith(("-m", "/"))
 
 
 def _is_alive(pidfd: int) -> bool:
@@ -127,166 +254,3 @@ def _is_alive(pidfd: int) -> bool:
     except PermissionError:  # alive, but not ours to signal
         return True
     return True
-
-
-class CallerRegistry:
-    """Maps the relay address of each live connection to its verified caller."""
-
-    def __init__(self) -> None:
-        self._by_peer: dict[str, Caller] = {}
-
-    def register(self, abstract_name: str, caller: Caller) -> None:
-        """Record the caller behind the relay socket bound to abstract_name."""
-        self._by_peer[f"unix-abstract:{abstract_name}"] = caller
-
-    def unregister(self, abstract_name: str) -> None:
-        """Forget a connection; call before its relay socket closes."""
-        self._by_peer.pop(f"unix-abstract:{abstract_name}", None)
-
-    def lookup(self, peer: str) -> Caller | None:
-        """The caller for grpcio's `context.peer()`, or None when it is not a relayed connection."""
-        return self._by_peer.get(peer)
-
-    def __len__(self) -> int:
-        return len(self._by_peer)
-
-
-_current_caller: contextvars.ContextVar[Caller] = contextvars.ContextVar("caller")
-
-
-def current_caller() -> Caller:
-    """The verified caller of the RPC being served (set by CallerCheck)."""
-    return _current_caller.get()
-
-
-Behavior = Callable[..., Any]
-Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"  # generic only to the type checker
-Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
-GenericHandler: TypeAlias = grpc.GenericRpcHandler
-
-
-class CallerCheck:
-    """Wraps handlers so that each runs only for a verified caller of the daemon's uid.
-
-    A grpc interceptor cannot see the peer and costs a coroutine and a new handler on
-    every call, so the check is instead wrapped around each handler's behavior once,
-    when the service is registered (see CheckedRegistration); the ServicerContext,
-    which knows the peer, is at hand there.
-    """
-
-    def __init__(self, registry: CallerRegistry, allowed_uid: int) -> None:
-        self._registry = registry
-        self._allowed_uid = allowed_uid
-
-    def wrap(self, handler: Handler, method: str) -> Handler:
-        """The same handler with its behavior, whatever its kind, checked first."""
-        for kind, make_handler in _HANDLER_KINDS:
-            behavior = getattr(handler, kind)
-            if behavior is not None:
-                return make_handler(
-                    self._wrap_behavior(behavior, method),
-                    request_deserializer=handler.request_deserializer,
-                    response_serializer=handler.response_serializer,
-                )
-        raise ValueError(f"{method}: a handler without a behavior")
-
-    def _wrap_behavior(self, behavior: Behavior, method: str) -> Behavior:
-        """The same kind of callable as behavior (coroutine or async generator), checked first."""
-        lookup = self._registry.lookup
-        allowed_uid = self._allowed_uid
-        if inspect.isasyncgenfunction(behavior):
-
-            async def checked_stream(request: Any, context: Context) -> AsyncIterator[Any]:
-                caller = lookup(context.peer())
-                if caller is None or caller.uid != allowed_uid:
-                    await self._refuse(context, caller, method)
-                _current_caller.set(caller)
-                async for response in behavior(request, context):
-                    yield response
-
-            return checked_stream
-
-        async def checked(request: Any, context: Context) -> Any:
-            caller = lookup(context.peer())
-            if caller is None or caller.uid != allowed_uid:
-                await self._refuse(context, caller, method)
-            _current_caller.set(caller)
-            result = behavior(request, context)  # a coroutine, or a plain function's result
-            return await result if inspect.isawaitable(result) else result
-
-        return checked
-
-    async def _refuse(self, context: Context, caller: Caller | None, method: str) -> NoReturn:
-        if caller is None:
-            log.warning(
-                "refused a connection that did not come through the broker socket",
-                extra={"method": method, "peer": context.peer()},
-            )
-            await context.abort(
-                grpc.StatusCode.UNAUTHENTICATED,
-                "caller identity unknown: connect through the broker socket",
-            )
-        log.warning(
-            "refused a caller of another user",
-            extra={"method": method, "caller_uid": caller.uid, "caller_pid": caller.pid},
-        )
-        await context.abort(
-            grpc.StatusCode.PERMISSION_DENIED,
-            f"uid {caller.uid} may not use the broker of uid {self._allowed_uid}",
-        )
-
-
-class CheckedRegistration:
-    """Stands in for the server when services register, wrapping each handler in the check.
-
-    The generated `add_*Servicer_to_server` functions (ours, health, reflection) call
-    exactly these two methods, so every method of every service is checked, and an
-    unknown method has no handler at all.
-    """
-
-    def __init__(self, server: grpc.aio.Server, check: CallerCheck) -> None:
-        self._server = server
-        self._check = check
-
-    def add_generic_rpc_handlers(self, handlers: Sequence[GenericHandler]) -> None:
-        """Register generic handlers whose every handler is checked."""
-        self._server.add_generic_rpc_handlers(
-            tuple(_CheckedGenericHandler(handler, self._check) for handler in handlers)
-        )
-
-    def add_registered_method_handlers(
-        self, service_name: str, method_handlers: dict[str, Handler]
-    ) -> None:
-        """Register pre-registered methods (grpcio's fast path), each checked."""
-        self._server.add_registered_method_handlers(
-            service_name,
-            {
-                name: self._check.wrap(handler, f"/{service_name}/{name}")
-                for name, handler in method_handlers.items()
-            },
-        )
-
-
-class _CheckedGenericHandler(grpc.GenericRpcHandler):
-    """A generic handler whose handlers are wrapped once per method, then reused."""
-
-    def __init__(self, inner: GenericHandler, check: CallerCheck) -> None:
-        self._inner = inner
-        self._check = check
-        self._wrapped: dict[str, Handler | None] = {}
-
-    def service(self, handler_call_details: grpc.HandlerCallDetails) -> Handler | None:
-        method = handler_call_details.method
-        if method not in self._wrapped:
-            handler = self._inner.service(handler_call_details)
-            self._wrapped[method] = None if handler is None else self._check.wrap(handler, method)
-        return self._wrapped[method]
-
-
-# Each kind of RPC handler and how to rebuild one around a wrapped behavior.
-_HANDLER_KINDS: tuple[tuple[str, Callable[..., Handler]], ...] = (
-    ("unary_unary", grpc.unary_unary_rpc_method_handler),
-    ("unary_stream", grpc.unary_stream_rpc_method_handler),
-    ("stream_unary", grpc.stream_unary_rpc_method_handler),
-    ("stream_stream", grpc.stream_stream_rpc_method_handler),
-)

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..locations import MAX_SOCKET_PATH_BYTES
-from .front import LISTEN_BACKLOG
 from .settings import HttpAddress
+from .transport import LISTEN_BACKLOG
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,6 @@ class Instance:
     """The claimed socket of this daemon and what belongs to it."""
 
     socket_path: Path
-    private_socket_path: Path  # the gRPC server's own socket, reached only through the relay
     listening: socket.socket
     _lock_fd: int
     activated: bool = False  # the socket came from the service manager, which keeps it
@@ -50,10 +49,9 @@ class Instance:
     def release(self) -> None:
         """Remove the sockets and drop the lock; the socket path is free for a new daemon."""
         self.listening.close()
-        owned = [self.private_socket_path] + ([] if self.activated else [self.socket_path])
-        for path in owned:
+        if not self.activated:
             with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+                self.socket_path.unlink()
         os.close(self._lock_fd)
 
 
@@ -64,16 +62,15 @@ def claim(socket_path: Path) -> Instance:
             f"socket path {socket_path} is longer than {MAX_SOCKET_PATH_BYTES} bytes, "
             "the limit of a Unix socket address; choose a shorter path"
         )
-    lock_fd, private = _lock_folder(socket_path)
+    lock_fd = _lock_folder(socket_path)
     try:
         _refuse_if_served(socket_path)
-        for path in (socket_path, private):  # stale: their owner died without cleaning up
-            _remove_stale_socket(path)
+        _remove_stale_socket(socket_path)  # stale: its owner died without cleaning up
         listening = _bind(socket_path)
     except BaseException:
         os.close(lock_fd)
         raise
-    return Instance(socket_path, private, listening, lock_fd)
+    return Instance(socket_path, listening, lock_fd)
 
 
 def adopt(fd: int) -> Instance:
@@ -81,12 +78,11 @@ def adopt(fd: int) -> Instance:
     listening = socket.socket(fileno=fd)
     try:
         socket_path = _activated_path(listening)
-        lock_fd, private = _lock_folder(socket_path)
+        lock_fd = _lock_folder(socket_path)
     except BaseException:
         listening.close()
         raise
     try:
-        _remove_stale_socket(private)
         if socket_path.stat().st_uid == os.geteuid():
             socket_path.chmod(0o600)  # whatever the unit said: the user's alone
     except BaseException:
@@ -94,7 +90,7 @@ def adopt(fd: int) -> Instance:
         listening.close()
         raise
     listening.setblocking(False)
-    return Instance(socket_path, private, listening, lock_fd, activated=True)
+    return Instance(socket_path, listening, lock_fd, activated=True)
 
 
 def _activated_path(listening: socket.socket) -> Path:
@@ -113,18 +109,41 @@ def _activated_path(listening: socket.socket) -> Path:
     return Path(name)
 
 
-def _lock_folder(socket_path: Path) -> tuple[int, Path]:
+def _lock_folder(socket_path: Path) -> int:
     """Check the socket's folder is private and take the instance lock in it."""
     folder = socket_path.parent
     _ensure_private_folder(folder)
-    lock_path = folder / f".{socket_path.name}.lock"
-    lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    lock_fd = _open_lock_file(folder / f".{socket_path.name}.lock")
     try:
         _lock(lock_fd, socket_path)
     except BaseException:
         os.close(lock_fd)
         raise
-    return lock_fd, folder / f".{socket_path.name}.grpc"
+    return lock_fd
+
+
+def _open_lock_file(lock_path: Path) -> int:
+    """The lock file, never through a symlink and only if it is a regular file of ours.
+
+    The daemon writes its pid into it: opened through a planted symlink, that write
+    would land in whatever file the link names.
+    """
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        lock_fd = os.open(lock_path, flags, 0o600)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise InstanceError(
+                f"lock file {lock_path} is a symlink; remove it (rm {lock_path}) and start again"
+            ) from None
+        raise InstanceError(f"cannot open lock file {lock_path}: {error.strerror}") from None
+    info = os.fstat(lock_fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+        os.close(lock_fd)
+        raise InstanceError(
+            f"lock file {lock_path} is not a regular file of yours; remove it and start again"
+        )
+    return lock_fd
 
 
 def _ensure_private_folder(folder: Path) -> None:

@@ -1,0 +1,293 @@
+"""The gRPC transport: one server on the public socket that knows who each connection is.
+
+Why not grpcio: grpcio does not give a servicer the connection's socket, so it cannot
+ask the kernel who called; earlier versions relayed every connection through a
+private socket and named the relay by an abstract address, which a process in
+another network namespace could bind too. grpclib is an asyncio gRPC server whose
+connections are ordinary asyncio transports, so here each accepted connection is
+checked before a byte is read (the way ssh-agent does): a caller of another uid is
+closed at once, and every other connection carries its verified caller for its whole
+life, set as the current caller of each call it makes. There is no second socket and
+no address to borrow.
+
+Also here: the connection limits that keep one caller from locking the others out,
+and the mapping of the servicer's methods onto grpclib handlers (with a size limit
+and a clear INVALID_ARGUMENT for a request that does not parse).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import itertools
+import logging
+import struct
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, cast
+
+from google.protobuf import message_factory
+from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.message import DecodeError, Message
+from grpclib.const import Cardinality, Handler, Status
+from grpclib.exceptions import GRPCError
+from grpclib.protocol import H2Protocol
+from grpclib.server import Server, Stream
+
+from .callers import Caller, identify_caller
+
+log = logging.getLogger(__name__)
+
+MAX_CONNECTIONS = 4096  # all callers together
+MAX_CONNECTIONS_PER_PROCESS = 64  # one process: a few channels are plenty
+MAX_REQUEST_BYTES = 64 * 1024  # requests are a few hundred bytes; more is an attack or a bug
+LISTEN_BACKLOG = 1024
+
+
+class CallerConnection:
+    """One accepted connection: its verified caller, and how busy it is."""
+
+    def __init__(self, caller: Caller, transport: asyncio.BaseTransport) -> None:
+        self.caller = caller
+        self.active_calls = 0
+        self._transport = transport
+
+    def close(self) -> None:
+        """Close the connection now."""
+        if not self._transport.is_closing():
+            self._transport.close()
+
+
+class ConnectionTable:
+    """The open connections, with the limits that keep any one caller from starving the rest.
+
+    Over the limit, the newest connection still gets in: an idle connection is closed
+    for it (the oldest first), else the newest connection of the process holding the
+    most. A process may hold at most MAX_CONNECTIONS_PER_PROCESS; a gRPC client
+    reconnects by itself if one of its idle connections is closed.
+    """
+
+    def __init__(
+        self, limit: int = MAX_CONNECTIONS, per_process: int = MAX_CONNECTIONS_PER_PROCESS
+    ) -> None:
+        self._limit = limit
+        self._per_process = per_process
+        self._open: dict[CallerConnection, None] = {}  # insertion order: oldest first
+        self._per_pid: Counter[int] = Counter()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def admit(self, connection: CallerConnection) -> bool:
+        """Record a new connection, making room if need be; False when it must be refused."""
+        pid = connection.caller.pid
+        if self._per_pid[pid] >= self._per_process:
+            log.warning(
+                "a process holds too many connections: refusing another",
+                extra={"caller_pid": pid, "limit": self._per_process},
+            )
+            return False
+        if len(self._open) >= self._limit:
+            victim = self._victim()
+            log.warning(
+                "connection limit reached: closing one to make room",
+                extra={"limit": self._limit, "closed_pid": victim.caller.pid},
+            )
+            self.remove(victim)
+            victim.close()
+        self._open[connection] = None
+        self._per_pid[pid] += 1
+        return True
+
+    def remove(self, connection: CallerConnection) -> None:
+        """Forget a closed connection."""
+        if self._open.pop(connection, 0) is None:
+            self._per_pid[connection.caller.pid] -= 1
+            if self._per_pid[connection.caller.pid] <= 0:
+                del self._per_pid[connection.caller.pid]
+
+    def active_calls(self) -> int:
+        """Calls being served right now, on all connections."""
+        return sum(connection.active_calls for connection in self._open)
+
+    def close_all(self) -> None:
+        """Close every connection (the daemon is stopping)."""
+        for connection in list(self._open):
+            connection.close()
+
+    def _victim(self) -> CallerConnection:
+        for connection in self._open:
+            if connection.active_calls == 0:
+                return connection
+        heaviest, _ = self._per_pid.most_common(1)[0]
+        return next(c for c in reversed(self._open) if c.caller.pid == heaviest)
+
+
+class CheckedProtocol(H2Protocol):
+    """grpclib's HTTP/2 protocol, behind a kernel check of the caller at accept."""
+
+    def __init__(self, *args: Any, gate: TransportGate, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._gate = gate
+        self._connection: CallerConnection | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        connection = self._gate.check(transport)
+        if connection is None:
+            cast(asyncio.Transport, transport).abort()  # nothing of the caller's is read
+            return
+        self._connection = connection
+        super().connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self._connection is None:
+            return
+        # Calls start as tasks in here, and each task copies the context: its connection.
+        token = _CURRENT_CONNECTION.set(self._connection)
+        try:
+            super().data_received(data)
+        finally:
+            _CURRENT_CONNECTION.reset(token)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if self._connection is not None:
+            self._gate.table.remove(self._connection)
+            super().connection_lost(exc)
+
+
+class TransportGate:
+    """Identifies each new connection and admits it, or not."""
+
+    def __init__(self, allowed_uid: int, table: ConnectionTable) -> None:
+        self._allowed_uid = allowed_uid
+        self.table = table
+        self._numbers = itertools.count(1)
+
+    def check(self, transport: asyncio.BaseTransport) -> CallerConnection | None:
+        """The new connection, admitted with its caller; None when it must be closed unread."""
+        number = next(self._numbers)
+        try:
+            caller = identify_caller(transport.get_extra_info("socket"), number)
+        except OSError as error:
+            log.warning(
+                "refused a connection whose caller the kernel cannot tell",
+                extra={"connection": number, "reason": error.strerror},
+            )
+            return None
+        if caller.uid != self._allowed_uid:
+            log.warning(
+                "refused a caller of another user",
+                extra={"caller_uid": caller.uid, "caller_pid": caller.pid, "connection": number},
+            )
+            return None
+        connection = CallerConnection(caller, transport)
+        return connection if self.table.admit(connection) else None
+
+
+_CURRENT_CONNECTION: contextvars.ContextVar[CallerConnection] = contextvars.ContextVar("connection")
+
+
+def current_caller() -> Caller:
+    """The verified caller of the call being served."""
+    return _CURRENT_CONNECTION.get().caller
+
+
+class CheckedServer(Server):
+    """grpclib's server whose every connection goes through the gate first."""
+
+    def __init__(self, handlers: list[Any], gate: TransportGate) -> None:
+        super().__init__(handlers)
+        self._gate = gate
+
+    def _protocol_factory(self) -> H2Protocol:
+        plain = super()._protocol_factory()
+        return CheckedProtocol(plain.handler, plain.config, plain.h2_config, gate=self._gate)
+
+
+Unary = Callable[[Any], Awaitable[Message]]
+Streaming = Callable[[Any], AsyncIterator[Message]]
+
+
+class ServiceHandlers:
+    """A servicer's methods as grpclib handlers, one per method of the service descriptor.
+
+    Each method takes the request message only; the caller is `current_caller()`.
+    A request over MAX_REQUEST_BYTES is RESOURCE_EXHAUSTED, one that does not parse
+    INVALID_ARGUMENT, both without a traceback in the log (a caller controls them).
+    """
+
+    def __init__(self, servicer: object, service: ServiceDescriptor) -> None:
+        self._mapping: dict[str, Handler] = {}
+        for method in service.methods:
+            request_type = message_factory.GetMessageClass(method.input_type)
+            response_type = message_factory.GetMessageClass(method.output_type)
+            behavior = getattr(servicer, method.name)
+            if method.server_streaming:
+                run, cardinality = self._streaming(behavior, request_type), Cardinality.UNARY_STREAM
+            else:
+                run, cardinality = self._unary(behavior, request_type), Cardinality.UNARY_UNARY
+            path = f"/{service.full_name}/{method.name}"
+            self._mapping[path] = Handler(run, cardinality, request_type, response_type)
+
+    def __mapping__(self) -> dict[str, Handler]:
+        """The handlers by path, as grpclib's Server asks for them."""
+        return self._mapping
+
+    @staticmethod
+    def _unary(
+        behavior: Unary, request_type: type[Message]
+    ) -> Callable[[Stream[Any, Any]], Awaitable[None]]:
+        async def handle(stream: Stream[Any, Any]) -> None:
+            request = await _receive(stream, request_type)
+            with _active_call():
+                response = await behavior(request)
+            await stream.send_message(response)
+
+        return handle
+
+    @staticmethod
+    def _streaming(
+        behavior: Streaming, request_type: type[Message]
+    ) -> Callable[[Stream[Any, Any]], Awaitable[None]]:
+        async def handle(stream: Stream[Any, Any]) -> None:
+            request = await _receive(stream, request_type)
+            with _active_call():
+                async for response in behavior(request):
+                    await stream.send_message(response)
+
+        return handle
+
+
+class _active_call:  # a context manager, named for where it is used
+    """Counts a call as active on its connection while it runs (idle ones are evicted first)."""
+
+    def __enter__(self) -> None:
+        _CURRENT_CONNECTION.get().active_calls += 1
+
+    def __exit__(self, *_: object) -> None:
+        _CURRENT_CONNECTION.get().active_calls -= 1
+
+
+async def _receive(stream: Stream[Any, Any], request_type: type[Message]) -> Message:
+    """The one request message of a call, bounded in size, parsed or refused."""
+    h2_stream = stream._stream  # grpclib's own receive reads a message of any length
+    prefix = await h2_stream.recv_data(5)
+    if len(prefix) < 5:
+        raise GRPCError(Status.INVALID_ARGUMENT, "the request has no message")
+    compressed, size = struct.unpack(">?I", prefix)
+    if compressed:
+        raise GRPCError(Status.UNIMPLEMENTED, "compressed requests are not supported")
+    if size > MAX_REQUEST_BYTES:
+        raise GRPCError(
+            Status.RESOURCE_EXHAUSTED, f"the request is larger than {MAX_REQUEST_BYTES} bytes"
+        )
+    body = await h2_stream.recv_data(size)
+    request = request_type()
+    try:
+        request.ParseFromString(body)
+    except DecodeError:
+        log.info("refused a request that does not parse", extra={"type": request_type.__name__})
+        raise GRPCError(
+            Status.INVALID_ARGUMENT, f"the request is not a valid {request_type.__name__}"
+        ) from None
+    return request
