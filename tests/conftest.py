@@ -9,8 +9,21 @@ from pathlib import Path
 import pytest
 
 from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
+from signin_broker.testing.ledger import SecretLedger
+from support.leaks import leaks
 
 pytest_plugins = ["support.signin", "support.accounts"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_secret_in_any_daemon_log() -> Iterator[None]:
+    """Issue 13: no token, code or verifier a stub handed out is in any daemon's log line.
+
+    Daemons log at debug (see DaemonProcess); the check runs once the last test is done.
+    """
+    yield
+    found = leaks(DaemonProcess.every, SecretLedger.secrets())
+    assert not found, "secrets in daemon logs:\n" + "\n".join(map(str, found[:20]))
 
 
 @pytest.fixture(autouse=True)

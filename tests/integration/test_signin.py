@@ -150,8 +150,11 @@ def test_sign_out_ends_the_session_here_and_at_the_provider(
         token = client.get_token()
         result = client.sign_out()
         assert result.was_signed_in
-        assert result.logout_url.startswith(stub.base_url + "/logout?")
-        assert query_of(result.logout_url)["post_logout_redirect_uri"] == broker.web_url + "/"
+        # A one-time link to the loopback page, which alone knows the id_token_hint.
+        assert result.logout_url.startswith(broker.web_url + "/logout/provider?end=")
+        provider_logout = location(browser.get(result.logout_url))
+        assert provider_logout.startswith(stub.base_url + "/logout?")
+        assert query_of(provider_logout)["post_logout_redirect_uri"] == broker.web_url + "/"
         with pytest.raises(NotSignedIn):
             client.get_token()
         assert not client.sign_out().was_signed_in
@@ -189,7 +192,8 @@ def test_sign_in_against_a_provider_known_only_by_its_issuer_url(
         assert any(r.path == paths.jwks for r in other.requests)
         with BrokerClient(socket_path) as client:
             assert client.get_token().account == "user:1001"
-            assert client.sign_out().logout_url.startswith(other.base_url + paths.logout)
+            link = client.sign_out().logout_url
+        assert location(browser.get(link)).startswith(other.base_url + paths.logout)
 
 
 def test_a_provider_whose_discovery_names_another_issuer_is_refused(

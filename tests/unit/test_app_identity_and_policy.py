@@ -67,7 +67,7 @@ def test_ask_is_shared_by_every_waiting_request_and_answered_once(tmp_path: Path
         waiting = [asyncio.create_task(gate.admit(app)) for _ in range(3)]
         await asyncio.sleep(0.01)
         assert [view.waiting for view in gate.apps()] == [True]
-        _, answered = gate.decide("mail.py", Decision.ALLOW)
+        _, answered = await gate.decide("mail.py", Decision.ALLOW)
         return list(await asyncio.gather(*waiting)), answered
 
     entitlements, answered = asyncio.run(scenario())

@@ -69,6 +69,10 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
     rows += [
         ("accounts", str(info.account_count)),
         ("storage", info.storage or "-"),
+        (
+            "audit",
+            "DEGRADED: " + info.audit_degraded_reason if info.audit_degraded_reason else "ok",
+        ),
         ("you", f"uid {caller.uid}, pid {caller.pid}, {caller.executable or 'unknown program'}"),
     ]
     print(key_values(rows))

@@ -116,6 +116,7 @@ class Status(Record):
     default: Account | None  # the default account with its token's expiry and next renewal
     started_by: str  # "socket activation", "service manager" or "manual"
     rss_bytes: int  # the daemon's resident memory
+    audit_degraded_reason: str  # why audit rows are not being written; "" when they are
 
     @classmethod
     def from_proto(cls, message: pb.GetStatusResponse) -> Status:
@@ -144,6 +145,7 @@ class Status(Record):
             else None,
             started_by=message.started_by,
             rss_bytes=message.rss_bytes,
+            audit_degraded_reason=message.audit_degraded_reason,
         )
 
 

@@ -25,7 +25,8 @@ from pathlib import Path
 from ..session.accounts import NOTHING, Entitlement
 from ..session.errors import SessionError
 from .callers import Caller
-from .policy import AppRule, Decision, PolicyFile, file_sha256
+from .pins import Unpinnable, file_sha256, running_sha256
+from .policy import AppRule, Decision, PolicyFile
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +60,10 @@ class AppRecord:
 
     @property
     def program(self) -> str:
-        """The file that a sha256 pin covers: the script, else the executable."""
-        return self.script if self.script.startswith("/") else self.executable
+        """The file that a sha256 pin covers: the script, else the executable ("" if none)."""
+        if self.script:
+            return self.script if self.script.startswith("/") else ""
+        return "" if ":" in self.id.split(" ", 1)[0] else self.executable
 
     @property
     def name(self) -> str:
@@ -100,17 +103,25 @@ class AppGate:
         self.policy.refresh()
         return self._rule_of(caller.app)
 
-    def visible(self, caller: Caller) -> Entitlement:
+    async def visible(self, caller: Caller) -> Entitlement:
         """What the app may see in lists and events: nothing until it is allowed."""
         rule = self.rule_for(caller)
-        if rule.decision is not Decision.ALLOW or not rule.matches_file(
-            self._record(caller).program
+        if (
+            not caller.identified
+            or rule.decision is not Decision.ALLOW
+            or await self._pin_refusal(rule, caller)
         ):
             return NOTHING
         return _entitlement(rule)
 
     async def admit(self, caller: Caller) -> Entitlement:
-        """What the app may get tokens of; waits for the user's answer when the rule says ask."""
+        """What the app may get tokens of; waits for the user's answer when the rule says ask.
+
+        A caller the daemon could not identify (it exited, or its program could not be
+        read) is refused whatever the default: "allow" is for apps the user can name.
+        """
+        if not caller.identified:
+            raise _unidentified(caller)
         record = self._record(caller)
         rule = self.rule_for(caller)
         if rule.decision is Decision.ASK:
@@ -120,12 +131,66 @@ class AppGate:
                 f"the user's app policy denies {record.name};"
                 f" to allow it: signin-broker apps allow {record.id!r}"
             )
-        if not rule.matches_file(record.program):
-            raise AppDenied(
-                f"{record.program} is not the build the user's app policy allows"
-                f" (its sha256 changed); to allow it: signin-broker apps allow --pin {record.id!r}"
-            )
+        refusal = await self._pin_refusal(rule, caller)
+        if refusal:
+            raise AppDenied(refusal)
         return _entitlement(rule)
+
+    async def readable(self, caller: Caller) -> Entitlement:
+        """What an app may read (accounts, events, audit); PERMISSION_DENIED when denied.
+
+        An app whose rule says ask reads nothing until the user allows it, without a
+        prompt: only a token request asks.
+        """
+        if not caller.identified:
+            raise _unidentified(caller)
+        rule = self.rule_for(caller)
+        if rule.decision is Decision.DENY:
+            raise AppDenied(
+                f"the user's app policy denies {self._record(caller).name};"
+                f" to allow it: signin-broker apps allow {caller.app!r}"
+            )
+        return await self.visible(caller)
+
+    async def admit_manager(self, caller: Caller) -> Entitlement:
+        """Admit an app that may read or change the policy itself.
+
+        An app with a rule of its own must be allowed every account and scope: one
+        limited to some accounts must not learn what other accounts exist, and a
+        denied one must not allow itself. An app without a rule manages only if it is
+        not sandboxed (a confined app only when new apps are allowed): an unconfined
+        program of the user's could edit apps.toml anyway, and the bundled command
+        must work before any rule exists.
+        """
+        if not caller.identified:
+            raise _unidentified(caller)
+        if caller.app not in self.policy.rules:
+            self.policy.refresh()
+        if caller.app in self.policy.rules:
+            entitlement = await self.admit(caller)
+            if entitlement.accounts is None and entitlement.scopes is None:
+                return entitlement
+        elif not caller.sandbox or self.default is Decision.ALLOW:
+            return Entitlement()
+        raise AppDenied(
+            f"{caller.app} may not manage the broker: only an app allowed every account"
+            " and scope may; use the bundled `signin-broker` command"
+        )
+
+    async def _pin_refusal(self, rule: AppRule, caller: Caller) -> str:
+        """Why the caller does not meet the rule's sha256 pin ("" when it does, or has none)."""
+        if not rule.sha256:
+            return ""
+        try:
+            running = await running_sha256(caller)
+        except Unpinnable as error:
+            return f"the user's app policy pins {caller.app} to one build, and {error}"
+        if running != rule.sha256:
+            return (
+                f"{caller.app} is not the build the user's app policy allows (its sha256"
+                f" changed); to allow it: signin-broker apps allow --pin {caller.app!r}"
+            )
+        return ""
 
     def note_use(self, caller: Caller) -> None:
         """Count a token handed to the app."""
@@ -175,7 +240,7 @@ class AppGate:
             f" {', '.join(sorted(m.id for m in matches))}"
         )
 
-    def decide(
+    async def decide(
         self,
         named: str,
         decision: Decision | None,
@@ -190,9 +255,7 @@ class AppGate:
         if decision is None:
             rules.pop(record.id, None)
         else:
-            sha256 = file_sha256(record.program) if pin else ""
-            if pin and not sha256:
-                raise UnknownApp(f"{record.program} cannot be read to pin it")
+            sha256 = await self._pin_of(record) if pin else ""
             rules[record.id] = AppRule(record.id, decision, tuple(accounts), tuple(scopes), sha256)
         self.policy.save(rules)
         answered = 0
@@ -205,6 +268,15 @@ class AppGate:
             extra={"app": record.id, "decision": str(decision) if decision else "default"},
         )
         return self._view(record), answered
+
+    @staticmethod
+    async def _pin_of(record: AppRecord) -> str:
+        if not record.program:
+            raise UnknownApp(f"{record.id} cannot be pinned: it names no program file")
+        try:
+            return await asyncio.to_thread(file_sha256, record.program)
+        except Unpinnable as error:
+            raise UnknownApp(f"{record.id} cannot be pinned: {error}") from None
 
     def apps(self) -> list[AppView]:
         """Apps seen since the daemon started and apps in the policy, most recently used first."""
@@ -230,6 +302,13 @@ class AppGate:
             record = AppRecord(caller.app, caller.executable, caller.script)
             self._apps[caller.app] = record
         return record
+
+
+def _unidentified(caller: Caller) -> AppDenied:
+    return AppDenied(
+        f"the broker could not tell which program is calling (pid {caller.pid}: it exited"
+        " or changed before it could be identified); try again"
+    )
 
 
 def _entitlement(rule: AppRule) -> Entitlement:

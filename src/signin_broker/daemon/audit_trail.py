@@ -1,9 +1,13 @@
 """Writes audit rows from the event loop without making any caller wait for the disk.
 
 Rows are queued and written in batches from a worker thread, a few times a second, so
-a token handed out costs an append to a list, not an SQLite transaction. Writing is
-best effort (contract 6): a failure is logged and the action it records goes on. The
-removal of an account is the exception that is written before anything else happens.
+a token handed out costs an append to a list, not an SQLite transaction. Auditing never
+holds an action up (contract 6), and no row is dropped silently: when the log cannot
+be opened or written (another process holds its lock, it is corrupt, a symlink stands
+in its place), the rows stay queued and are retried with backoff, `status` shows the
+audit as degraded, and only rows beyond MAX_QUEUED are dropped, with an error that
+counts them. The removal of an account is the exception that is written before
+anything else happens.
 """
 
 from __future__ import annotations
@@ -13,12 +17,13 @@ import contextlib
 import logging
 from pathlib import Path
 
-from ..store.audit import AuditEntry, AuditLog, AuditRow
+from ..store.audit import AuditEntry, AuditLog, AuditRow, check_entry
 
 log = logging.getLogger(__name__)
 
 FLUSH_SECONDS = 0.25
-MAX_QUEUED = 10_000  # beyond this, rows are dropped and the drop is logged
+RETRY_MAX_SECONDS = 8.0  # after a failed write the pause doubles from FLUSH_SECONDS to this
+MAX_QUEUED = 10_000  # beyond this, rows are dropped and the drop is logged as an error
 DAY_SECONDS = 86_400
 
 
@@ -32,21 +37,31 @@ class AuditTrail:
         self.log: AuditLog | None = None
         self._queue: list[AuditEntry] = []
         self._dropped = 0
+        self._problem = ""  # why rows are not being written; "" while they are
         self._wake = asyncio.Event()
+        self._writing = asyncio.Lock()  # one batch at a time, in queue order
         self._opened = False  # until open() has run, rows wait in the queue
+
+    @property
+    def degraded_reason(self) -> str:
+        """Why audit rows are not being written, for status; "" when all is well."""
+        if not self._problem or not self._queue:
+            return self._problem
+        return f"{self._problem}; {len(self._queue)} rows waiting"
 
     async def open(self) -> None:
         """Open the log (in a thread: it may create the file) and purge what is due."""
-        try:
-            self.log = await asyncio.to_thread(AuditLog, self.path)
-        except Exception:
-            log.exception("the audit log cannot be opened; actions go on unrecorded")
+        await self._connect()
         self._opened = True
         await self.purge()
         await self.flush()
 
     def record(self, entry: AuditEntry) -> None:
-        """Queue a row for the next batch."""
+        """Queue a row for the next batch; one that could never be stored is refused now."""
+        refusal = _refusal(entry)
+        if refusal:
+            log.error("an audit row was refused", extra={"reason": refusal})
+            return
         if len(self._queue) >= MAX_QUEUED:
             self._dropped += 1
             return
@@ -54,7 +69,7 @@ class AuditTrail:
         self._wake.set()
 
     async def record_now(self, entry: AuditEntry) -> None:
-        """Write the row (with whatever is queued before it) before returning."""
+        """Write the row (with whatever is queued before it) before returning, if the log can."""
         self._queue.append(entry)
         await self.flush()
 
@@ -107,34 +122,77 @@ class AuditTrail:
             daemon_wide=daemon_wide,
         )
 
-    async def flush(self) -> None:
-        """Write every queued row now."""
+    async def flush(self) -> bool:
+        """Write every queued row now; False when they stay queued for a retry.
+
+        The write is shielded: a caller cancelled meanwhile (the daemon stopping) does
+        not cut a batch in half, so no row is written twice or lost.
+        """
         if not self._opened:
-            return
-        batch, self._queue = self._queue, []
+            return True
+        return await asyncio.shield(self._flush())
+
+    async def _flush(self) -> bool:
+        async with self._writing:
+            self._report_dropped()
+            if not self._queue:
+                return True
+            audit_log = await self._connect()
+            if audit_log is None:
+                return False
+            batch = self._queue[:]
+            try:
+                await asyncio.to_thread(audit_log.record, batch)
+            except Exception as error:
+                self._degrade(f"audit rows cannot be written to {self.path}: {error}")
+                return False
+            del self._queue[: len(batch)]  # rows queued during the write stay
+            if self._problem:
+                self._problem = ""
+                log.info("audit rows are written again", extra={"rows": len(batch)})
+            return True
+
+    async def _connect(self) -> AuditLog | None:
+        """The open log, opening it if it is not yet; None while it cannot be opened."""
+        if self.log is None:
+            try:
+                self.log = await asyncio.to_thread(AuditLog, self.path)
+            except Exception as error:
+                self._degrade(f"the audit log {self.path} cannot be opened: {error}")
+        return self.log
+
+    def _degrade(self, problem: str) -> None:
+        if problem != self._problem:
+            log.error(
+                "auditing is degraded: rows wait in memory and are retried",
+                extra={"reason": problem, "rows": len(self._queue)},
+            )
+        self._problem = problem
+
+    def _report_dropped(self) -> None:
         if self._dropped:
-            log.warning(
-                "audit rows dropped: the log could not keep up", extra={"rows": self._dropped}
+            log.error(
+                "audit rows dropped: too many were waiting to be written",
+                extra={"rows": self._dropped, "reason": self._problem or "the log is too slow"},
             )
             self._dropped = 0
-        if not batch or self.log is None:
-            return
-        try:
-            await asyncio.to_thread(self.log.record, batch)
-        except Exception:
-            log.exception("audit rows could not be written", extra={"rows": len(batch)})
 
     async def run(self) -> None:
-        """Write batches until cancelled, and purge once a day."""
+        """Write batches until cancelled, retrying with backoff, and purge once a day."""
         loop = asyncio.get_running_loop()
         next_purge = loop.time() + DAY_SECONDS
+        pause = FLUSH_SECONDS
         try:
             while True:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), max(0.0, next_purge - loop.time()))
-                    self._wake.clear()
-                    await asyncio.sleep(FLUSH_SECONDS)  # gather a batch
-                    await self.flush()
+                self._wake.clear()
+                await asyncio.sleep(pause)  # gather a batch, or back off after a failure
+                if await self.flush():
+                    pause = FLUSH_SECONDS
+                else:
+                    pause = min(pause * 2, RETRY_MAX_SECONDS)
+                    self._wake.set()  # try again after the pause
                 if loop.time() >= next_purge:
                     next_purge = loop.time() + DAY_SECONDS
                     await self.purge()
@@ -143,6 +201,20 @@ class AuditTrail:
 
     async def _close(self) -> None:
         await self.flush()
+        if self._queue:
+            log.error(
+                "audit rows could not be written before the daemon stopped",
+                extra={"rows": len(self._queue), "reason": self._problem},
+            )
         if self.log is not None:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self.log.close)
+
+
+def _refusal(entry: AuditEntry) -> str:
+    """Why the entry could never be stored (a bug of its maker), or "" when it can be."""
+    try:
+        check_entry(entry)
+    except ValueError as error:
+        return str(error)
+    return ""

@@ -1,7 +1,7 @@
 """`signin-brokerd`: the daemon's entry point (foreground; systemd or launchd run it).
 
 Exit status: 0 after a clean stop, 1 when it cannot start (another instance, unsafe
-socket folder), 2 when a setting is wrong.
+socket or state folder), 2 when a setting is wrong.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 # grpc-core writes plain-text lines to stderr; keep stderr JSON unless asked otherwise.
 os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
+from ..store.files import UnsafeStorage, private_folder
 from . import logs, systemd
 from .app import serve
 from .instance import Instance, InstanceError, adopt, claim, listen_loopback
@@ -35,6 +36,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.umask(0o077)  # everything the daemon creates is the user's alone
     logs.configure(settings.log_level)
     _raise_open_file_limit()
+    try:  # where another uid can add files, it can plant symlinks or older copies
+        private_folder(settings.state_dir, with_ancestors=True)
+        private_folder(settings.state_dir / "accounts")
+    except UnsafeStorage as error:
+        return _cannot_start(str(error))
     try:
         instance = _take_socket(settings.socket)
     except InstanceError as error:

@@ -7,6 +7,7 @@ connect(), recorded by the kernel at that moment; the peer cannot change it.
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import struct
 import sys
@@ -58,32 +59,80 @@ def open_peer_pidfd(sock: socket.socket) -> int | None:
         return None
 
 
-def loopback_tcp_peer_uid(client: tuple[str, int], server: tuple[str, int]) -> int | None:
-    """The uid owning the client end of a loopback TCP connection (Linux), else None.
+# Linux sock_diag (linux/sock_diag.h, linux/inet_diag.h): one TCP socket, looked up by its
+# four addresses as `ss` does. Request: nlmsghdr, inet_diag_req_v2 (family, protocol, ext,
+# pad, states, then the socket id: ports big-endian, two 16-byte addresses, interface,
+# cookie). Answer: nlmsghdr, inet_diag_msg (family, state, timer, retrans, the socket id,
+# expires, rqueue, wqueue, uid, inode).
+_NETLINK_SOCK_DIAG = 4
+_SOCK_DIAG_BY_FAMILY = 20
+_NLM_F_REQUEST = 1
+_NLMSGHDR = struct.Struct("=IHHII")
+_DIAG_REQUEST = struct.Struct("=BBBxI")
+_DIAG_PORTS = struct.Struct("!HH")
+_DIAG_ANY_COOKIE = struct.Struct("=III").pack(0, 0xFFFFFFFF, 0xFFFFFFFF)  # interface 0, no cookie
+_DIAG_ANSWER = struct.Struct("=BBxx4s16s16s24xII")  # family, state, ports, src, dst, uid, inode
+_TCP_LISTEN = 10
+_Ip = ipaddress.IPv4Address | ipaddress.IPv6Address
 
-    TCP carries no credentials, but on one machine the kernel's socket table does:
-    /proc/net/tcp lists the client's socket (local = client, remote = server) with
-    the uid that created it. This lets the loopback web page serve only its user.
+
+def loopback_tcp_peer_uid(client: tuple[str, int], server: tuple[str, int]) -> int | None:
+    """The uid of the process-held socket at the client end of a loopback TCP connection.
+
+    TCP carries no credentials, but on one machine the kernel holds both ends: asked
+    through sock_diag for exactly the socket whose local address is the client's and
+    remote address the server's, it names the uid that created it. None when no open
+    socket answers to that: reset, closed (a TIME_WAIT or orphaned socket has no
+    owner), a listener that merely shares the port, or no Linux sock_diag to ask.
+    Callers must refuse on None. One netlink round trip, answered within send().
     """
     if not sys.platform.startswith("linux"):
         return None
-    wanted = (_proc_net_address(*client), _proc_net_address(*server))
-    table = "/proc/net/tcp6" if ":" in client[0] else "/proc/net/tcp"
     try:
-        with open(table) as rows:  # noqa: PTH123 - a plain read of a kernel table
-            next(rows)  # the header
-            for row in rows:
-                fields = row.split()
-                if (fields[1], fields[2]) == wanted:
-                    return int(fields[7])
+        client_ip, server_ip = ipaddress.ip_address(client[0]), ipaddress.ip_address(server[0])
+    except ValueError:
+        return None
+    family = socket.AF_INET6 if client_ip.version == 6 else socket.AF_INET
+    request = (
+        _DIAG_REQUEST.pack(family, socket.IPPROTO_TCP, 0, 0xFFFFFFFF)
+        + _DIAG_PORTS.pack(client[1], server[1])
+        + client_ip.packed.ljust(16, b"\0")
+        + server_ip.packed.ljust(16, b"\0")
+        + _DIAG_ANY_COOKIE
+    )
+    header = _NLMSGHDR.pack(
+        _NLMSGHDR.size + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, 1, 0
+    )
+    try:
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as diag:
+            diag.send(header + request)
+            answer = diag.recv(8192, socket.MSG_DONTWAIT)
     except OSError:
         return None
-    return None
+    wanted = (_unmapped(client_ip), _unmapped(server_ip), (client[1], server[1]))
+    return _owner_in_answer(answer, wanted)
 
 
-def _proc_net_address(host: str, port: int) -> str:
-    """An address as /proc/net/tcp{,6} prints it: native-order 32-bit words in hex, then port."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    packed = socket.inet_pton(family, host)
-    words = struct.unpack(f"={len(packed) // 4}I", packed)
-    return "".join(f"{word:08X}" for word in words) + f":{port:04X}"
+def _owner_in_answer(answer: bytes, wanted: tuple[_Ip, _Ip, tuple[int, int]]) -> int | None:
+    """The uid in a sock_diag answer, if it describes the wanted open, connected socket."""
+    if len(answer) < _NLMSGHDR.size + _DIAG_ANSWER.size:
+        return None
+    if _NLMSGHDR.unpack_from(answer)[1] != _SOCK_DIAG_BY_FAMILY:
+        return None  # NLMSG_ERROR: no such socket
+    family, state, ports, src, dst, uid, inode = _DIAG_ANSWER.unpack_from(answer, _NLMSGHDR.size)
+    found = (_diag_ip(family, src), _diag_ip(family, dst), _DIAG_PORTS.unpack(ports))
+    if state == _TCP_LISTEN or inode == 0 or found != wanted:
+        return None
+    return int(uid)
+
+
+def _diag_ip(family: int, raw: bytes) -> _Ip:
+    """An address as sock_diag reports it, IPv4-mapped IPv6 seen as the IPv4 it is."""
+    if family == socket.AF_INET:
+        return ipaddress.IPv4Address(raw[:4])
+    return _unmapped(ipaddress.IPv6Address(raw))
+
+
+def _unmapped(ip: _Ip) -> _Ip:
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    return mapped or ip

@@ -10,12 +10,11 @@ typo never opens or closes everything at once.
 from __future__ import annotations
 
 import enum
-import functools
-import hashlib
 import json
 import logging
 import os
 import re
+import stat as stat_module
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -57,10 +56,6 @@ class AppRule:
     accounts: tuple[str, ...] = ()  # empty: every account
     scopes: tuple[str, ...] = ()  # empty: the scopes of the sign-in
     sha256: str = ""  # pins the program file; "" accepts any
-
-    def matches_file(self, program: str) -> bool:
-        """Whether the program file is the pinned one (always, when nothing is pinned)."""
-        return not self.sha256 or file_sha256(program) == self.sha256
 
 
 def parse(text: str, source: str = "apps.toml") -> dict[str, AppRule]:
@@ -142,31 +137,6 @@ def _quoted(text: str) -> str:
     return json.dumps(text)  # a JSON string is a valid TOML basic string
 
 
-def file_sha256(path: str) -> str:
-    """The SHA-256 of a program file; "" when it cannot be read.
-
-    Remembered while the file's inode, size and modification time stay the same, so a
-    pinned app does not cost a hash of its executable on every call.
-    """
-    try:
-        stat = Path(path).stat()
-    except OSError:
-        return ""
-    return _sha256_of(path, stat.st_ino, stat.st_size, stat.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=64)
-def _sha256_of(path: str, inode: int, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    try:
-        with Path(path).open("rb") as file:
-            for block in iter(lambda: file.read(1 << 20), b""):
-                digest.update(block)
-    except OSError:
-        return ""
-    return digest.hexdigest()
-
-
 class PolicyFile:
     """The rules as last read from the file, re-read when the file changes on disk."""
 
@@ -174,7 +144,7 @@ class PolicyFile:
         self.path = path
         self.rules: dict[str, AppRule] = {}
         self.error = ""
-        self._seen: tuple[int, int, int] | None = None  # inode, size, mtime of the last read
+        self._seen: tuple[int, int, int, int] | None = None  # see _signature
 
     def refresh(self) -> None:
         """Re-read the file if it changed; keep the last good rules when it is broken."""
@@ -190,7 +160,7 @@ class PolicyFile:
             return
         self._seen = signature
         try:
-            self.rules = parse(self.path.read_text(encoding="utf-8"), str(self.path))
+            self.rules = parse(_read_policy(self.path), str(self.path))
         except (PolicyError, OSError, UnicodeDecodeError) as error:
             self.error = f"{error}; the last good policy stays in force"
             log.error(  # noqa: TRY400 - the reason says it all; no traceback
@@ -207,6 +177,24 @@ class PolicyFile:
         self.rules, self.error = dict(rules), ""
 
 
-def _signature(stat: os.stat_result) -> tuple[int, int, int]:
-    """What tells a changed file from the one last read: inode, size, modification time."""
-    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+def _signature(stat: os.stat_result) -> tuple[int, int, int, int]:
+    """What tells a changed file from the one last read: inode, size, mtime and ctime."""
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
+MAX_POLICY_BYTES = 1 << 20
+
+
+def _read_policy(path: Path) -> str:
+    """The policy file's text: a regular file (a FIFO would stall the daemon), bounded."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    try:
+        info = os.fstat(fd)
+        if not stat_module.S_ISREG(info.st_mode):
+            raise PolicyError(f"{path} is not a regular file")
+        data = os.read(fd, MAX_POLICY_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_POLICY_BYTES:
+        raise PolicyError(f"{path} is larger than {MAX_POLICY_BYTES} bytes")
+    return data.decode("utf-8")

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-import grpc
 import psutil
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError
 
 from .._version import __version__
 from ..session.accounts import AccountInfo, Entitlement, SignInStart, SignInState, owner_key
@@ -37,6 +38,7 @@ from ..session.errors import (
     SessionError,
     SignInRequired,
     TokenTooShortLived,
+    TooManyNewTokens,
 )
 from ..session.events import EventKind, SessionEvent, WatcherDropped
 from ..session.manager import SessionManager
@@ -49,26 +51,27 @@ from ..session.validation import (
 )
 from ..store.audit import Action, Actor, AuditEntry, AuditRow
 from ..v1 import broker_pb2 as pb
-from ..v1 import broker_pb2_grpc as pb_grpc
 from .apps import AppDenied, AppGate, AppView, UnknownApp
 from .audit_trail import AuditTrail
-from .callers import Caller, current_caller
+from .callers import Caller
 from .pages import BEGIN_PATH
 from .policy import Decision
 from .qr import qr_image
+from .transport import current_caller
 
 log = logging.getLogger(__name__)
 
-_STATUS_OF: dict[type[SessionError], grpc.StatusCode] = {
-    SignInRequired: grpc.StatusCode.UNAUTHENTICATED,
-    AccountNotFound: grpc.StatusCode.NOT_FOUND,
-    NotConfigured: grpc.StatusCode.FAILED_PRECONDITION,
-    ScopeNotGranted: grpc.StatusCode.FAILED_PRECONDITION,
-    TokenTooShortLived: grpc.StatusCode.FAILED_PRECONDITION,
-    ProviderRefused: grpc.StatusCode.FAILED_PRECONDITION,
-    ProviderUnreachable: grpc.StatusCode.UNAVAILABLE,
-    AppDenied: grpc.StatusCode.PERMISSION_DENIED,
-    UnknownApp: grpc.StatusCode.NOT_FOUND,
+_STATUS_OF: dict[type[SessionError], Status] = {
+    SignInRequired: Status.UNAUTHENTICATED,
+    AccountNotFound: Status.NOT_FOUND,
+    NotConfigured: Status.FAILED_PRECONDITION,
+    ScopeNotGranted: Status.FAILED_PRECONDITION,
+    TokenTooShortLived: Status.FAILED_PRECONDITION,
+    ProviderRefused: Status.FAILED_PRECONDITION,
+    ProviderUnreachable: Status.UNAVAILABLE,
+    TooManyNewTokens: Status.RESOURCE_EXHAUSTED,
+    AppDenied: Status.PERMISSION_DENIED,
+    UnknownApp: Status.NOT_FOUND,
 }
 _DECISION = {
     Decision.ALLOW: pb.APP_DECISION_ALLOW,
@@ -111,36 +114,34 @@ class DaemonInfo:
     pid: int = os.getpid()
 
 
-Context = grpc.aio.ServicerContext[Any, Any]
 Response = TypeVar("Response")
 
 
 def _unary(
-    method: Callable[[Any, Any, Context], Awaitable[Response]],
-) -> Callable[[Any, Any, Context], Awaitable[Response]]:
+    method: Callable[[Any, Any], Awaitable[Response]],
+) -> Callable[[Any, Any], Awaitable[Response]]:
     """Map the errors of a unary method onto gRPC statuses."""
 
     @functools.wraps(method)
-    async def mapped(self: Any, request: Any, context: Context) -> Response:
+    async def mapped(self: Any, request: Any) -> Response:
         try:
-            return await method(self, request, context)
+            return await method(self, request)
         except (SessionError, InvalidRequest) as error:
-            await context.abort(_status_of(error), str(error))
+            raise GRPCError(_status_of(error), str(error)) from None
         except Exception:
             log.exception("unexpected error", extra={"method": method.__name__})
-            await context.abort(grpc.StatusCode.INTERNAL, "internal")
-        raise AssertionError("unreachable: abort raises")
+            raise GRPCError(Status.INTERNAL, "internal") from None
 
     return mapped
 
 
-def _status_of(error: SessionError | InvalidRequest) -> grpc.StatusCode:
+def _status_of(error: SessionError | InvalidRequest) -> Status:
     if isinstance(error, InvalidRequest):
-        return grpc.StatusCode.INVALID_ARGUMENT
-    return _STATUS_OF.get(type(error), grpc.StatusCode.FAILED_PRECONDITION)
+        return Status.INVALID_ARGUMENT
+    return _STATUS_OF.get(type(error), Status.FAILED_PRECONDITION)
 
 
-class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
+class TokenBrokerServicer:
     """Serves signin_broker.v1.TokenBroker for the verified caller of each call."""
 
     def __init__(
@@ -152,7 +153,7 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
         self._audit = audit
 
     @_unary
-    async def GetToken(self, request: pb.GetTokenRequest, context: Context) -> pb.GetTokenResponse:
+    async def GetToken(self, request: pb.GetTokenRequest) -> pb.GetTokenResponse:
         """Check the request, then return a token from the session manager."""
         account = _checked(check_account, request.account)
         scopes = _checked(check_scopes, list(request.scopes))
@@ -184,13 +185,11 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
         )
 
     @_unary
-    async def GetStatus(
-        self, request: pb.GetStatusRequest, context: Context
-    ) -> pb.GetStatusResponse:
+    async def GetStatus(self, request: pb.GetStatusRequest) -> pb.GetStatusResponse:
         """Describe the daemon, the sign-in state and the caller."""
         caller = current_caller()
         await self._session.restored.wait()
-        visible = self._apps.visible(caller)
+        visible = await self._apps.visible(caller)
         default_id = self._session.default_for(visible)
         default = self._session.account(default_id, visible)
         return pb.GetStatusResponse(
@@ -212,36 +211,34 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
             default_account_detail=_account(default) if default else None,
             started_by=self._info.started_by,
             rss_bytes=_THIS_PROCESS.memory_info().rss,
+            audit_degraded_reason=self._audit.degraded_reason,
         )
 
     @_unary
-    async def ListAccounts(
-        self, request: pb.ListAccountsRequest, context: Context
-    ) -> pb.ListAccountsResponse:
+    async def ListAccounts(self, request: pb.ListAccountsRequest) -> pb.ListAccountsResponse:
         """List the accounts, default first."""
         await self._session.restored.wait()
-        visible = self._apps.visible(current_caller())
+        visible = await self._apps.readable(current_caller())
         return pb.ListAccountsResponse(
             accounts=[_account(a) for a in self._session.accounts(visible)]
         )
 
     @_unary
-    async def BeginSignIn(
-        self, request: pb.BeginSignInRequest, context: Context
-    ) -> pb.BeginSignInResponse:
-        """Start a sign-in (any app may: the user completes it in the browser, or not)."""
-        started = self._session.new_sign_in(_checked(check_workspace_id, request.workspace_id))
+    async def BeginSignIn(self, request: pb.BeginSignInRequest) -> pb.BeginSignInResponse:
+        """Start a sign-in for an app the user allows; only it hears how the sign-in goes."""
+        workspace_id = _checked(check_workspace_id, request.workspace_id)
         method = request.method or (
             pb.SIGN_IN_METHOD_BROWSER if _browser_at_hand() else pb.SIGN_IN_METHOD_DEVICE_CODE
         )
         if len(request.redirect_to) > MAX_REDIRECT_TO_LENGTH:
             raise InvalidRequest(f"redirect_to must be at most {MAX_REDIRECT_TO_LENGTH} characters")
+        if method == pb.SIGN_IN_METHOD_DEVICE_CODE and request.redirect_to:
+            raise InvalidRequest("redirect_to applies to a browser sign-in, not a device one")
+        caller = current_caller()
+        account, _ = await self._writable(request.account, caller)
+        owner = owner_key(account, _actor(caller).app)
+        started = self._session.new_sign_in(workspace_id, owner)
         if method == pb.SIGN_IN_METHOD_DEVICE_CODE:
-            if request.redirect_to:
-                raise InvalidRequest("redirect_to applies to a browser sign-in, not a device one")
-            caller = current_caller()
-            account, _ = await self._writable(request.account, caller)
-            owner = owner_key(account, _actor(caller).app)
             return await self._begin_device_sign_in(started, owner)
         url = f"{self._info.web_url}{BEGIN_PATH}?sign_in={started.sign_in_id}"
         if started.workspace_id:
@@ -282,7 +279,7 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
         )
 
     @_unary
-    async def SignOut(self, request: pb.SignOutRequest, context: Context) -> pb.SignOutResponse:
+    async def SignOut(self, request: pb.SignOutRequest) -> pb.SignOutResponse:
         """End an account's session."""
         caller = current_caller()
         account, entitlement = await self._writable(request.account, caller)
@@ -290,21 +287,16 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
             signing_out = account or self._session.default_for(entitlement)
             await self._session.device_flow.cancel(signing_out, "signed out")
         result = await self._session.sign_out(
-            account, self._info.web_url + "/", actor=_actor(caller), entitlement=entitlement
+            account, self._info.web_url, actor=_actor(caller), entitlement=entitlement
         )
         return pb.SignOutResponse(was_signed_in=result.was_signed_in, logout_url=result.logout_url)
 
     @_unary
-    async def GetSignInQr(
-        self, request: pb.GetSignInQrRequest, context: Context
-    ) -> pb.GetSignInQrResponse:
+    async def GetSignInQr(self, request: pb.GetSignInQrRequest) -> pb.GetSignInQrResponse:
         """The QR code of a pending device sign-in the caller owns; NOT_FOUND otherwise."""
         caller = current_caller()
         await self._session.restored.wait()
-        visible = self._apps.visible(caller)
-        owners = frozenset(
-            [a.id for a in self._session.accounts(visible)] + [owner_key("", _actor(caller).app)]
-        )
+        owners = self._owners(caller, await self._apps.readable(caller))
         flow = self._session.device_flow
         started = flow.find(request.sign_in_id, owners) if flow is not None else None
         if started is None:
@@ -319,8 +311,9 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
         )
 
     @_unary
-    async def ListApps(self, request: pb.ListAppsRequest, context: Context) -> pb.ListAppsResponse:
-        """The apps seen and in the policy, with their decisions."""
+    async def ListApps(self, request: pb.ListAppsRequest) -> pb.ListAppsResponse:
+        """The apps seen and in the policy, with their decisions (for a managing app only)."""
+        await self._apps.admit_manager(current_caller())
         return pb.ListAppsResponse(
             apps=[_app(view) for view in self._apps.apps()],
             default_decision=_DECISION[self._apps.default],
@@ -329,10 +322,10 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
         )
 
     @_unary
-    async def SetAppPolicy(
-        self, request: pb.SetAppPolicyRequest, context: Context
-    ) -> pb.SetAppPolicyResponse:
+    async def SetAppPolicy(self, request: pb.SetAppPolicyRequest) -> pb.SetAppPolicyResponse:
         """Record the user's decision for an app and answer its waiting requests."""
+        caller = current_caller()
+        await self._apps.admit_manager(caller)  # else a denied app could allow itself
         if not request.app:
             raise InvalidRequest("app is required: its id, path or file name")
         accounts = [_checked(check_account, account) for account in request.accounts]
@@ -340,10 +333,12 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
             raise InvalidRequest("accounts must not contain an empty id")
         scopes = _checked(check_scopes, list(request.scopes))
         decision = _DECISION_OF.get(request.decision)
-        view, answered = self._apps.decide(request.app, decision, accounts, scopes, pin=request.pin)
+        view, answered = await self._apps.decide(
+            request.app, decision, accounts, scopes, pin=request.pin
+        )
         self._audit.record(
             AuditEntry(
-                _actor(current_caller()),
+                _actor(caller),
                 Action.UPDATE if view.decided else Action.DELETE,
                 "app_policy",
                 resource_id=view.record.id,
@@ -354,7 +349,7 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
 
     @_unary
     async def SetDefaultAccount(
-        self, request: pb.SetDefaultAccountRequest, context: Context
+        self, request: pb.SetDefaultAccountRequest
     ) -> pb.SetDefaultAccountResponse:
         """Make an account the default."""
         caller = current_caller()
@@ -365,14 +360,12 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
         return pb.SetDefaultAccountResponse(account=_account(info))
 
     @_unary
-    async def RemoveAccount(
-        self, request: pb.RemoveAccountRequest, context: Context
-    ) -> pb.RemoveAccountResponse:
+    async def RemoveAccount(self, request: pb.RemoveAccountRequest) -> pb.RemoveAccountResponse:
         """Sign the account out and delete everything kept of it."""
         caller = current_caller()
         account, entitlement = await self._writable(request.account, caller, required=True)
         logout_url = await self._session.remove_account(
-            account, self._info.web_url + "/", actor=_actor(caller), entitlement=entitlement
+            account, self._info.web_url, actor=_actor(caller), entitlement=entitlement
         )
         return pb.RemoveAccountResponse(
             logout_url=logout_url,
@@ -381,14 +374,14 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
 
     @_unary
     async def ListAuditEvents(
-        self, request: pb.ListAuditEventsRequest, context: Context
+        self, request: pb.ListAuditEventsRequest
     ) -> pb.ListAuditEventsResponse:
         """Recent audit rows of the accounts the caller may see, newest first."""
         caller = current_caller()
         await self._session.restored.wait()
         if not 0 <= request.limit <= MAX_AUDIT_ROWS or request.before_id < 0:
             raise InvalidRequest(f"limit must be 0 to {MAX_AUDIT_ROWS} and before_id at least 0")
-        visible = self._apps.visible(caller)
+        visible = await self._apps.readable(caller)
         account = _checked(check_account, request.account)
         if account and not visible.sees(account):
             raise AccountNotFound
@@ -398,7 +391,8 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
             app=request.app,
             limit=request.limit or 100,
             before_id=request.before_id or None,
-            daemon_wide=not account,
+            # Rows of no account (app policy, audit reads) may name any account.
+            daemon_wide=not account and visible.accounts is None,
         )
         self._audit.record(
             AuditEntry(
@@ -427,19 +421,33 @@ class TokenBrokerServicer(pb_grpc.TokenBrokerServicer):
         return account, entitlement
 
     async def WatchEvents(
-        self, request: pb.WatchEventsRequest, context: Context
+        self, request: pb.WatchEventsRequest
     ) -> AsyncIterator[pb.WatchEventsResponse]:
-        """A snapshot, then every event until the caller leaves or the daemon stops."""
+        """A snapshot, then every event the caller may see, until it leaves or the daemon stops.
+
+        What it may see is decided afresh for each event: the user may change the
+        policy while the app watches.
+        """
         caller = current_caller()
+        try:
+            await self._apps.readable(caller)
+        except SessionError as error:
+            raise GRPCError(_status_of(error), str(error)) from None
         with self._session.events.subscribe() as subscription:
             yield self._event_message(pb.EVENT_KIND_SNAPSHOT, "", time.time(), "", "")
             while True:
                 try:
                     event = await subscription.next()
                 except WatcherDropped as dropped:
-                    await context.abort(grpc.StatusCode.UNAVAILABLE, str(dropped))
-                if not event.account or self._apps.visible(caller).sees(event.account):
+                    raise GRPCError(Status.UNAVAILABLE, str(dropped)) from None
+                visible = await self._apps.visible(caller)
+                if event.concerns(visible.sees, self._owners(caller, visible)):
                     yield self._event(event)
+
+    def _owners(self, caller: Caller, entitlement: Entitlement) -> frozenset[str]:
+        """The owner keys of sign-ins the caller may follow: its own, and its accounts'."""
+        accounts = [account.id for account in self._session.accounts(entitlement)]
+        return frozenset([*accounts, owner_key("", _actor(caller).app)])
 
     def _event(self, event: SessionEvent) -> pb.WatchEventsResponse:
         return self._event_message(

@@ -230,7 +230,8 @@ OPTIONS: tuple[_Option, ...] = (
     ),
     _Option(
         "state_dir",
-        "folder for the daemon's persistent state",
+        "folder for the daemon's persistent state; it must be yours alone (the daemon"
+        " refuses one that other users can write to, or that sits in such a folder)",
         _absolute_path,
         locations.default_state_dir,
         "PATH",

@@ -3,8 +3,8 @@
 Routes follow the contract's section 4.1: the begin endpoint and /user/login, the
 callback, /logout, the anonymous landing at /, and the dashboard. Only the user who
 owns the daemon is served: the Host header must name the loopback address (a DNS
-rebinding guard), and on Linux the kernel's socket table must show the browser's
-connection as that user's.
+rebinding guard), and on Linux the kernel must name that user as the owner of the
+browser's socket when the connection is accepted, before a byte of it is read.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ import os
 import re
 import secrets
 import socket
+import sys
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import Any, ClassVar, cast
 from urllib.parse import quote, urlsplit
 
 import uvicorn
@@ -26,10 +27,12 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..session.errors import IdTokenInvalid, OAuthError, ProviderUnavailable
 from ..session.manager import SessionManager
 from ..session.signin import SignInFlow
+from ..session.signout import LINK_PATH as LOGOUT_LINK_PATH
 from ..session.validation import check_workspace_id
 from ..store.audit import Actor
 from . import pages
@@ -46,8 +49,16 @@ HOME_PATH = "/dashboard"
 BROWSER_SESSION_SECONDS = 12 * 3600
 MAX_PARAMETER_LENGTH = 4096
 STOP_GRACE_SECONDS = 2  # how long open requests may finish when the daemon stops
+# How long a connection may take to send a request's head (line and headers), from its
+# accept or the end of the previous response. A browser on loopback needs milliseconds.
+REQUEST_HEAD_SECONDS = 5
+CONCURRENT_CONNECTIONS = 64  # the owner's; other users' are closed before they count
+REFUSAL_LOG_SECONDS = 60  # refusals are logged at most this often (others choose how many)
+# Only Linux lets an unprivileged daemon ask who owns a TCP socket (sock_diag). Elsewhere
+# the page cannot tell and serves every local user who knows its port (README).
+KERNEL_NAMES_TCP_PEERS = sys.platform.startswith("linux")
 SIGN_IN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-# The actor of sign-ins and sign-outs done on the page (LoopbackGuard proves the uid).
+# The actor of sign-ins and sign-outs done on the page (_Admission proves the uid).
 BROWSER = Actor(app="browser (loopback sign-in page)", uid=os.geteuid())
 
 Scope = MutableMapping[str, Any]
@@ -128,12 +139,15 @@ class SignInSite:
                 Route("/user/login", self.user_login),
                 Route(CALLBACK_PATH, self.callback),
                 Route("/logout", self.logout, methods=["GET", "POST"]),
+                Route(LOGOUT_LINK_PATH, self.provider_logout),
             ],
         )
-        issuer = session.issuer or ""
-        guarded = LoopbackGuard(app, authority, own_uid, _origin(issuer))
+        headers = _security_headers(_origin(session.issuer or ""))
+        admission = _Admission(own_uid, headers)
+        guarded = LoopbackGuard(app, authority, admission, headers)
         config = uvicorn.Config(
             guarded,
+            http=_page_protocol(admission),
             lifespan="off",
             log_config=None,
             access_log=False,
@@ -143,7 +157,7 @@ class SignInSite:
             # uvicorn waits for open connections without end unless told: a stuck
             # browser connection must not keep the daemon from stopping.
             timeout_graceful_shutdown=STOP_GRACE_SECONDS,
-            limit_concurrency=64,
+            limit_concurrency=CONCURRENT_CONNECTIONS,
             h11_max_incomplete_event_size=16 * 1024,
         )
         self._server = _EmbeddedServer(config)
@@ -309,6 +323,22 @@ class SignInSite:
         response.delete_cookie(SESSION_COOKIE, path="/", secure=True, httponly=True, samesite="lax")
         return response
 
+    async def provider_logout(self, request: Request) -> Response:
+        """A sign-out link from an app or the CLI: on to the provider's logout, with the hint.
+
+        The id_token travels only in this redirect to the owner's browser (session.signout).
+        """
+        target = self._session.logout_links.take(request.query_params.get("end", ""))
+        if target is None:
+            return _page(
+                "This sign-out link is used up",
+                "It was used already or is more than a few minutes old. You are signed out"
+                " on this computer; sign out at the identity provider's site if you need to.",
+                status=410,
+            )
+        log.info("sent the browser to the provider's logout")
+        return RedirectResponse(target, status_code=303)
+
     # -- helpers ---------------------------------------------------------------------------
 
     def _waiting_devices(self) -> list[pages.WaitingDevice]:
@@ -362,32 +392,42 @@ def _origin(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else ""
 
 
-class LoopbackGuard:
-    """Serves only requests addressed to this loopback page, from this computer's user.
+def _security_headers(provider_origin: str) -> list[tuple[bytes, bytes]]:
+    """What every answer carries: a strict CSP (no scripts), no framing, referrer or caching."""
+    form_action = f"'self' {provider_origin}".strip()
+    return [
+        (
+            b"content-security-policy",
+            f"default-src 'none'; style-src 'unsafe-inline'; form-action {form_action};"
+            " frame-ancestors 'none'; base-uri 'none'".encode(),
+        ),
+        (b"x-content-type-options", b"nosniff"),
+        (b"referrer-policy", b"same-origin"),  # no-referrer would make Origin "null"
+        (b"cache-control", b"no-store"),
+        (b"x-frame-options", b"DENY"),
+    ]
 
-    Also adds the security headers every page carries: a strict Content-Security-Policy
-    (no scripts at all), no framing, no referrer, no caching.
+
+class LoopbackGuard:
+    """Serves only requests addressed to this loopback page, over an admitted connection.
+
+    Also adds the security headers every page carries (_security_headers).
     """
 
-    def __init__(self, app: ASGIApp, authority: str, own_uid: int, provider_origin: str) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        authority: str,
+        admission: _Admission,
+        headers: list[tuple[bytes, bytes]],
+    ) -> None:
         self._app = app
         self._authority = authority
-        self._own_uid = own_uid
-        form_action = f"'self' {provider_origin}".strip()
-        self._headers = [
-            (
-                b"content-security-policy",
-                f"default-src 'none'; style-src 'unsafe-inline'; form-action {form_action};"
-                " frame-ancestors 'none'; base-uri 'none'".encode(),
-            ),
-            (b"x-content-type-options", b"nosniff"),
-            (b"referrer-policy", b"same-origin"),  # no-referrer would make Origin "null"
-            (b"cache-control", b"no-store"),
-            (b"x-frame-options", b"DENY"),
-        ]
+        self._admission = admission
+        self._headers = headers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Check host and user, then serve with the security headers added."""
+        """Check connection and host, then serve with the security headers added."""
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
@@ -404,6 +444,11 @@ class LoopbackGuard:
         await self._app(scope, receive, send_with_headers)
 
     def _refusal(self, scope: Scope) -> Response | None:
+        client = scope.get("client")
+        if client is None or not self._admission.admitted(client[0], client[1]):
+            # Only _PageProtocol's admitted connections get here; anything else is a bug.
+            log.error("refused a request over a connection nobody admitted")
+            return _page("Not your sign-in", _NOT_YOURS, status=403)
         host = dict(scope["headers"]).get(b"host", b"").decode("latin-1").lower()
         if host != self._authority:
             if host == "localhost:" + self._authority.rsplit(":", 1)[1]:
@@ -415,17 +460,150 @@ class LoopbackGuard:
                 f"This page answers only at http://{self._authority}/.",
                 status=421,
             )
-        client, server = scope.get("client"), scope.get("server")
-        if client and server:
-            uid = loopback_tcp_peer_uid((client[0], client[1]), (server[0], server[1]))
-            if uid is not None and uid != self._own_uid:
-                log.warning("refused a browser of another user", extra={"caller_uid": uid})
-                return _page(
-                    "Not your sign-in",
-                    "This page belongs to another user of this computer.",
-                    status=403,
-                )
         return None
+
+
+_NOT_YOURS = "This page belongs to another user of this computer."
+
+
+class _Admission:
+    """Which connections the page serves: its user's, as the kernel names them at accept.
+
+    The uid is asked for once, when the connection is accepted and before any of it is
+    read, and kept with the connection: a client that later resets or closes cannot
+    turn the answer into "unknown". Unknown is a refusal.
+    """
+
+    def __init__(self, own_uid: int, headers: list[tuple[bytes, bytes]]) -> None:
+        self._own_uid = own_uid
+        self._open: dict[tuple[str, int], object] = {}
+        self._refused = 0
+        self._next_report = 0.0
+        body = pages.error("Not your sign-in", _NOT_YOURS).encode()
+        head = [
+            b"HTTP/1.1 403 Forbidden",
+            b"content-type: text/html; charset=utf-8",
+            b"content-length: " + str(len(body)).encode(),
+            b"connection: close",
+            *(name + b": " + value for name, value in headers),
+        ]
+        # Written whole at accept, without reading the request: a browser of another
+        # user that opened this port by mistake still learns why.
+        self.refusal = b"\r\n".join(head) + b"\r\n\r\n" + body
+
+    def admit(self, transport: asyncio.BaseTransport) -> bool:
+        """Whether to serve this just-accepted connection."""
+        if not KERNEL_NAMES_TCP_PEERS:
+            return True
+        peer, local = transport.get_extra_info("peername"), transport.get_extra_info("sockname")
+        uid = loopback_tcp_peer_uid(peer[:2], local[:2]) if peer and local else None
+        if uid == self._own_uid:
+            return True
+        self._report_refusal(uid)
+        return False
+
+    def opened(self, client: tuple[str, int], connection: object) -> None:
+        self._open[client] = connection
+
+    def closed(self, client: tuple[str, int], connection: object) -> None:
+        if self._open.get(client) is connection:
+            del self._open[client]
+
+    def admitted(self, host: str, port: int) -> bool:
+        return (host, port) in self._open
+
+    def _report_refusal(self, uid: int | None) -> None:
+        """Log refusals, at most one record per REFUSAL_LOG_SECONDS (with a count)."""
+        self._refused += 1
+        now = time.monotonic()
+        if now < self._next_report:
+            return
+        log.warning(
+            "refused a browser of another user",
+            extra={"caller_uid": uid, "refused_connections": self._refused},
+        )
+        self._refused = 0
+        self._next_report = now + REFUSAL_LOG_SECONDS
+
+
+class _PageProtocol(H11Protocol):
+    """uvicorn's HTTP/1.1 for the page: admitted connections only, prompt requests only.
+
+    A refused connection gets the short 403 and is closed in connection_made: uvicorn
+    never sees it, so it counts against no limit and runs no handler. An admitted one
+    must send each request's head within REQUEST_HEAD_SECONDS of its accept or of the
+    previous response, or it is closed: a half-sent request holds nothing for long.
+    """
+
+    admission: ClassVar[_Admission]
+    _admitted = False
+    _deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Admit or refuse, before anything is read."""
+        stream = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        if not self.admission.admit(stream):
+            stream.write(self.admission.refusal)
+            stream.close()
+            return
+        self._admitted = True
+        super().connection_made(stream)
+        if self.client is not None:
+            self.admission.opened(self.client, self)
+        self._await_request()
+
+    def data_received(self, data: bytes) -> None:
+        """Parse only what an admitted connection sent."""
+        if self._admitted:
+            super().data_received(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Forget the connection and its deadline."""
+        if self._admitted:
+            self._stop_waiting()
+            if self.client is not None:
+                self.admission.closed(self.client, self)
+            super().connection_lost(exc)
+
+    def handle_events(self) -> None:
+        """Stop the deadline once a request's head has arrived."""
+        super().handle_events()
+        if self._serving():
+            self._stop_waiting()
+
+    def on_response_complete(self) -> None:
+        """The next request's head is due now (armed first: uvicorn may start it at once)."""
+        self._await_request()
+        super().on_response_complete()
+
+    def _serving(self) -> bool:
+        cycle = self.cycle
+        return cycle is not None and not cycle.response_complete
+
+    def _await_request(self) -> None:
+        self._stop_waiting()
+        self._deadline = self.loop.call_later(REQUEST_HEAD_SECONDS, self._too_slow)
+
+    def _stop_waiting(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _too_slow(self) -> None:
+        self._deadline = None
+        if not self._serving() and not self.transport.is_closing():
+            log.debug("closed a connection that sent no request in time")
+            self.transport.close()
+
+
+def _page_protocol(admission: _Admission) -> type[_PageProtocol]:
+    """The protocol class uvicorn instantiates per connection, bound to this page."""
+
+    class PageProtocol(_PageProtocol):
+        pass
+
+    PageProtocol.admission = admission
+    return PageProtocol
 
 
 class _EmbeddedServer(uvicorn.Server):

@@ -7,6 +7,7 @@ import enum
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from .limits import ScopedTokens
 from .schedule import refresh_early_fraction
 from .tokens import TokenSet
 
@@ -113,9 +114,6 @@ EVERYTHING = Entitlement()
 NOTHING = Entitlement(accounts=frozenset())  # what a denied or undecided app sees
 
 
-ScopedKey = tuple[frozenset[str], str]  # (scopes, audience) of a down-scoped token
-
-
 @dataclass
 class Account:
     """An account's state as the manager keeps it; only the manager changes it."""
@@ -124,7 +122,7 @@ class Account:
     tokens: TokenSet
     refresh_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     refresh_task: asyncio.Task[TokenSet] | None = None
-    scoped: dict[ScopedKey, TokenSet] = field(default_factory=dict)
+    scoped: ScopedTokens = field(default_factory=ScopedTokens)
     apps: dict[str, AppUse] = field(default_factory=dict)
     retry_at: float = 0.0  # no provider call before this (backoff after a failure)
     failures: int = 0

@@ -64,6 +64,17 @@ class TokenTooShortLived(SessionError):
         )
 
 
+class TooManyNewTokens(SessionError):
+    """The app asked for more new down-scoped tokens than its budget allows (session.limits)."""
+
+    def __init__(self, wait_seconds: int) -> None:
+        super().__init__(
+            "too many new token audiences or scope sets from this app;"
+            f" try again in {max(wait_seconds, 1)} s"
+        )
+        self.wait_seconds = max(wait_seconds, 1)
+
+
 # -- how the provider failed us -------------------------------------------------------
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -38,7 +38,21 @@ class SessionEvent:
     account: str = ""
     detail: str = ""
     sign_in_id: str = ""  # set on the outcome of a sign-in begun with BeginSignIn
+    owner: str = ""  # who began that sign-in (accounts.owner_key); "" when nobody did
     occurred_at: float = field(default_factory=time.time)
+
+    def concerns(self, sees: Callable[[str], bool], owners: frozenset[str]) -> bool:
+        """Whether a watcher who sees these accounts and owns these sign-ins may be told.
+
+        An account's events go to those who may see the account; a sign-in that has
+        no account yet (a device code waiting, a failure) only to its owner; what
+        concerns no account nor sign-in (the provider's health) to every watcher.
+        """
+        if self.account:
+            return sees(self.account)
+        if self.sign_in_id:
+            return bool(self.owner) and self.owner in owners
+        return True
 
 
 class WatcherDropped(Exception):

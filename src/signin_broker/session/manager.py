@@ -10,6 +10,11 @@ the encrypted store before the new access token is handed out.
 When the provider cannot be reached the daemon keeps serving a still-valid token,
 says so (`degraded`), and tries again with exponential backoff and jitter. Only the
 provider saying `invalid_grant` ends a session.
+
+Down-scoped tokens (fewer scopes, or an audience) are cached per account within
+bounds, and each app has a budget of scoped grants at the provider (session.limits).
+The id_token never leaves the daemon: sign-out hands out a one-time link to the
+loopback page instead of the provider's logout URL with the hint (session.signout).
 """
 
 from __future__ import annotations
@@ -33,7 +38,6 @@ from .accounts import (
     AppUse,
     Entitlement,
     IssuedToken,
-    ScopedKey,
     SignInStart,
     SignInState,
     SignOutResult,
@@ -49,8 +53,10 @@ from .errors import (
     ScopeNotGranted,
     SignInRequired,
     TokenTooShortLived,
+    TooManyNewTokens,
 )
 from .events import EventBus, EventKind, SessionEvent
+from .limits import GrantBudget, ScopedKey
 from .schedule import (
     BACKOFF_FIRST_SECONDS,
     BACKOFF_MAX_SECONDS,
@@ -58,6 +64,7 @@ from .schedule import (
     next_revalidation,
     retry_after_failure,
 )
+from .signout import LogoutLinks
 from .tokens import TokenSet
 
 if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
@@ -148,6 +155,9 @@ class SessionManager:
         self.changed = asyncio.Event()  # wakes the keeper: an account came or went
         self._clock = clock
         self._accounts: dict[str, Account] = {}
+        self._sign_in_owners: dict[str, tuple[str, float]] = {}  # sign-in id: owner, until
+        self._grants = GrantBudget(clock)
+        self.logout_links = LogoutLinks(clock)
 
     # -- what apps may know ------------------------------------------------------------
 
@@ -202,8 +212,9 @@ class SessionManager:
         """A token of the account (default when empty) valid for min_ttl seconds more.
 
         With scopes narrower than the sign-in's, or an audience, the token is a
-        down-scoped one, kept until it wants renewing like any other. A caller limited
-        to some scopes gets a token of those scopes when it names none.
+        down-scoped one, kept until it wants renewing like any other; each one the
+        provider is asked for counts against the app's budget (TooManyNewTokens). A
+        caller limited to some scopes gets a token of those scopes when it names none.
         """
         await self.restored.wait()
         account = self._resolve(account_id, entitlement)
@@ -214,7 +225,8 @@ class SessionManager:
             raise ScopeNotGranted(missing, account.info.id)
         wanted = frozenset(scopes)
         if audience or (wanted and wanted != frozenset(account.tokens.scopes)):
-            tokens = await self._scoped_token(account, (wanted, audience), min_ttl)
+            app = actor.app if actor is not None else ""
+            tokens = await self._scoped_token(account, (wanted, audience), min_ttl, app)
         else:
             tokens = await self._main_token(account, min_ttl)
         if actor is not None:
@@ -265,7 +277,9 @@ class SessionManager:
         self._publish(EventKind.REFRESHED, account.info.id, "the access token was renewed")
         return renewed
 
-    async def _scoped_token(self, account: Account, key: ScopedKey, min_ttl: int) -> TokenSet:
+    async def _scoped_token(
+        self, account: Account, key: ScopedKey, min_ttl: int, app: str
+    ) -> TokenSet:
         cached = account.scoped.get(key)
         now = self._clock()
         if cached is not None and not cached.wants_refresh(now, min_ttl):
@@ -276,6 +290,12 @@ class SessionManager:
                 if cached is None
                 else TokenTooShortLived(int(cached.expires_at - now))
             )
+        try:
+            self._grants.take(app)  # before the lock: a refused flood does not queue there
+        except TooManyNewTokens:
+            if cached is not None and cached.is_valid(now) and cached.expires_at - now >= min_ttl:
+                return cached  # due for renewal, but still good enough for this caller
+            raise
         async with account.refresh_lock:
             cached = account.scoped.get(key)
             now = self._clock()
@@ -306,7 +326,7 @@ class SessionManager:
             )
             await self._persist(account, rotated)
             account.tokens = rotated
-            account.scoped[key] = token
+            account.scoped.put(key, token, now)
             return token
 
     async def _spend_refresh_token(self, account: Account, extra: dict[str, str]) -> TokenResponse:
@@ -447,14 +467,26 @@ class SessionManager:
 
     # -- signing in and out --------------------------------------------------------------
 
-    def new_sign_in(self, workspace_id: str = "") -> SignInStart:
-        """An id for a sign-in begun over the API; the browser carries it through the flow."""
+    def new_sign_in(self, workspace_id: str = "", owner: str = "") -> SignInStart:
+        """An id for a sign-in begun over the API; the browser carries it through the flow.
+
+        The owner (see accounts.owner_key) is the only watcher told how it goes until
+        it ends with an account, which then only those who may see it are told of.
+        """
         if not self.issuer:
             raise NotConfigured(
                 "no identity provider is configured: set issuer "
                 "(--issuer, SIGNIN_BROKER_ISSUER or `issuer` in config.toml)"
             )
-        return SignInStart(secrets.token_urlsafe(16), self._clock() + SIGN_IN_SECONDS, workspace_id)
+        now = self._clock()
+        self._sign_in_owners = {
+            sign_in_id: (who, until)
+            for sign_in_id, (who, until) in self._sign_in_owners.items()
+            if until > now
+        }
+        started = SignInStart(secrets.token_urlsafe(16), now + SIGN_IN_SECONDS, workspace_id)
+        self._sign_in_owners[started.sign_in_id] = (owner, started.expires_at)
+        return started
 
     async def complete_sign_in(self, signed_in: SignedIn, actor: Actor = DAEMON) -> AccountInfo:
         """Record a validated sign-in as an account (replacing that tenant's old session)."""
@@ -521,7 +553,7 @@ class SessionManager:
     async def sign_out(
         self,
         account_id: str,
-        post_logout_redirect_uri: str = "",
+        page_url: str = "",
         *,
         actor: Actor = DAEMON,
         entitlement: Entitlement = EVERYTHING,
@@ -529,27 +561,25 @@ class SessionManager:
         """End the account's session here and at the provider; not an error when there is none.
 
         The tokens are revoked at the provider (RFC 7009) where it offers revocation; the
-        result also carries the provider's logout address for a browser session there.
+        result also carries where a browser ends its session there (see logout_url).
         """
         await self.restored.wait()
         if not account_id and not self.default_for(entitlement):
-            return SignOutResult(False, await self.provider_logout_url(post_logout_redirect_uri))
+            return SignOutResult(False, await self.logout_url(page_url, None))
         account = self._resolve(account_id, entitlement)
         await self._end(account, EventKind.SIGNED_OUT, "signed out", actor)
         await self._revoke_at_provider(account.tokens)
-        return SignOutResult(
-            True, await self.provider_logout_url(post_logout_redirect_uri, account.tokens.id_token)
-        )
+        return SignOutResult(True, await self.logout_url(page_url, account.tokens.id_token))
 
     async def remove_account(
         self,
         account_id: str,
-        post_logout_redirect_uri: str = "",
+        page_url: str = "",
         *,
         actor: Actor,
         entitlement: Entitlement = EVERYTHING,
     ) -> str:
-        """Sign the account out and delete all the daemon keeps of it; the provider's logout URL.
+        """Sign the account out and delete all the daemon keeps of it; see logout_url.
 
         The audit row of the removal is written before anything is deleted (contract 3).
         """
@@ -563,7 +593,7 @@ class SessionManager:
         await self._end(account, EventKind.SIGNED_OUT, "the account was removed", actor)
         await self._revoke_at_provider(account.tokens)
         await self.audit.forget_account(account.info.id)
-        return await self.provider_logout_url(post_logout_redirect_uri, account.tokens.id_token)
+        return await self.logout_url(page_url, account.tokens.id_token)
 
     async def set_default(
         self, account_id: str, *, actor: Actor, entitlement: Entitlement = EVERYTHING
@@ -596,6 +626,17 @@ class SessionManager:
                 log.warning(
                     "could not revoke a token at the provider", extra={"reason": str(error)}
                 )
+
+    async def logout_url(self, page_url: str, id_token: str | None) -> str:
+        """Where a browser ends its session at the provider, back to the page at page_url after.
+
+        With an id_token, a one-time link to the loopback page (session.signout), which
+        alone sends the browser on with the id_token_hint; "" without a page to serve it.
+        """
+        if not page_url:
+            return ""
+        target = await self.provider_logout_url(page_url + "/", id_token)
+        return self.logout_links.create(page_url, target) if target and id_token else target
 
     async def provider_logout_url(
         self, post_logout_redirect_uri: str = "", id_token_hint: str | None = None
@@ -705,8 +746,9 @@ class SessionManager:
         )
 
     def _publish(self, kind: EventKind, account: str, detail: str, sign_in_id: str = "") -> None:
+        owner, _ = self._sign_in_owners.get(sign_in_id, ("", 0.0)) if sign_in_id else ("", 0.0)
         self.events.publish(
-            SessionEvent(kind, account=account, detail=detail, sign_in_id=sign_in_id)
+            SessionEvent(kind, account=account, detail=detail, sign_in_id=sign_in_id, owner=owner)
         )
 
 

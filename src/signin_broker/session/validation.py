@@ -6,6 +6,8 @@ import re
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
+from ..store.tenants import TENANT_KEY
+
 # RFC 6749 section 3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E )
 SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]{1,256}")
 MAX_SCOPES = 64
@@ -49,7 +51,16 @@ def check_workspace_id(workspace_id: str) -> str:
 
 
 def check_account(account: str) -> str:
-    """An account id as callers send it: empty (the default account) or printable text."""
+    """An account id as callers send it: empty (the default account) or a tenant key.
+
+    The form is the one every store accepts (store.tenants), so an id let in here is
+    never refused deeper down, where the refusal would be an internal error.
+    """
     if len(account) > MAX_ACCOUNT_ID_LENGTH or not account.isprintable():
         raise ValueError(f"account must be at most {MAX_ACCOUNT_ID_LENGTH} printable characters")
+    if account and not TENANT_KEY.fullmatch(account):
+        raise ValueError(
+            "account must be empty (the default account) or an id such as user:1001"
+            " or user:1001:workspace:7 (see `signin-broker accounts`)"
+        )
     return account

@@ -11,9 +11,11 @@ retention job (contract 3, T9). Payloads never hold secrets.
 from __future__ import annotations
 
 import enum
+import errno
 import json
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .files import UnsafeStorage, private_folder
 from .tenants import MissingTenantKey, tenant_key
 
 SCHEMA_VERSION = 1  # PRAGMA user_version; a later version migrates from it
@@ -252,17 +255,15 @@ class AuditLog:
 
 
 def _open(path: Path) -> sqlite3.Connection:
-    """Open the database, made 0600 before SQLite writes (its -wal and -shm take its mode)."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        os.fchmod(descriptor, 0o600)  # also tightens a file made earlier by someone else
-    finally:
-        os.close(descriptor)
+    """Open the database, made 0600 before SQLite writes (its -wal and -shm take its mode).
+
+    The folder must be private and the files regular files, not symlinks: a symlink
+    there would have SQLite create, chmod and write a file elsewhere.
+    """
+    private_folder(path.parent)
+    _own_regular_file(path, create=True)
     for suffix in ("-wal", "-shm"):  # left by a crash, SQLite reuses them as they are
-        side = path.with_name(path.name + suffix)
-        if side.exists():
-            side.chmod(0o600)
+        _own_regular_file(path.with_name(path.name + suffix), create=False)
     db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, check_same_thread=False)
     try:
         _prepare(db, path)
@@ -270,6 +271,27 @@ def _open(path: Path) -> sqlite3.Connection:
         db.close()
         raise
     return db
+
+
+def _own_regular_file(path: Path, *, create: bool) -> None:
+    """Make the file 0600, creating it if asked; refuse a symlink or anything irregular."""
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+    try:
+        descriptor = os.open(path, flags, 0o600)
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise UnsafeStorage(
+                f"audit log {path} is a symlink; not writing through it: remove it"
+            ) from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise UnsafeStorage(f"audit log {path} is not a regular file; remove it")
+        os.fchmod(descriptor, 0o600)  # also tightens a file made earlier by someone else
+    finally:
+        os.close(descriptor)
 
 
 def _prepare(db: sqlite3.Connection, path: Path) -> None:
@@ -289,6 +311,11 @@ def _page(limit: int, before_id: int | None) -> dict[str, object]:
     if limit < 1:
         raise ValueError("limit must be at least 1")
     return {"limit": limit, "before_id": before_id}
+
+
+def check_entry(entry: AuditEntry) -> None:
+    """Refuse (ValueError) an entry that could never be stored, before it is queued."""
+    _values(entry)
 
 
 def _values(entry: AuditEntry) -> tuple[object, ...]:

@@ -1,17 +1,129 @@
-"""Crash-safe file writes: a crash at any moment leaves either the old file or the new one."""
+"""Safe file access for the daemon's state: private folders, crash-safe writes, bounded reads.
+
+A folder the daemon writes into must be the user's alone: where another uid can add
+entries, it can plant a symlink where a file is about to be written, or put an older
+copy back. Files are opened without following symlinks and only regular files are
+read, bounded, so a FIFO or a device left there can neither block nor flood the daemon.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import secrets
+import stat
 from pathlib import Path
+
+MAX_FILE_BYTES = 1 << 20  # a state or key file is a few kilobytes
+
+
+class UnsafeStorage(Exception):
+    """A folder or file is not safely the user's; the message says what to run."""
+
+
+def private_folder(folder: Path, *, with_ancestors: bool = False) -> None:
+    """Create the folder 0700 if missing; refuse one other users could add entries to.
+
+    The folder must be a real directory (not a symlink), owned by the user, and not
+    writable by group or others; read access for others is removed. With ancestors,
+    each folder above it must also be safe from other users: owned by root or the
+    user, and writable by others only with the sticky bit (as /tmp is).
+    """
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UnsafeStorage(f"{folder} is not a folder; move it away") from None
+    except OSError as error:
+        raise UnsafeStorage(f"cannot create folder {folder}: {error.strerror}") from error
+    try:
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise UnsafeStorage(
+                f"folder {folder} is a symlink; name the real folder instead"
+            ) from None
+        raise UnsafeStorage(f"cannot open folder {folder}: {error.strerror}") from error
+    try:
+        info = os.fstat(descriptor)
+        _refuse_others(folder, info)
+        if info.st_mode & 0o077:  # readable by others only: nothing can have been planted
+            os.fchmod(descriptor, 0o700)
+    finally:
+        os.close(descriptor)
+    if with_ancestors:
+        real = Path(os.path.realpath(folder))
+        for ancestor in dict.fromkeys([*folder.absolute().parents, *real.parents]):
+            _check_ancestor(ancestor)
+
+
+def _refuse_others(folder: Path, info: os.stat_result) -> None:
+    if info.st_uid != os.geteuid():
+        raise UnsafeStorage(
+            f"folder {folder} belongs to uid {info.st_uid}, not to you (uid {os.geteuid()});"
+            " remove it or choose another --state-dir"
+        )
+    if info.st_mode & 0o022:
+        raise UnsafeStorage(
+            f"folder {folder} can be written by other users"
+            f" (mode {stat.S_IMODE(info.st_mode):04o}); run `chmod 700 {folder}`"
+            " or choose another --state-dir"
+        )
+
+
+def _check_ancestor(ancestor: Path) -> None:
+    try:
+        info = ancestor.stat()
+    except OSError as error:
+        raise UnsafeStorage(f"cannot check folder {ancestor}: {error.strerror}") from error
+    if info.st_uid not in (0, os.geteuid()):
+        raise UnsafeStorage(
+            f"folder {ancestor} belongs to uid {info.st_uid}, who could replace what is"
+            " inside it; choose a --state-dir under folders of yours or root's"
+        )
+    if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+        raise UnsafeStorage(
+            f"folder {ancestor} can be written by other users"
+            f" (mode {stat.S_IMODE(info.st_mode):04o}), who could replace what is inside it;"
+            f" run `chmod go-w {ancestor}` or choose another --state-dir"
+        )
+
+
+def read_regular_file(path: Path, limit: int = MAX_FILE_BYTES) -> bytes | None:
+    """The file's bytes, or None when it does not exist.
+
+    Refuses (UnsafeStorage) a symlink, anything but a regular file, and a file over
+    `limit` bytes; opening a FIFO this way neither blocks nor waits for a writer.
+    """
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise UnsafeStorage(f"{path} is a symlink; remove it") from None
+        raise
+    with os.fdopen(descriptor, "rb") as file:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafeStorage(f"{path} is not a regular file; remove it")
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise UnsafeStorage(f"{path} is larger than {limit} bytes; it is not ours")
+    return data
 
 
 def write_atomically(path: Path, data: bytes) -> None:
-    """Write a private (0600) file by write, fsync, rename, fsync of the folder."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    """Write a private (0600) file by write, fsync, rename, fsync of the folder.
+
+    The folder is checked to be private first. The temporary file has a random name
+    and is created exclusively without following symlinks, so nothing planted at a
+    guessed name receives the data.
+    """
+    private_folder(path.parent)
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    descriptor = os.open(temporary, flags, 0o600)
     try:
         with os.fdopen(descriptor, "wb") as file:
             file.write(data)
@@ -22,7 +134,7 @@ def write_atomically(path: Path, data: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             temporary.unlink()
         raise
-    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         os.fsync(folder)  # the rename itself survives a power cut
     finally:

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import json
+import os
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -85,11 +89,15 @@ class FileKeyStore:
     """Keys in a 0600 JSON file: the user's explicit choice where no keyring runs.
 
     Weaker than a keyring: anyone who can read the user's files can read the keys and
-    so decrypt the state beside them.
+    so decrypt the state beside them. Changes are read-modify-write under an exclusive
+    flock of a lock file beside it, so concurrent writers (threads of one daemon, or
+    processes) never lose each other's keys; readers need no lock, as each write
+    replaces the file atomically.
     """
 
     def __init__(self, path: Path) -> None:
         self._path = path
+        self._lock_path = path.with_name(f".{path.name}.lock")
         self.description = f"key file {path} (weaker than a keyring)"
 
     def get(self, name: str) -> bytes | None:
@@ -99,29 +107,54 @@ class FileKeyStore:
 
     def set(self, name: str, secret: bytes) -> None:
         """Write a key to the file (atomically)."""
-        keys = self._read()
-        keys[name] = base64.b64encode(secret).decode()
-        self._write(keys)
+        with self._locked():
+            keys = self._read()
+            keys[name] = base64.b64encode(secret).decode()
+            self._write(keys)
 
     def delete(self, name: str) -> None:
         """Remove a key from the file."""
-        keys = self._read()
-        if keys.pop(name, None) is not None:
-            self._write(keys)
+        with self._locked():
+            keys = self._read()
+            if keys.pop(name, None) is not None:
+                self._write(keys)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the exclusive lock of the key file (blocking: callers run in worker threads)."""
+        from .files import UnsafeStorage, private_folder
+
+        try:
+            private_folder(self._path.parent)
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            descriptor = os.open(self._lock_path, flags, 0o600)
+        except (OSError, UnsafeStorage) as error:
+            raise KeyStoreUnavailable(f"cannot lock key file {self._path}: {error}") from error
+        try:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                raise KeyStoreUnavailable(f"{self._lock_path} is not a regular file; remove it")
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(descriptor)  # releases the lock
 
     def _read(self) -> dict[str, str]:
+        from .files import UnsafeStorage, read_regular_file
+
         try:
-            data = json.loads(self._path.read_text())
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as error:
+            raw = read_regular_file(self._path)
+            data = {} if raw is None else json.loads(raw)
+        except (OSError, ValueError, UnsafeStorage) as error:
             raise KeyStoreUnavailable(f"key file {self._path} is unreadable: {error}") from error
         return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
     def _write(self, keys: dict[str, str]) -> None:
-        from .files import write_atomically
+        from .files import UnsafeStorage, write_atomically
 
-        write_atomically(self._path, json.dumps(keys).encode())
+        try:
+            write_atomically(self._path, json.dumps(keys).encode())
+        except (OSError, UnsafeStorage) as error:
+            raise KeyStoreUnavailable(f"cannot write key file {self._path}: {error}") from error
 
 
 def open_key_store(kind: str, state_dir: Path) -> KeyStore:

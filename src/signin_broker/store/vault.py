@@ -5,6 +5,13 @@ and its own file, so removing an account removes exactly its key and its file. T
 account id is authenticated with the ciphertext, so a file moved to another
 account's name does not decrypt. Every read and write names its account: there is
 no unscoped read (contract 4.4), and an empty account id is refused.
+
+Each save also counts a generation, kept in the key store entry beside the key and,
+authenticated, in the file. A file older than its key's generation is a copy put back
+after a later save (a restored backup, or an attacker): its refresh token is likely
+spent, so it is refused and reported rather than used. The file is written before the
+key store entry, so a crash between the two leaves a file one generation ahead, which
+is accepted: only a lower generation is a rollback.
 """
 
 from __future__ import annotations
@@ -12,23 +19,32 @@ from __future__ import annotations
 import json
 import logging
 import os
+import struct
+import threading
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
-from .files import write_atomically
+from .files import UnsafeStorage, read_regular_file, write_atomically
 from .keys import KeyStore
 from .tenants import tenant_key
 
 log = logging.getLogger(__name__)
 
-MAGIC = b"SBV1"
+MAGIC_V1 = b"SBV1"  # before generations: nonce, sealed record
+MAGIC = b"SBV2"  # nonce, generation (authenticated), sealed record
 NONCE_BYTES = 12
+KEY_BYTES = 32
+GENERATION = struct.Struct(">Q")
 SUFFIX = ".state"
 
 
 class VaultError(Exception):
     """A state file could not be read or written; the message says which and why."""
+
+
+class StateRolledBack(VaultError):
+    """The state file is an older copy than the last one written."""
 
 
 class Vault:
@@ -37,57 +53,77 @@ class Vault:
     def __init__(self, folder: Path, keys: KeyStore) -> None:
         self._folder = folder
         self._keys = keys
+        self._saving = threading.Lock()  # one save or delete at a time: generations stay in order
+        self._generations: dict[str, int] = {}  # the newest each account is known to have
+        self._rolled_back = [
+            account for account in self.accounts() if self._is_rolled_back(account)
+        ]
 
     @property
     def description(self) -> str:
-        """Where the state and its keys are, for status."""
-        return f"{self._keys.description}; state in {self._folder}"
+        """Where the state and its keys are, for status; rolled-back state files are named."""
+        text = f"{self._keys.description}; state in {self._folder}"
+        if self._rolled_back:
+            text += (
+                f"; ROLLED BACK: {', '.join(self._rolled_back)} (an older copy of the state"
+                " replaced the newest; sign in again)"
+            )
+        return text
 
     def save(self, account_id: str, record: dict[str, Any]) -> None:
         """Encrypt and write the account's record, replacing the previous one atomically."""
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-        key = self._key(tenant_key(account_id))
-        nonce = os.urandom(NONCE_BYTES)
-        plaintext = json.dumps(record, separators=(",", ":")).encode()
-        sealed = AESGCM(key).encrypt(nonce, plaintext, self._associated_data(account_id))
-        try:
-            write_atomically(self._path(account_id), MAGIC + nonce + sealed)
-        except OSError as error:
-            raise VaultError(f"cannot write the state of {account_id}: {error.strerror}") from error
+        account_id = tenant_key(account_id)
+        with self._saving:
+            key, stored = self._key(account_id)
+            generation = max(stored, self._generations.get(account_id, 0)) + 1
+            nonce = os.urandom(NONCE_BYTES)
+            plaintext = json.dumps(record, separators=(",", ":")).encode()
+            header = MAGIC + nonce + GENERATION.pack(generation)
+            sealed = AESGCM(key).encrypt(nonce, plaintext, _associated_data(header, account_id))
+            try:
+                write_atomically(self._path(account_id), header + sealed)
+            except (OSError, UnsafeStorage) as error:
+                raise VaultError(f"cannot write the state of {account_id}: {error}") from error
+            self._generations[account_id] = generation
+            self._keys.set(self._key_name(account_id), key + GENERATION.pack(generation))
+            if account_id in self._rolled_back:
+                self._rolled_back.remove(account_id)
 
     def load(self, account_id: str) -> dict[str, Any] | None:
-        """The account's record, or None when there is none."""
-        from cryptography.exceptions import InvalidTag
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-        path = self._path(tenant_key(account_id))
+        """The account's record, or None when there is none; StateRolledBack for an old copy."""
+        account_id = tenant_key(account_id)
+        path = self._path(account_id)
         try:
-            blob = path.read_bytes()
-        except FileNotFoundError:
+            blob = read_regular_file(path)
+        except (OSError, UnsafeStorage) as error:
+            raise VaultError(f"cannot read the state of {account_id}: {error}") from error
+        if blob is None:
             return None
-        key = self._keys.get(self._key_name(account_id))
-        if key is None:
+        entry = self._keys.get(self._key_name(account_id))
+        if entry is None:
             raise VaultError(
                 f"the key of {account_id} is missing from the {self._keys.description}"
             )
-        if not blob.startswith(MAGIC):
-            raise VaultError(f"{path} is not a signin-broker state file")
-        nonce, sealed = (
-            blob[len(MAGIC) : len(MAGIC) + NONCE_BYTES],
-            blob[len(MAGIC) + NONCE_BYTES :],
-        )
-        try:
-            plaintext = AESGCM(key).decrypt(nonce, sealed, self._associated_data(account_id))
-        except InvalidTag:
-            raise VaultError(f"{path} does not decrypt with its key (tampered or moved)") from None
-        record: dict[str, Any] = json.loads(plaintext)
+        key, expected = _split_entry(entry)
+        record, generation = self._open(path, blob, key, account_id)
+        if generation < expected:
+            raise StateRolledBack(
+                f"the state of {account_id} was rolled back: {path} is generation"
+                f" {generation}, but generation {expected} was written since; an older copy"
+                " replaced it, so its refresh token is not used: sign in again"
+            )
+        self._generations[account_id] = max(generation, self._generations.get(account_id, 0))
         return record
 
     def delete(self, account_id: str) -> None:
         """Remove the account's file and its key."""
-        self._path(tenant_key(account_id)).unlink(missing_ok=True)
-        self._keys.delete(self._key_name(account_id))
+        account_id = tenant_key(account_id)
+        with self._saving:
+            self._path(account_id).unlink(missing_ok=True)
+            self._keys.delete(self._key_name(account_id))
+            self._generations.pop(account_id, None)
 
     def accounts(self) -> list[str]:
         """The ids of the accounts with a state file (names only: nothing is decrypted)."""
@@ -99,16 +135,58 @@ class Vault:
             if path.name.endswith(SUFFIX) and not path.name.startswith(".")
         )
 
-    def _key(self, account_id: str) -> bytes:
-        """The account's data key, made and stored on its first save."""
+    def _is_rolled_back(self, account_id: str) -> bool:
+        """Whether the account's file is an older copy; other faults show when it is loaded."""
+        try:
+            self.load(account_id)
+        except StateRolledBack as error:
+            reason = str(error)
+        except Exception:  # reported by the restore, which loads it again
+            return False
+        else:
+            return False
+        log.error("a state file was rolled back", extra={"account": account_id, "reason": reason})
+        return True
+
+    def _key(self, account_id: str) -> tuple[bytes, int]:
+        """The account's data key and stored generation; the key is made on the first save.
+
+        A new key is stored before any file is encrypted with it: a crash then leaves a
+        key without a file, never a file that no key opens.
+        """
         name = self._key_name(account_id)
-        key = self._keys.get(name)
-        if key is None:
+        entry = self._keys.get(name)
+        if entry is None:
             from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-            key = AESGCM.generate_key(bit_length=256)
-            self._keys.set(name, key)
-        return key
+            entry = AESGCM.generate_key(bit_length=256) + GENERATION.pack(0)
+            self._keys.set(name, entry)
+        return _split_entry(entry)
+
+    @staticmethod
+    def _open(path: Path, blob: bytes, key: bytes, account_id: str) -> tuple[dict[str, Any], int]:
+        """Decrypt a state file: its record and its generation (0 before generations)."""
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        if blob.startswith(MAGIC):
+            header_bytes = len(MAGIC) + NONCE_BYTES + GENERATION.size
+            header, sealed = blob[:header_bytes], blob[header_bytes:]
+            nonce = header[len(MAGIC) : len(MAGIC) + NONCE_BYTES]
+            (generation,) = GENERATION.unpack(header[-GENERATION.size :])
+            associated = _associated_data(header, account_id)
+        elif blob.startswith(MAGIC_V1):
+            nonce = blob[len(MAGIC_V1) : len(MAGIC_V1) + NONCE_BYTES]
+            sealed = blob[len(MAGIC_V1) + NONCE_BYTES :]
+            generation, associated = 0, MAGIC_V1 + account_id.encode()
+        else:
+            raise VaultError(f"{path} is not a signin-broker state file")
+        try:
+            plaintext = AESGCM(key).decrypt(nonce, sealed, associated)
+        except InvalidTag:
+            raise VaultError(f"{path} does not decrypt with its key (tampered or moved)") from None
+        record: dict[str, Any] = json.loads(plaintext)
+        return record, generation
 
     def _path(self, account_id: str) -> Path:
         return self._folder / (quote(account_id, safe="") + SUFFIX)
@@ -117,6 +195,16 @@ class Vault:
     def _key_name(account_id: str) -> str:
         return f"{account_id}:state-key"  # contract 2.9: user:<platform_user_id>:...
 
-    @staticmethod
-    def _associated_data(account_id: str) -> bytes:
-        return MAGIC + account_id.encode()
+
+def _split_entry(entry: bytes) -> tuple[bytes, int]:
+    """A key store entry's data key and generation (a bare key is from before generations)."""
+    if len(entry) == KEY_BYTES:
+        return entry, 0
+    if len(entry) != KEY_BYTES + GENERATION.size:
+        raise VaultError(f"a key store entry of {len(entry)} bytes is not a signin-broker key")
+    return entry[:KEY_BYTES], GENERATION.unpack(entry[KEY_BYTES:])[0]
+
+
+def _associated_data(header: bytes, account_id: str) -> bytes:
+    """What the ciphertext authenticates besides itself: the header and the account id."""
+    return header + account_id.encode()

@@ -30,9 +30,13 @@ class DaemonProcess:
 
     Every started daemon is remembered until it exits, so a test that fails before
     its own stop() still leaves no daemon behind (see conftest's cleanup fixture).
+    `every` keeps them all for good, so a whole test run can check their log lines
+    (no secret in any of them). Daemons log at debug unless told otherwise, so that
+    check sees everything a daemon can write.
     """
 
     started: ClassVar[list[DaemonProcess]] = []
+    every: ClassVar[list[DaemonProcess]] = []
 
     @classmethod
     def stop_started_since(cls, count: int) -> None:
@@ -69,6 +73,7 @@ class DaemonProcess:
             "XDG_STATE_HOME": str(folder / "state"),
             "XDG_DATA_HOME": str(folder / "data"),
             "PYTHON_KEYRING_BACKEND": "keyrings.alt.file.PlaintextKeyring",
+            "SIGNIN_BROKER_LOG_LEVEL": "debug",
             **(env or {}),
         }
         self.user = user
@@ -87,6 +92,7 @@ class DaemonProcess:
             user=self.user,
         )
         DaemonProcess.started.append(self)
+        DaemonProcess.every.append(self)
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)
         self._reader.start()
         if wait:

@@ -20,6 +20,7 @@ from authlib.oauth2.rfc8628 import DeviceCredentialMixin
 from authlib.oidc.core import AuthorizationCodeMixin
 
 from .keys import SigningKeys
+from .ledger import SecretLedger
 from .models import RecordedRequest, StubClient, StubUser
 
 AUTHORIZATION_CODE_SECONDS = 60
@@ -212,6 +213,7 @@ class StubStore:
 
     def save_code(self, code: AuthorizationCode) -> None:
         """Keep a new authorization code until it is redeemed or expires."""
+        SecretLedger.note(code.code)
         now = time.time()
         with self._lock:
             for stale in [key for key, held in self._codes.items() if held.expires_at <= now]:
@@ -228,6 +230,7 @@ class StubStore:
 
     def save_device(self, device: DeviceAuthorization) -> None:
         """Keep a device authorization, for its polls and for tests asking after it later."""
+        SecretLedger.note(device.device_code)
         with self._lock:
             self._devices[device.device_code] = device
             self._devices_by_user_code[user_code_key(device.user_code)] = device
@@ -315,6 +318,7 @@ class StubStore:
 
     def save_token(self, token: IssuedToken) -> None:
         """Remember an issued access and refresh token."""
+        SecretLedger.note(token.access_token, token.refresh_token)
         with self._lock:
             self._by_access[token.access_token] = token
             self._by_refresh[token.refresh_token] = token

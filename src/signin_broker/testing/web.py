@@ -6,6 +6,7 @@ plays injected failures and delays.
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 import time
@@ -23,6 +24,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import pages
+from .ledger import SecretLedger
 from .models import RecordedRequest, StubPaths, StubUser
 from .pauses import Pauses
 from .server import (
@@ -183,6 +185,7 @@ class _Endpoints:
 
     async def token(self, request: Request) -> Response:
         exchange = await self._read(request)
+        SecretLedger.note(dict(exchange.form).get("code_verifier"))
         delay = self._store.next_token_delay()
         if (
             delay is not None
@@ -197,6 +200,8 @@ class _Endpoints:
             )
         else:
             response = self._server.token_response(exchange)
+            if response.status_code == 200:  # the ID token exists only in this answer
+                SecretLedger.note(json.loads(response.body).get("id_token"))
         if delay is not None and delay.after_processing:
             await self._pauses.pause(delay.seconds, request.receive)
         return response
