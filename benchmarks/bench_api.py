@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import multiprocessing
 import os
 import shutil
@@ -20,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +44,10 @@ def start(args: list[str], ready_marker: str) -> tuple[subprocess.Popen[str], fl
     assert process.stdout is not None
     for line in process.stdout:
         if ready_marker in line:
+            # Keep reading what it logs, or it blocks once the pipe is full.
+            threading.Thread(
+                target=collections.deque, args=(process.stdout, 20), daemon=True
+            ).start()
             return process, time.perf_counter() - began
     raise RuntimeError(f"{args[0]} exited before it was ready")
 
@@ -125,27 +131,35 @@ async def hold_watchers(socket_path: str, count: int, ready: str) -> None:
     await asyncio.sleep(3600)
 
 
+WATCHERS_PER_PROCESS = 50  # the daemon allows a process 64 connections
+
+
 def watchers_rss(socket_path: str, daemon_pid: int, count: int) -> float:
     """Daemon RSS in MB while `count` apps each hold a WatchEvents stream open."""
-    ready = tempfile.mktemp()
-    code = (
-        "import asyncio, bench_api; "
-        f"asyncio.run(bench_api.hold_watchers({socket_path!r}, {count}, {ready!r}))"
-    )
-    holder = subprocess.Popen([sys.executable, "-c", code], cwd=HERE)
+    holders, readies = [], []
+    for first in range(0, count, WATCHERS_PER_PROCESS):
+        ready = tempfile.mktemp()
+        code = (
+            "import asyncio, bench_api; asyncio.run(bench_api.hold_watchers("
+            f"{socket_path!r}, {min(WATCHERS_PER_PROCESS, count - first)}, {ready!r}))"
+        )
+        holders.append(subprocess.Popen([sys.executable, "-c", code], cwd=HERE))
+        readies.append(ready)
     try:
         deadline = time.monotonic() + 120
-        while not os.path.exists(ready):
-            if holder.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the watcher process did not get its streams")
+        while not all(os.path.exists(ready) for ready in readies):
+            if any(h.poll() is not None for h in holders) or time.monotonic() > deadline:
+                raise RuntimeError("the watcher processes did not get their streams")
             time.sleep(0.1)
         time.sleep(1)
         return psutil.Process(daemon_pid).memory_info().rss / 2**20
     finally:
-        holder.kill()
-        holder.wait()
-        if os.path.exists(ready):
-            os.unlink(ready)
+        for holder in holders:
+            holder.kill()
+            holder.wait()
+        for ready in readies:
+            if os.path.exists(ready):
+                os.unlink(ready)
 
 
 def sign_in(begin_url: str) -> None:

@@ -30,7 +30,7 @@ from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
 from signin_broker.testing.ledger import SecretLedger
 from signin_broker.v1 import broker_pb2 as pb
 from support.accounts import ALICE, ALICE_AT_7, ALICE_ID, BOB, BOB_ID, daemon_with_accounts
-from support.fuzzing import FUZZ, troubled_lines
+from support.fuzzing import FUZZ, troubled_lines, weighted
 from support.leaks import SecretIndex
 
 SERVICE = pb.DESCRIPTOR.services_by_name["TokenBroker"]
@@ -51,6 +51,7 @@ EXPECTED = {
     grpc.StatusCode.RESOURCE_EXHAUSTED,
     grpc.StatusCode.UNAVAILABLE,  # only with the daemon alive: the provider, a dropped watcher
 }
+
 # -- strategies -------------------------------------------------------------------------------
 
 ACCOUNTS = ["", ALICE_ID, BOB_ID, ALICE_AT_7, "user:1001:workspace:8", "user:9999", "user:a b"]
@@ -64,7 +65,7 @@ ODD_TEXT = [
     "user:1001:workspace:",
     "user:1001:workspace:7:workspace:7",
     "user:../../etc/passwd",
-    "app:/usr/bin/python3",
+    "app:/nonexistent/tool",
     "-1",
     "9" * 40,
     "openid",
@@ -92,6 +93,7 @@ TEXT = st.one_of(
         st.integers(300, 20_000),
     ),
 )
+BEGUN: list[str] = []  # the sign_in_ids BeginSignIn handed out during the run
 # Hints by field name, mixed in so that the real paths (a real account, a granted scope,
 # a valid resource URI) are reached, not only the checks at the door.
 HINTS: dict[str, st.SearchStrategy[Any]] = {
@@ -102,6 +104,11 @@ HINTS: dict[str, st.SearchStrategy[Any]] = {
     "workspace_id": st.sampled_from(["", "7", "8", "0", "999999999999999999"]),
     "redirect_to": st.sampled_from(["", "/dashboard", "/dashboard?tab=apps", "http://evil/"]),
     "limit": st.sampled_from([0, 1, 1000, 1001]),
+    "min_ttl_seconds": st.sampled_from([0, 60, 3000, 86_400]),
+    # Mostly the sign-in BeginSignIn began last (likely still pending), so the QR is drawn.
+    "sign_in_id": st.integers(0, 9).map(
+        lambda back: BEGUN[-1 - back % len(BEGUN)] if BEGUN else ""
+    ),
 }
 INT_RANGES = {
     FieldDescriptor.TYPE_INT32: (-(2**31), 2**31 - 1),
@@ -146,16 +153,19 @@ def _scalar(field: FieldDescriptor) -> st.SearchStrategy[Any]:
 def _field_values(field: FieldDescriptor) -> st.SearchStrategy[Any]:
     one = _scalar(field)
     if field.name in HINTS:
-        one = st.one_of(HINTS[field.name], one)
+        one = weighted((3, HINTS[field.name]), (1, one))
     if not field.is_repeated:
         return one
     short = _scalar(field) if field.type != FieldDescriptor.TYPE_STRING else st.text(max_size=6)
-    return st.one_of(st.lists(one, max_size=6), st.lists(short, min_size=60, max_size=90))
+    return weighted((4, st.lists(one, max_size=6)), (1, st.lists(short, min_size=60, max_size=90)))
 
 
 def messages(descriptor: Descriptor) -> st.SearchStrategy[Message]:
     """Messages of this type with any subset of their fields set to arbitrary values."""
-    fields = {field.name: st.none() | _field_values(field) for field in descriptor.fields}
+    fields = {
+        field.name: weighted((2, st.none()), (3, _field_values(field)))
+        for field in descriptor.fields
+    }
     cls = GetMessageClass(descriptor)
     return st.fixed_dictionaries(fields).map(
         lambda values: cls(**{k: v for k, v in values.items() if v is not None})
@@ -279,8 +289,12 @@ def check_outcome(
     secrets = SecretIndex(SecretLedger.secrets())
     assert not secrets.found_in(details), f"{method.name}({sent!r}): a secret in the error text"
     if answer and method.name != "GetToken":
-        shown = str(GetMessageClass(method.output_type).FromString(answer))
-        assert not secrets.found_in(shown), f"{method.name}({sent!r}): a secret in the answer"
+        message = GetMessageClass(method.output_type).FromString(answer)
+        assert not secrets.found_in(str(message)), (
+            f"{method.name}({sent!r}): a secret in the answer"
+        )
+        if method.name == "BeginSignIn":
+            BEGUN.append(message.sign_in_id)
 
 
 # -- the tests ---------------------------------------------------------------------------------

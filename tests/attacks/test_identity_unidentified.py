@@ -3,7 +3,7 @@
 A process connects and exits at once, leaving the connection to a forked child. The
 kernel's credentials name the parent, whose executable can no longer be read, so the
 daemon cannot tell which program is calling. Before the fix such a caller got the
-default for new apps ("allow"), which a denied app could use to get tokens. Here the
+default for new apps ("allow"), which a denied app used to get tokens. Here the
 daemon is paused (SIGSTOP) while the parents connect and exit, so that every one of
 them is gone by the time it looks.
 """
@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 from signin_broker.testing import StubProvider
+from support.apps import write_policy
 from support.identity import RELAY, Script, wait_for_files
 from support.signin import signed_in_daemon
 
@@ -43,6 +44,7 @@ def test_a_caller_that_exits_before_the_daemon_looks_is_refused_despite_new_apps
 ) -> None:
     daemon = signed_in_daemon(stub, socket_path, "--new-apps", "allow")
     orphan = Script(folder / "apps", "orphan", RELAY + ORPHAN)
+    write_policy(socket_path, orphan.rule("deny"))  # the deny rule it would evade
     relays, results = folder / "relays", folder / "results"
     relays.mkdir()
     results.mkdir()

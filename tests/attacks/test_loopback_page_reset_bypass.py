@@ -15,6 +15,7 @@ from signin_broker.client import BrokerClient, SignInState
 from signin_broker.testing import StubProvider
 from signin_broker.testing.browser import Browser, location
 from signin_broker.testing.daemon import DaemonProcess
+from support.fuzzing import troubled_lines
 from support.other_user import other_user, run_as
 from support.signin import BEGIN, CALLBACK, sign_in
 
@@ -64,3 +65,4 @@ def test_another_user_resetting_its_connections_runs_no_handler(
     with BrokerClient(broker.socket_path) as client:
         assert client.status().sign_in_state is SignInState.SIGNED_IN
     broker.expect_log(msg="refused a browser of another user")
+    assert not troubled_lines(broker.lines)

@@ -22,7 +22,7 @@ APP_SOURCE = '''\
 import json
 import sys
 
-from signin_broker.client import BrokerClient, BrokerError
+from signin_broker.client import AppDecision, BrokerClient, BrokerError
 
 socket_path, action, *rest = sys.argv[1:]
 with BrokerClient(socket_path, timeout=120) as broker:
@@ -36,6 +36,9 @@ with BrokerClient(socket_path, timeout=120) as broker:
         elif action == "status":
             status = broker.status()
             result = {"default": status.default_account, "count": status.account_count}
+        elif action == "state":
+            status = broker.status()
+            result = {"state": status.sign_in_state.name, "count": status.account_count}
         elif action == "sign_out":
             result = {"was_signed_in": broker.sign_out(rest[0]).was_signed_in}
         elif action == "remove":
@@ -45,11 +48,35 @@ with BrokerClient(socket_path, timeout=120) as broker:
         elif action == "device":
             started = broker.begin_sign_in(device=True, account=rest[0] if rest else "")
             result = {"sign_in_id": started.sign_in_id, "user_code": started.user_code}
+        elif action == "begin":  # rest[0]: "device" or "browser"
+            result = {"sign_in_id": broker.begin_sign_in(device=rest[0] == "device").sign_in_id}
         elif action == "qr":
             media_type, image = broker.sign_in_qr(rest[0])
             result = {"media_type": media_type, "size": len(image)}
         elif action == "audit":
-            result = {"rows": [row.as_dict() for row in broker.audit_events(account=rest[0])]}
+            account = rest[0] if rest else ""
+            result = {"rows": [row.as_dict() for row in broker.audit_events(account=account)]}
+        elif action == "apps":
+            result = {"apps": [app.id for app in broker.apps().apps]}
+        elif action == "set_policy":  # app, decision name, then accounts
+            decision = AppDecision[rest[1].upper()]
+            result = {"decided": broker.set_app_policy(rest[0], decision, accounts=rest[2:])[0].id}
+        elif action == "watch":  # for rest[0] s, or until an event of kind rest[1] (of rest[2])
+            seconds, until, events = float(rest[0]), rest[1:], []
+            try:
+                for event in broker.watch_events(timeout=seconds):
+                    if event.kind.name == "SNAPSHOT":
+                        print("watching", file=sys.stderr, flush=True)
+                        continue
+                    seen = [event.kind.name, event.account]
+                    events.append(dict(zip(("kind", "account"), seen),
+                                       detail=event.detail, sign_in_id=event.sign_in_id))
+                    if until and seen[:len(until)] == until:
+                        break
+            except BrokerError as error:
+                if error.code.name != "DEADLINE_EXCEEDED":
+                    raise
+            result = {"events": events}
         else:
             raise SystemExit(f"unknown action {action}")
         result["ok"] = True

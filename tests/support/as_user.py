@@ -11,6 +11,7 @@ itself, and so the connection the daemon sees, is made as that user.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -47,19 +48,15 @@ def raw_http(action: str, spec: dict) -> dict[str, object]:
         for raw in spec["requests"]:
             with socket.create_connection(address, timeout=5) as conn:
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                try:
+                with contextlib.suppress(OSError):  # closed by the daemon: a refusal too
                     conn.sendall(raw.encode("latin-1"))
-                except OSError:
-                    pass  # already closed by the daemon: that is a refusal too
         return {"sent": len(spec["requests"])}
     half = f"GET / HTTP/1.1\r\nHost: {address[0]}:{address[1]}\r\n".encode()
     conns = []
     for _ in range(spec["count"]):
         conn = socket.create_connection(address, timeout=5)
-        try:
+        with contextlib.suppress(OSError):  # closed by the daemon already
             conn.sendall(half)
-        except OSError:
-            pass
         conns.append(conn)
     print(json.dumps({"opened": len(conns)}), flush=True)
     open_ = set(conns)
@@ -80,7 +77,7 @@ def raw_http(action: str, spec: dict) -> dict[str, object]:
 
 def main(user: str, socket_path: str, action: str) -> dict[str, object]:
     if action in ("http-reset", "http-slow"):
-        with open(socket_path) as file:  # noqa: PTH123 - read as root, before the drop
+        with open(socket_path) as file:  # read as root, before the drop
             spec = json.load(file)
         "127.0.0.1".encode("idna")  # load the codec while its files are still readable
         drop_to(user)

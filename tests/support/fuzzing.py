@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
 
 # Bounded and derandomized: a run is repeatable and takes the same time each time.
 FUZZ = settings(
@@ -40,3 +42,9 @@ def troubled_lines(lines: Sequence[str]) -> list[str]:
         if severity in ("error", "critical") or (traceback and severity != "debug"):
             trouble.append(line[:1500])
     return trouble
+
+
+def weighted(*choices: tuple[int, st.SearchStrategy[Any]]) -> st.SearchStrategy[Any]:
+    """One of the strategies, each as often as its weight says (one_of gives each the same)."""
+    table = [strategy for weight, strategy in choices for _ in range(weight)]
+    return st.sampled_from(table).flatmap(lambda strategy: strategy)

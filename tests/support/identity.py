@@ -22,7 +22,8 @@ from support.real import unavailable
 
 # Python source for hostile scripts: `relay(upstream, folder)` gives a path grpcio can dial;
 # its one connection is piped to `upstream` (a socket, or a function opening one).
-# `call(path, methods)` makes calls on one channel and returns their outcomes as dicts.
+# `call(path, methods)` makes calls on one channel and returns their outcomes as dicts;
+# `attempt(channel, method)` makes one on a channel the script holds.
 # Nothing here imports grpc at load, so a script may fork before its first call.
 RELAY = r'''
 import itertools, json, os, socket, threading
@@ -71,23 +72,26 @@ def report(path, outcome):
     os.replace(path + ".part", path)
 
 
-def call(path, methods=("GetToken",), timeout=20):
-    """Each method called in turn on one channel to `path`: code, message, whether a token came."""
+def attempt(channel, method="GetToken", timeout=20):
+    """One call on an open grpcio channel: its code, message, and whether a token came."""
     import grpc
     from signin_broker.v1 import broker_pb2, broker_pb2_grpc
 
-    outcomes = []
+    stub = broker_pb2_grpc.TokenBrokerStub(channel)
+    request = getattr(broker_pb2, method + "Request")()
+    try:
+        answer = getattr(stub, method)(request, timeout=timeout)
+    except grpc.RpcError as error:
+        return {"code": error.code().name, "message": error.details() or ""}
+    return {"code": "OK", "token": bool(getattr(answer, "access_token", ""))}
+
+
+def call(path, methods=("GetToken",), timeout=20):
+    """Each method called in turn on one channel to `path` (see attempt)."""
+    import grpc
+
     with grpc.insecure_channel("unix:" + path) as channel:
-        stub = broker_pb2_grpc.TokenBrokerStub(channel)
-        for method in methods:
-            request = getattr(broker_pb2, method + "Request")()
-            try:
-                answer = getattr(stub, method)(request, timeout=timeout)
-            except grpc.RpcError as error:
-                outcomes.append({"code": error.code().name, "message": error.details() or ""})
-            else:
-                outcomes.append({"code": "OK", "token": bool(getattr(answer, "access_token", ""))})
-    return outcomes
+        return [attempt(channel, method, timeout) for method in methods]
 '''
 
 

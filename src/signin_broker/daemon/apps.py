@@ -167,7 +167,7 @@ class AppGate:
         if caller.app not in self.policy.rules:
             self.policy.refresh()
         if caller.app in self.policy.rules:
-            entitlement = await self.admit(caller)
+            entitlement = await self.readable(caller)  # refused, not asked, while undecided
             if entitlement.accounts is None and entitlement.scopes is None:
                 return entitlement
         elif not caller.sandbox or self.default is Decision.ALLOW:

@@ -130,6 +130,8 @@ def _sandbox_of(pid: int, label: str) -> str:
     snap = SNAP_LABEL.fullmatch(label)
     if snap:
         return f"snap:{snap.group(1)}"
+    if _on_fuse(pid, ("/", "/.flatpak-info")):  # a FUSE server could stall our open()
+        raise UnidentifiableSandbox("the process's root is on a FUSE file system")
     try:
         root = os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as error:  # gone, or not ours to look into: never "unconfined"
@@ -150,6 +152,22 @@ def _sandbox_of(pid: int, label: str) -> str:
         return f"flatpak:{_flatpak_app_id(info)}"
     finally:
         os.close(info)
+
+
+def _on_fuse(pid: int, mount_points: tuple[str, ...]) -> bool:
+    """Whether any of these mount points of pid's mount namespace is a FUSE file system.
+
+    Read from /proc/<pid>/mountinfo, which the kernel answers without asking any
+    file system (a look at the files themselves could wait on a FUSE server forever).
+    """
+    for line in (
+        _read_small(f"/proc/{pid}/mountinfo", 1 << 22).decode(errors="replace").splitlines()
+    ):
+        fields, _, rest = line.partition(" - ")
+        parts = fields.split(" ")
+        if len(parts) > 4 and parts[4] in mount_points and rest.startswith("fuse"):
+            return True
+    return False
 
 
 def _flatpak_app_id(fd: int) -> str:
@@ -191,10 +209,15 @@ def _start_ticks(pid: int) -> int:
 def _read_small(path: str, limit: int = 1 << 16) -> bytes:
     """A /proc file's content, bounded."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    chunks: list[bytes] = []
+    size = 0
     try:
-        return os.read(fd, limit)
+        while size < limit and (chunk := os.read(fd, limit - size)):
+            chunks.append(chunk)
+            size += len(chunk)
     finally:
         os.close(fd)
+    return b"".join(chunks)
 
 
 # Programs that run someone else's code: the app is the script, not the interpreter.

@@ -53,5 +53,6 @@ def configure(level: str) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.captureWarnings(True)
-    for chatty in ("httpx2", "httpcore", "uvicorn"):  # a line per request, and URLs
+    # A line per request (with URLs), or per HTTP/2 header a caller sends, even at debug.
+    for chatty in ("httpx2", "httpcore2", "uvicorn", "hpack", "h2", "grpclib"):
         logging.getLogger(chatty).setLevel(max(logging.WARNING, root.level))

@@ -36,14 +36,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.umask(0o077)  # everything the daemon creates is the user's alone
     logs.configure(settings.log_level)
     _raise_open_file_limit()
+    try:
+        instance = _take_socket(settings.socket)
+    except InstanceError as error:
+        return _cannot_start(str(error))
     try:  # where another uid can add files, it can plant symlinks or older copies
         private_folder(settings.state_dir, with_ancestors=True)
         private_folder(settings.state_dir / "accounts")
     except UnsafeStorage as error:
-        return _cannot_start(str(error))
-    try:
-        instance = _take_socket(settings.socket)
-    except InstanceError as error:
+        instance.release()
         return _cannot_start(str(error))
     try:
         web_socket = listen_loopback(settings.http)

@@ -198,7 +198,7 @@ class TokenBrokerServicer:
             started_at_unix=int(self._info.started_at),
             socket_path=str(self._info.socket_path),
             issuer=self._session.issuer or "",
-            sign_in_state=_SIGN_IN_STATE[self._session.state],
+            sign_in_state=_SIGN_IN_STATE[self._session.state(visible)],
             default_account=default_id,
             account_count=len(self._session.accounts(visible)),
             caller=pb.Caller(
@@ -434,38 +434,47 @@ class TokenBrokerServicer:
         except SessionError as error:
             raise GRPCError(_status_of(error), str(error)) from None
         with self._session.events.subscribe() as subscription:
-            yield self._event_message(pb.EVENT_KIND_SNAPSHOT, "", time.time(), "", "")
+            yield self._event_message(
+                pb.EVENT_KIND_SNAPSHOT, "", time.time(), "", "", await self._apps.visible(caller)
+            )
             while True:
                 try:
                     event = await subscription.next()
                 except WatcherDropped as dropped:
                     raise GRPCError(Status.UNAVAILABLE, str(dropped)) from None
                 visible = await self._apps.visible(caller)
-                if event.concerns(visible.sees, self._owners(caller, visible)):
-                    yield self._event(event)
+                if event.concerns(visible, self._owners(caller, visible)):
+                    yield self._event(event, visible)
 
     def _owners(self, caller: Caller, entitlement: Entitlement) -> frozenset[str]:
         """The owner keys of sign-ins the caller may follow: its own, and its accounts'."""
         accounts = [account.id for account in self._session.accounts(entitlement)]
         return frozenset([*accounts, owner_key("", _actor(caller).app)])
 
-    def _event(self, event: SessionEvent) -> pb.WatchEventsResponse:
+    def _event(self, event: SessionEvent, visible: Entitlement) -> pb.WatchEventsResponse:
         return self._event_message(
             _EVENT_KIND[event.kind],
             event.account,
             event.occurred_at,
             event.detail,
             event.sign_in_id,
+            visible,
         )
 
     def _event_message(
-        self, kind: pb.EventKind.ValueType, account: str, at: float, detail: str, sign_in_id: str
+        self,
+        kind: pb.EventKind.ValueType,
+        account: str,
+        at: float,
+        detail: str,
+        sign_in_id: str,
+        visible: Entitlement,
     ) -> pb.WatchEventsResponse:
         return pb.WatchEventsResponse(
             kind=kind,
             account=account,
             occurred_at_unix_ms=int(at * 1000),
-            sign_in_state=_SIGN_IN_STATE[self._session.state],
+            sign_in_state=_SIGN_IN_STATE[self._session.state(visible)],
             detail=detail,
             sign_in_id=sign_in_id,
         )

@@ -61,10 +61,11 @@ class CallerConnection:
 class ConnectionTable:
     """The open connections, with the limits that keep any one caller from starving the rest.
 
-    Over the limit, the newest connection still gets in: an idle connection is closed
-    for it (the oldest first), else the newest connection of the process holding the
-    most. A process may hold at most MAX_CONNECTIONS_PER_PROCESS; a gRPC client
-    reconnects by itself if one of its idle connections is closed.
+    Over a limit, the newest connection still gets in and an older one is closed for
+    it: over the process's own limit, its oldest idle connection (if all are busy, the
+    new one is refused); over the total, the oldest idle connection of anyone, else
+    the newest of the process holding the most. A gRPC client reconnects by itself if
+    one of its idle connections is closed.
     """
 
     def __init__(
@@ -82,22 +83,30 @@ class ConnectionTable:
         """Record a new connection, making room if need be; False when it must be refused."""
         pid = connection.caller.pid
         if self._per_pid[pid] >= self._per_process:
-            log.warning(
-                "a process holds too many connections: refusing another",
-                extra={"caller_pid": pid, "limit": self._per_process},
+            idle = next(
+                (c for c in self._open if c.caller.pid == pid and c.active_calls == 0), None
             )
-            return False
-        if len(self._open) >= self._limit:
+            if idle is None:
+                log.warning(
+                    "a process holds too many busy connections: refusing another",
+                    extra={"caller_pid": pid, "limit": self._per_process},
+                )
+                return False
+            self._close(idle)
+        elif len(self._open) >= self._limit:
             victim = self._victim()
             log.warning(
                 "connection limit reached: closing one to make room",
                 extra={"limit": self._limit, "closed_pid": victim.caller.pid},
             )
-            self.remove(victim)
-            victim.close()
+            self._close(victim)
         self._open[connection] = None
         self._per_pid[pid] += 1
         return True
+
+    def _close(self, connection: CallerConnection) -> None:
+        self.remove(connection)
+        connection.close()
 
     def remove(self, connection: CallerConnection) -> None:
         """Forget a closed connection."""
@@ -286,7 +295,7 @@ async def _receive(stream: Stream[Any, Any], request_type: type[Message]) -> Mes
     try:
         request.ParseFromString(body)
     except DecodeError:
-        log.info("refused a request that does not parse", extra={"type": request_type.__name__})
+        log.debug("refused a request that does not parse", extra={"type": request_type.__name__})
         raise GRPCError(
             Status.INVALID_ARGUMENT, f"the request is not a valid {request_type.__name__}"
         ) from None

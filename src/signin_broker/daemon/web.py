@@ -431,23 +431,21 @@ class LoopbackGuard:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
-        refusal = self._refusal(scope)
-        if refusal is not None:
-            await refusal(scope, receive, send)
-            return
 
         async def send_with_headers(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 message["headers"] = [*message.get("headers", []), *self._headers]
             await send(message)
 
-        await self._app(scope, receive, send_with_headers)
+        refusal = self._refusal(scope)
+        await (self._app if refusal is None else refusal)(scope, receive, send_with_headers)
 
     def _refusal(self, scope: Scope) -> Response | None:
         client = scope.get("client")
         if client is None or not self._admission.admitted(client[0], client[1]):
-            # Only _PageProtocol's admitted connections get here; anything else is a bug.
-            log.error("refused a request over a connection nobody admitted")
+            # _PageProtocol admits; a connection it did not (or that reset as it was
+            # admitted, so that its address is gone) is no one's to serve.
+            log.warning("refused a request over a connection not admitted")
             return _page("Not your sign-in", _NOT_YOURS, status=403)
         host = dict(scope["headers"]).get(b"host", b"").decode("latin-1").lower()
         if host != self._authority:

@@ -10,9 +10,13 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .accounts import Entitlement
 
 WATCHER_QUEUE_SIZE = 256
 
@@ -41,17 +45,20 @@ class SessionEvent:
     owner: str = ""  # who began that sign-in (accounts.owner_key); "" when nobody did
     occurred_at: float = field(default_factory=time.time)
 
-    def concerns(self, sees: Callable[[str], bool], owners: frozenset[str]) -> bool:
-        """Whether a watcher who sees these accounts and owns these sign-ins may be told.
+    def concerns(self, entitlement: Entitlement, owners: frozenset[str]) -> bool:
+        """Whether a watcher with this entitlement, owning these sign-ins, may be told.
 
         An account's events go to those who may see the account; a sign-in that has
-        no account yet (a device code waiting, a failure) only to its owner; what
-        concerns no account nor sign-in (the provider's health) to every watcher.
+        no account yet (a device code waiting, a failure) only to its owner, or when
+        nobody owns it (begun on the loopback page) to watchers who see every account;
+        the provider's health to every watcher.
         """
         if self.account:
-            return sees(self.account)
-        if self.sign_in_id:
-            return bool(self.owner) and self.owner in owners
+            return entitlement.sees(self.account)
+        if self.sign_in_id or self.kind in (EventKind.SIGN_IN_PROGRESS, EventKind.SIGN_IN_FAILED):
+            if self.owner:
+                return self.owner in owners
+            return entitlement.accounts is None
         return True
 
 

@@ -161,12 +161,13 @@ class SessionManager:
 
     # -- what apps may know ------------------------------------------------------------
 
-    @property
-    def state(self) -> SignInState:
-        """NOT_CONFIGURED without an issuer, else whether any account is signed in."""
+    def state(self, entitlement: Entitlement = EVERYTHING) -> SignInState:
+        """NOT_CONFIGURED without an issuer, else whether an account the caller sees is signed in."""
         if not self.issuer:
             return SignInState.NOT_CONFIGURED
-        return SignInState.SIGNED_IN if self._accounts else SignInState.SIGNED_OUT
+        if any(entitlement.sees(account_id) for account_id in self._accounts):
+            return SignInState.SIGNED_IN
+        return SignInState.SIGNED_OUT
 
     def accounts(self, entitlement: Entitlement = EVERYTHING) -> list[AccountInfo]:
         """The signed-in accounts the caller may see, default first."""

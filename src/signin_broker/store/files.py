@@ -18,8 +18,11 @@ from pathlib import Path
 MAX_FILE_BYTES = 1 << 20  # a state or key file is a few kilobytes
 
 
-class UnsafeStorage(Exception):
-    """A folder or file is not safely the user's; the message says what to run."""
+class UnsafeStorage(OSError):
+    """A folder or file is not safely the user's; the message says what to run.
+
+    An OSError, so callers that handle a failed read or write handle this one too.
+    """
 
 
 def private_folder(folder: Path, *, with_ancestors: bool = False) -> None:
@@ -48,7 +51,10 @@ def private_folder(folder: Path, *, with_ancestors: bool = False) -> None:
         info = os.fstat(descriptor)
         _refuse_others(folder, info)
         if info.st_mode & 0o077:  # readable by others only: nothing can have been planted
-            os.fchmod(descriptor, 0o700)
+            try:
+                os.fchmod(descriptor, 0o700)
+            except OSError as error:
+                raise UnsafeStorage(f"cannot make {folder} private: {error.strerror}") from error
     finally:
         os.close(descriptor)
     if with_ancestors:

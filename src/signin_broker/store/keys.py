@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
+from .files import private_folder, read_regular_file, write_atomically
+
 SERVICE = "signin-broker"
 
 
@@ -122,13 +124,11 @@ class FileKeyStore:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         """Hold the exclusive lock of the key file (blocking: callers run in worker threads)."""
-        from .files import UnsafeStorage, private_folder
-
         try:
             private_folder(self._path.parent)
             flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
             descriptor = os.open(self._lock_path, flags, 0o600)
-        except (OSError, UnsafeStorage) as error:
+        except OSError as error:
             raise KeyStoreUnavailable(f"cannot lock key file {self._path}: {error}") from error
         try:
             if not stat.S_ISREG(os.fstat(descriptor).st_mode):
@@ -139,21 +139,17 @@ class FileKeyStore:
             os.close(descriptor)  # releases the lock
 
     def _read(self) -> dict[str, str]:
-        from .files import UnsafeStorage, read_regular_file
-
         try:
             raw = read_regular_file(self._path)
             data = {} if raw is None else json.loads(raw)
-        except (OSError, ValueError, UnsafeStorage) as error:
+        except (OSError, ValueError) as error:
             raise KeyStoreUnavailable(f"key file {self._path} is unreadable: {error}") from error
         return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
     def _write(self, keys: dict[str, str]) -> None:
-        from .files import UnsafeStorage, write_atomically
-
         try:
             write_atomically(self._path, json.dumps(keys).encode())
-        except (OSError, UnsafeStorage) as error:
+        except OSError as error:
             raise KeyStoreUnavailable(f"cannot write key file {self._path}: {error}") from error
 
 

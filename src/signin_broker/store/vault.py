@@ -9,9 +9,10 @@ no unscoped read (contract 4.4), and an empty account id is refused.
 Each save also counts a generation, kept in the key store entry beside the key and,
 authenticated, in the file. A file older than its key's generation is a copy put back
 after a later save (a restored backup, or an attacker): its refresh token is likely
-spent, so it is refused and reported rather than used. The file is written before the
-key store entry, so a crash between the two leaves a file one generation ahead, which
-is accepted: only a lower generation is a rollback.
+spent, so it is refused and reported rather than sent to the provider. The key store
+entry is written first, so a file is never encrypted with a key that is not stored,
+and the moment the file is in place the save is complete; a crash between the two
+leaves the previous file, reported as rolled back like any older copy.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
-from .files import UnsafeStorage, read_regular_file, write_atomically
+from .files import read_regular_file, write_atomically
 from .keys import KeyStore
 from .tenants import tenant_key
 
@@ -65,8 +66,8 @@ class Vault:
         text = f"{self._keys.description}; state in {self._folder}"
         if self._rolled_back:
             text += (
-                f"; ROLLED BACK: {', '.join(self._rolled_back)} (an older copy of the state"
-                " replaced the newest; sign in again)"
+                f"; ROLLED BACK: {', '.join(self._rolled_back)} (an older copy replaced the"
+                " newest state, or the daemon stopped while saving it; sign in again)"
             )
         return text
 
@@ -75,19 +76,28 @@ class Vault:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
         account_id = tenant_key(account_id)
+        name = self._key_name(account_id)
         with self._saving:
-            key, stored = self._key(account_id)
+            previous = self._keys.get(name)
+            if previous is None:
+                key, stored = AESGCM.generate_key(bit_length=256), 0
+            else:
+                key, stored = _split_entry(previous)
             generation = max(stored, self._generations.get(account_id, 0)) + 1
             nonce = os.urandom(NONCE_BYTES)
             plaintext = json.dumps(record, separators=(",", ":")).encode()
             header = MAGIC + nonce + GENERATION.pack(generation)
             sealed = AESGCM(key).encrypt(nonce, plaintext, _associated_data(header, account_id))
+            self._keys.set(name, key + GENERATION.pack(generation))
             try:
                 write_atomically(self._path(account_id), header + sealed)
-            except (OSError, UnsafeStorage) as error:
+            except OSError as error:  # the file is as it was: so is its key
+                if previous is None:
+                    self._keys.delete(name)
+                else:
+                    self._keys.set(name, previous)
                 raise VaultError(f"cannot write the state of {account_id}: {error}") from error
             self._generations[account_id] = generation
-            self._keys.set(self._key_name(account_id), key + GENERATION.pack(generation))
             if account_id in self._rolled_back:
                 self._rolled_back.remove(account_id)
 
@@ -97,7 +107,7 @@ class Vault:
         path = self._path(account_id)
         try:
             blob = read_regular_file(path)
-        except (OSError, UnsafeStorage) as error:
+        except OSError as error:
             raise VaultError(f"cannot read the state of {account_id}: {error}") from error
         if blob is None:
             return None
@@ -111,8 +121,9 @@ class Vault:
         if generation < expected:
             raise StateRolledBack(
                 f"the state of {account_id} was rolled back: {path} is generation"
-                f" {generation}, but generation {expected} was written since; an older copy"
-                " replaced it, so its refresh token is not used: sign in again"
+                f" {generation}, but generation {expected} was saved since (an older copy"
+                " replaced it, or the daemon stopped while saving); its refresh token is not"
+                " used: sign in again"
             )
         self._generations[account_id] = max(generation, self._generations.get(account_id, 0))
         return record
@@ -147,21 +158,6 @@ class Vault:
             return False
         log.error("a state file was rolled back", extra={"account": account_id, "reason": reason})
         return True
-
-    def _key(self, account_id: str) -> tuple[bytes, int]:
-        """The account's data key and stored generation; the key is made on the first save.
-
-        A new key is stored before any file is encrypted with it: a crash then leaves a
-        key without a file, never a file that no key opens.
-        """
-        name = self._key_name(account_id)
-        entry = self._keys.get(name)
-        if entry is None:
-            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-            entry = AESGCM.generate_key(bit_length=256) + GENERATION.pack(0)
-            self._keys.set(name, entry)
-        return _split_entry(entry)
 
     @staticmethod
     def _open(path: Path, blob: bytes, key: bytes, account_id: str) -> tuple[dict[str, Any], int]:

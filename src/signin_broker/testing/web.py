@@ -201,7 +201,7 @@ class _Endpoints:
         else:
             response = self._server.token_response(exchange)
             if response.status_code == 200:  # the ID token exists only in this answer
-                SecretLedger.note(json.loads(response.body).get("id_token"))
+                SecretLedger.note(json.loads(bytes(response.body)).get("id_token"))
         if delay is not None and delay.after_processing:
             await self._pauses.pause(delay.seconds, request.receive)
         return response
