@@ -22,7 +22,8 @@ def test_socket_folder_is_0700_and_socket_is_0600(daemon: DaemonProcess) -> None
     assert mode(daemon.socket_path.parent) == 0o700
     assert stat.S_ISSOCK(daemon.socket_path.lstat().st_mode)
     assert mode(daemon.socket_path) == 0o600
-    sockets = [p.name for p in daemon.socket_path.parent.iterdir() if stat.S_ISSOCK(p.lstat().st_mode)]
+    folder = daemon.socket_path.parent
+    sockets = [p.name for p in folder.iterdir() if stat.S_ISSOCK(p.lstat().st_mode)]
     assert sockets == [daemon.socket_path.name], "one socket: no private one to dial instead"
 
 

@@ -434,9 +434,7 @@ class TokenBrokerServicer:
         except SessionError as error:
             raise GRPCError(_status_of(error), str(error)) from None
         with self._session.events.subscribe() as subscription:
-            yield self._event_message(
-                pb.EVENT_KIND_SNAPSHOT, "", time.time(), "", "", await self._apps.visible(caller)
-            )
+            yield self._snapshot(await self._apps.visible(caller), time.time())
             while True:
                 try:
                     event = await subscription.next()
@@ -452,31 +450,18 @@ class TokenBrokerServicer:
         return frozenset([*accounts, owner_key("", _actor(caller).app)])
 
     def _event(self, event: SessionEvent, visible: Entitlement) -> pb.WatchEventsResponse:
-        return self._event_message(
-            _EVENT_KIND[event.kind],
-            event.account,
-            event.occurred_at,
-            event.detail,
-            event.sign_in_id,
-            visible,
-        )
+        message = self._snapshot(visible, event.occurred_at)
+        message.kind = _EVENT_KIND[event.kind]
+        message.account, message.detail = event.account, event.detail
+        message.sign_in_id = event.sign_in_id
+        return message
 
-    def _event_message(
-        self,
-        kind: pb.EventKind.ValueType,
-        account: str,
-        at: float,
-        detail: str,
-        sign_in_id: str,
-        visible: Entitlement,
-    ) -> pb.WatchEventsResponse:
+    def _snapshot(self, visible: Entitlement, at: float) -> pb.WatchEventsResponse:
+        """A message with the sign-in state as the watcher may know it."""
         return pb.WatchEventsResponse(
-            kind=kind,
-            account=account,
+            kind=pb.EVENT_KIND_SNAPSHOT,
             occurred_at_unix_ms=int(at * 1000),
             sign_in_state=_SIGN_IN_STATE[self._session.state(visible)],
-            detail=detail,
-            sign_in_id=sign_in_id,
         )
 
 

@@ -162,7 +162,7 @@ class SessionManager:
     # -- what apps may know ------------------------------------------------------------
 
     def state(self, entitlement: Entitlement = EVERYTHING) -> SignInState:
-        """NOT_CONFIGURED without an issuer, else whether an account the caller sees is signed in."""
+        """NOT_CONFIGURED without an issuer, else whether an account it sees is signed in."""
         if not self.issuer:
             return SignInState.NOT_CONFIGURED
         if any(entitlement.sees(account_id) for account_id in self._accounts):
