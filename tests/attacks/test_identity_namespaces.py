@@ -91,7 +91,8 @@ if len(sys.argv) == 4:
     paths = sorted(paths | socket_files(os.path.dirname(socket_path)))
     (direct,) = call(socket_path)
     inside = subprocess.run(
-        ["unshare", "-Urn", sys.executable, __file__, *sys.argv[1:4], json.dumps([abstract, paths])],
+        ["unshare", "-Urn", sys.executable, __file__, *sys.argv[1:4],
+         json.dumps([abstract, paths])],
         capture_output=True, text=True, timeout=300,
     )
     if inside.returncode:

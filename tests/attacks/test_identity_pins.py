@@ -128,3 +128,32 @@ def test_a_pinned_script_swapped_for_a_fifo_or_a_device_is_refused_without_block
     finally:
         if daemon.alive:
             daemon.kill()
+
+
+def test_an_impostor_naming_a_pinned_script_through_a_symlink_and_dotdot_does_not_pass_its_pin(
+    stub: StubProvider, socket_path: Path, folder: Path
+) -> None:
+    """`<link>/../../allowed/mail.py` reads as the pinned script but runs the impostor.
+
+    The kernel resolves `..` after following the link, so the path leads into the
+    impostor's own tree; taken apart as text, it names the pinned file. The link can
+    be in any folder the impostor may write (e.g. /tmp): the pinned script's folder
+    need not be writable.
+    """
+    mail = Script(folder / "allowed", "mail", PINNED)
+    Script(folder / "evil" / "allowed", "mail", PINNED + "# not the pinned build\n")
+    (folder / "evil" / "a" / "b").mkdir(parents=True)
+    (folder / "links").mkdir()
+    (folder / "links" / "lnk").symlink_to(folder / "evil" / "a" / "b")
+    daemon = pinned_daemon(stub, socket_path, mail)
+    disguised = f"{folder}/links/lnk/../../allowed/mail.py"
+    assert os.path.normpath(disguised) == str(mail.path)  # as text: the pinned script
+    assert os.path.realpath(disguised) == str(folder / "evil" / "allowed" / "mail.py")
+    process = subprocess.Popen(
+        [sys.executable, disguised, str(socket_path), "none"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    impostor = outcome(process, timeout=60)
+    assert impostor.get("code") == "PERMISSION_DENIED", impostor
+    assert mail.run(str(socket_path), "none") == {"ok": True}
+    daemon.stop()

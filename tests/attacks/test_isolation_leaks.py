@@ -238,11 +238,6 @@ def test_an_app_that_waits_for_the_users_answer_reads_nothing_meanwhile(
     assert not listed.waiting  # nothing it did asked the user
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GetStatus and each event's sign_in_state are the daemon-wide state: an app that"
-    " sees no account is told SIGNED_IN while another account is signed in",
-)
 def test_get_status_does_not_tell_an_app_that_unseen_accounts_are_signed_in(
     daemon: DaemonProcess, socket_path: Path, tmp_path: Path
 ) -> None:

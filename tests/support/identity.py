@@ -149,7 +149,7 @@ def namespaces_available(*flags: str) -> None:
 
 
 def daemon_unix_sockets(pid: int) -> list[tuple[str, bool]]:
-    """Each Unix socket the process holds: its name ("@..." for abstract, "" for none), listening."""
+    """Each Unix socket the process holds: its name ("@..." if abstract, "" if none), listening."""
     inodes = set()
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import logging
 
-from signin_broker.daemon.logs import JsonLinesFormatter
+import pytest
+
+from signin_broker.daemon.logs import JsonLinesFormatter, Throttled
 
 
 def render(level: int, msg: str, **extra: object) -> dict:
@@ -37,3 +39,16 @@ def test_exceptions_stay_on_one_line() -> None:
         record = logging.LogRecord("x", logging.ERROR, __file__, 1, "failed", None, sys.exc_info())
     entry = json.loads(JsonLinesFormatter().format(record))
     assert "ValueError: boom" in entry["exception"]
+
+
+def test_a_warning_others_can_repeat_is_logged_once_per_interval_with_a_count(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [100.0]
+    throttled = Throttled(logging.getLogger("t"), "refused", seconds=60, clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger="t"):
+        for _ in range(1000):
+            throttled.warn(caller_uid=65534)
+        now[0] += 61
+        throttled.warn(caller_uid=65534)
+    assert [getattr(record, "occurrences", None) for record in caplog.records] == [1, 1000]

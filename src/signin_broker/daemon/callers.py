@@ -40,7 +40,8 @@ log = logging.getLogger(__name__)
 SO_PEERSEC = getattr(socket, "SO_PEERSEC", 31)
 MAX_FLATPAK_INFO_BYTES = 64 * 1024
 FLATPAK_APP_ID = re.compile(r"[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*){2,}")
-SNAP_LABEL = re.compile(r"snap\.([a-z0-9](?:-?[a-z0-9])*)\.[\w.+-]+(?: \((?:enforce|complain)\))?")
+# Only an enforced profile confines: "complain" (a snap in devmode) only logs.
+SNAP_LABEL = re.compile(r"snap\.([a-z0-9](?:-?[a-z0-9])*)\.[\w.+-]+ \(enforce\)")
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -263,10 +264,14 @@ def _named_absolutely(cmdline: Sequence[str]) -> bool:
     """Whether the script was named by an absolute path (or there is none).
 
     A relative one depends on the cwd at start, which the process may have changed
-    since: no pin can rest on it.
+    since: no pin can rest on it. Nor on one with a `..`: the kernel resolves it after
+    following any symlink before it, so `/tmp/link/../../opt/app.py` can run a file
+    other than the /opt/app.py its text names.
     """
     argument = _script_argument(cmdline)
-    return argument is None or argument.startswith(("-m", "/"))
+    if argument is None or argument.startswith("-m"):
+        return True
+    return argument.startswith("/") and ".." not in argument.split("/")
 
 
 def _is_alive(pidfd: int) -> bool:

@@ -12,6 +12,7 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 _SEVERITY = {
@@ -56,3 +57,36 @@ def configure(level: str) -> None:
     # A line per request (with URLs), or per HTTP/2 header a caller sends, even at debug.
     for chatty in ("httpx2", "httpcore2", "uvicorn", "hpack", "h2", "grpclib"):
         logging.getLogger(chatty).setLevel(max(logging.WARNING, root.level))
+
+
+class Throttled:
+    """A warning that others decide how often to cause: one record per interval, with a count.
+
+    Refused connections are the example: another user choosing to connect ten thousand
+    times must not choose ten thousand log lines. The first occurrence is logged at
+    once; later ones are counted into the next record, at most one per `seconds`.
+    """
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        message: str,
+        seconds: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._logger = logger
+        self._message = message
+        self._seconds = seconds
+        self._clock = clock
+        self._count = 0
+        self._next = 0.0
+
+    def warn(self, **extra: object) -> None:
+        """Count one occurrence; log it (with how many came since the last record) if due."""
+        self._count += 1
+        now = self._clock()
+        if now < self._next:
+            return
+        self._logger.warning(self._message, extra={**extra, "occurrences": self._count})
+        self._count = 0
+        self._next = now + self._seconds

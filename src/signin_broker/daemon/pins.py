@@ -37,8 +37,8 @@ def pinned_program(caller: Caller) -> str:
             raise Unpinnable(f"a module run with {caller.script!r} cannot be pinned")
         if not caller.script_is_absolute:
             raise Unpinnable(
-                f"{caller.script} was started by a relative path, which cannot be pinned;"
-                " run it by its absolute path"
+                f"{caller.script} was started by a relative path (or one through '..'),"
+                " which cannot be pinned; run it by its absolute path"
             )
         return caller.script
     if not caller.executable:

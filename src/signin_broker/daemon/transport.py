@@ -35,8 +35,14 @@ from grpclib.protocol import H2Protocol
 from grpclib.server import Server, Stream
 
 from .callers import Caller, identify_caller
+from .logs import Throttled
 
 log = logging.getLogger(__name__)
+# Callers decide how often these happen, so they are logged a few times a minute at most.
+_BUSY = Throttled(log, "a process holds too many busy connections: refusing another")
+_OTHER_UID = Throttled(log, "refused a caller of another user")
+_UNTOLD = Throttled(log, "refused a connection whose caller the kernel cannot tell")
+_FULL = Throttled(log, "connection limit reached: closing one to make room")
 
 MAX_CONNECTIONS = 4096  # all callers together
 MAX_CONNECTIONS_PER_PROCESS = 64  # one process: a few channels are plenty
@@ -87,18 +93,12 @@ class ConnectionTable:
                 (c for c in self._open if c.caller.pid == pid and c.active_calls == 0), None
             )
             if idle is None:
-                log.warning(
-                    "a process holds too many busy connections: refusing another",
-                    extra={"caller_pid": pid, "limit": self._per_process},
-                )
+                _BUSY.warn(caller_pid=pid, limit=self._per_process)
                 return False
             self._close(idle)
         elif len(self._open) >= self._limit:
             victim = self._victim()
-            log.warning(
-                "connection limit reached: closing one to make room",
-                extra={"limit": self._limit, "closed_pid": victim.caller.pid},
-            )
+            _FULL.warn(limit=self._limit, closed_pid=victim.caller.pid)
             self._close(victim)
         self._open[connection] = None
         self._per_pid[pid] += 1
@@ -178,16 +178,10 @@ class TransportGate:
         try:
             caller = identify_caller(transport.get_extra_info("socket"), number)
         except OSError as error:
-            log.warning(
-                "refused a connection whose caller the kernel cannot tell",
-                extra={"connection": number, "reason": error.strerror},
-            )
+            _UNTOLD.warn(connection=number, reason=error.strerror)
             return None
         if caller.uid != self._allowed_uid:
-            log.warning(
-                "refused a caller of another user",
-                extra={"caller_uid": caller.uid, "caller_pid": caller.pid, "connection": number},
-            )
+            _OTHER_UID.warn(caller_uid=caller.uid, caller_pid=caller.pid, connection=number)
             return None
         connection = CallerConnection(caller, transport)
         return connection if self.table.admit(connection) else None

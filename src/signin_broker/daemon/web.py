@@ -37,10 +37,13 @@ from ..session.validation import check_workspace_id
 from ..store.audit import Actor
 from . import pages
 from .instance import loopback_base_url
+from .logs import Throttled
 from .peercred import loopback_tcp_peer_uid
 from .qr import qr_svg_markup
 
 log = logging.getLogger(__name__)
+# Other users decide how many of these there are: a few records a minute at most.
+_REFUSED = Throttled(log, "refused a browser of another user")
 
 SESSION_COOKIE = "signin_broker_session"
 BEGIN_PATH = pages.BEGIN_PATH
@@ -53,7 +56,6 @@ STOP_GRACE_SECONDS = 2  # how long open requests may finish when the daemon stop
 # accept or the end of the previous response. A browser on loopback needs milliseconds.
 REQUEST_HEAD_SECONDS = 5
 CONCURRENT_CONNECTIONS = 64  # the owner's; other users' are closed before they count
-REFUSAL_LOG_SECONDS = 60  # refusals are logged at most this often (others choose how many)
 # Only Linux lets an unprivileged daemon ask who owns a TCP socket (sock_diag). Elsewhere
 # the page cannot tell and serves every local user who knows its port (README).
 KERNEL_NAMES_TCP_PEERS = sys.platform.startswith("linux")
@@ -475,8 +477,6 @@ class _Admission:
     def __init__(self, own_uid: int, headers: list[tuple[bytes, bytes]]) -> None:
         self._own_uid = own_uid
         self._open: dict[tuple[str, int], object] = {}
-        self._refused = 0
-        self._next_report = 0.0
         body = pages.error("Not your sign-in", _NOT_YOURS).encode()
         head = [
             b"HTTP/1.1 403 Forbidden",
@@ -497,7 +497,7 @@ class _Admission:
         uid = loopback_tcp_peer_uid(peer[:2], local[:2]) if peer and local else None
         if uid == self._own_uid:
             return True
-        self._report_refusal(uid)
+        _REFUSED.warn(caller_uid=uid)
         return False
 
     def opened(self, client: tuple[str, int], connection: object) -> None:
@@ -509,19 +509,6 @@ class _Admission:
 
     def admitted(self, host: str, port: int) -> bool:
         return (host, port) in self._open
-
-    def _report_refusal(self, uid: int | None) -> None:
-        """Log refusals, at most one record per REFUSAL_LOG_SECONDS (with a count)."""
-        self._refused += 1
-        now = time.monotonic()
-        if now < self._next_report:
-            return
-        log.warning(
-            "refused a browser of another user",
-            extra={"caller_uid": uid, "refused_connections": self._refused},
-        )
-        self._refused = 0
-        self._next_report = now + REFUSAL_LOG_SECONDS
 
 
 class _PageProtocol(H11Protocol):
