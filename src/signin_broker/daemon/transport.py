@@ -18,12 +18,13 @@ and a clear INVALID_ARGUMENT for a request that does not parse).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import itertools
 import logging
 import struct
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, cast
 
 from google.protobuf import message_factory
@@ -110,10 +111,13 @@ class ConnectionTable:
 
     def remove(self, connection: CallerConnection) -> None:
         """Forget a closed connection."""
-        if self._open.pop(connection, 0) is None:
-            self._per_pid[connection.caller.pid] -= 1
-            if self._per_pid[connection.caller.pid] <= 0:
-                del self._per_pid[connection.caller.pid]
+        if connection not in self._open:
+            return  # closed to make room, and now reported lost
+        del self._open[connection]
+        pid = connection.caller.pid
+        self._per_pid[pid] -= 1
+        if self._per_pid[pid] <= 0:
+            del self._per_pid[pid]
 
     def active_calls(self) -> int:
         """Calls being served right now, on all connections."""
@@ -261,14 +265,15 @@ class ServiceHandlers:
         return handle
 
 
-class _active_call:  # a context manager, named for where it is used
-    """Counts a call as active on its connection while it runs (idle ones are evicted first)."""
-
-    def __enter__(self) -> None:
-        _CURRENT_CONNECTION.get().active_calls += 1
-
-    def __exit__(self, *_: object) -> None:
-        _CURRENT_CONNECTION.get().active_calls -= 1
+@contextlib.contextmanager
+def _active_call() -> Iterator[None]:
+    """Count a call as active on its connection while it runs (idle ones are evicted first)."""
+    connection = _CURRENT_CONNECTION.get()
+    connection.active_calls += 1
+    try:
+        yield
+    finally:
+        connection.active_calls -= 1
 
 
 async def _receive(stream: Stream[Any, Any], request_type: type[Message]) -> Message:
