@@ -6,6 +6,7 @@ import argparse
 import enum
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from ..client import (
@@ -13,6 +14,7 @@ from ..client import (
     AppDecision,
     BrokerClient,
     BrokerError,
+    Event,
     EventKind,
     SignInStart,
     SignInState,
@@ -156,27 +158,11 @@ def login(client: BrokerClient, args: argparse.Namespace) -> int:
     started = client.begin_sign_in(
         workspace_id=args.workspace, device=args.device, redirect_to=args.redirect_to
     )
-    if started.device:
-        _show_device_code(started)
-    elif args.no_browser or not _open_browser(started.url):
-        print(f"Open this address to sign in:\n\n    {started.url}\n", file=sys.stderr)
-    else:
-        print(f"Opened your browser at {started.url}", file=sys.stderr)
+    if not _show_sign_in(started, args):
+        return 1
     print("Waiting for the sign-in to complete...", file=sys.stderr)
     try:
-        for event in events:
-            if event.sign_in_id != started.sign_in_id:
-                continue  # another sign-in, e.g. in a second browser tab
-            if event.kind is EventKind.SIGNED_IN:
-                if args.json:
-                    return _print_json(event)
-                print(f"{event.detail.capitalize()} ({event.account}).", file=sys.stderr)
-                return 0
-            if event.kind is EventKind.SIGN_IN_FAILED:
-                print(f"signin-broker: sign-in failed: {event.detail}", file=sys.stderr)
-                return 1
-            if event.kind is EventKind.SIGN_IN_PROGRESS and "slower" in event.detail:
-                print(f"({event.detail})", file=sys.stderr)
+        return _outcome(events, started.sign_in_id, args)
     except BrokerError as error:
         if error.code.name == "DEADLINE_EXCEEDED":
             print(
@@ -184,6 +170,42 @@ def login(client: BrokerClient, args: argparse.Namespace) -> int:
             )
             return 1
         raise
+
+
+def _show_sign_in(started: SignInStart, args: argparse.Namespace) -> bool:
+    """Send the person where the sign-in happens; False when that failed (and why, said)."""
+    if started.device:
+        _show_device_code(started)
+    elif args.paste:
+        from ._paste import PasteError, paste_back
+
+        try:
+            paste_back(started.url)
+        except PasteError as error:
+            print(f"signin-broker: {error}", file=sys.stderr)
+            return False
+    elif args.no_browser or not _open_browser(started.url):
+        print(f"Open this address to sign in:\n\n    {started.url}\n", file=sys.stderr)
+    else:
+        print(f"Opened your browser at {started.url}", file=sys.stderr)
+    return True
+
+
+def _outcome(events: Iterator[Event], sign_in_id: str, args: argparse.Namespace) -> int:
+    """Wait for this sign-in's outcome among the daemon's events."""
+    for event in events:
+        if event.sign_in_id != sign_in_id:
+            continue  # another sign-in, e.g. in a second browser tab
+        if event.kind is EventKind.SIGNED_IN:
+            if args.json:
+                return _print_json(event)
+            print(f"{event.detail.capitalize()} ({event.account}).", file=sys.stderr)
+            return 0
+        if event.kind is EventKind.SIGN_IN_FAILED:
+            print(f"signin-broker: sign-in failed: {event.detail}", file=sys.stderr)
+            return 1
+        if event.kind is EventKind.SIGN_IN_PROGRESS and "slower" in event.detail:
+            print(f"({event.detail})", file=sys.stderr)
     return 1
 
 

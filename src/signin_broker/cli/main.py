@@ -118,6 +118,12 @@ def _login_options(parser: argparse.ArgumentParser) -> None:
         help="sign in on another device (a code and a QR code to scan), for a TV or over SSH",
     )
     parser.add_argument(
+        "--paste",
+        action="store_true",
+        help="sign in with a browser on another device, then paste the address it ended on"
+        " (for providers without device sign-in)",
+    )
+    parser.add_argument(
         "--wait",
         type=float,
         default=300.0,
