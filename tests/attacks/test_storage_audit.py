@@ -71,8 +71,8 @@ def test_audit_rows_survive_a_database_locked_for_seconds(
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         with BrokerClient(socket_path) as client:
-            for _ in range(3):  # each forces a refresh: a new token, so a new row
-                client.get_token(min_ttl_seconds=3600)
+            for i in range(3):  # each a new down-scoped token (a refresh), so a new row
+                client.get_token(audience=f"https://api{i}.example/")
             assert holder.wait(30) == 0
             deadline = time.monotonic() + 30
             while len(my_token_rows(client)) < 3 and time.monotonic() < deadline:

@@ -58,7 +58,12 @@ def test_accounts_and_logout_when_nobody_is_signed_in(shared_daemon: DaemonProce
     assert human.returncode == 0 and "no accounts signed in" in human.stderr
     logout = cli(shared_daemon.socket_path, "logout", "--json")
     assert logout.returncode == 0
-    assert json.loads(logout.stdout) == {"was_signed_in": False, "logout_url": ""}
+    assert json.loads(logout.stdout) == {
+        "was_signed_in": False,
+        "logout_url": "",
+        "revocation": "unspecified",
+        "revocation_error": "",
+    }
 
 
 def test_login_without_provider_says_how_to_configure_one(shared_daemon: DaemonProcess) -> None:

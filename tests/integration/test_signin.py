@@ -301,6 +301,8 @@ def test_begin_sign_in_refuses_a_redirect_to_for_a_device_or_of_any_length(
         with pytest.raises(BrokerError) as long:
             client.begin_sign_in(redirect_to="/" + "a" * 2048)
     assert device.value.code.name == "INVALID_ARGUMENT"
-    assert device.value.message == "redirect_to applies to a browser sign-in, not a device one"
+    assert device.value.message == (
+        "redirect_to and authorize_params apply to a browser sign-in, not a device one"
+    )
     assert long.value.code.name == "INVALID_ARGUMENT"
     assert long.value.message == "redirect_to must be at most 2048 characters"

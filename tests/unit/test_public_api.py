@@ -46,6 +46,7 @@ def test_client_exports() -> None:
             "SignOutResult",
             "Status",
             "Token",
+            "TokenRevocation",
         ]
     )
 

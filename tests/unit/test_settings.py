@@ -112,7 +112,7 @@ def test_issuer_must_be_https_or_loopback_http(config: Path, value: str) -> None
 
 def test_issuer_on_loopback_may_use_http(config: Path) -> None:
     assert (
-        load_with(config, ["--issuer", "http://127.0.0.1:9000/"]).issuer == "http://127.0.0.1:9000"
+        load_with(config, ["--issuer", "http://127.0.0.1:9000/"]).issuer == "http://127.0.0.1:9000/"
     )
 
 
@@ -131,3 +131,26 @@ def test_invalid_toml_names_the_file(config: Path) -> None:
     config.write_text("issuer = \n")
     with pytest.raises(SettingsError, match=f"config file {config} is not valid TOML"):
         load_with(config)
+
+
+def test_authorize_params_come_as_a_toml_table_or_as_name_value_pairs(config: Path) -> None:
+    config.write_text('[authorize_params]\naccess_type = "offline"\nprompt = "consent"\n')
+    assert load_with(config).authorize_params == {"access_type": "offline", "prompt": "consent"}
+    from_env = load_with(config, SIGNIN_BROKER_AUTHORIZE_PARAMS="ui_locales=de+en&acr_values=mfa")
+    assert from_env.authorize_params == {"ui_locales": "de en", "acr_values": "mfa"}
+
+
+@pytest.mark.parametrize(
+    ("value", "complaint"),
+    [
+        ("state=x", "sets state itself"),
+        ("redirect_uri=https://evil.example/", "sets redirect_uri itself"),
+        ("prompt=sometimes", "prompt must be"),
+        ("access_type", "name=value pairs"),
+    ],
+)
+def test_authorize_params_the_daemon_cannot_honour_are_refused(
+    config: Path, value: str, complaint: str
+) -> None:
+    with pytest.raises(SettingsError, match=complaint):
+        load_with(config, ["--authorize-params", value])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import enum
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -18,6 +19,8 @@ from ..client import (
     EventKind,
     SignInStart,
     SignInState,
+    SignOutResult,
+    TokenRevocation,
 )
 from ..client._record import Record
 from ._output import duration, key_values, moment, table
@@ -65,7 +68,9 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
             ("access token", f"expires {moment(default.access_token_expires_at_unix)}"),
             (
                 "next renewal",
-                moment(default.next_refresh_unix) if default.next_refresh_unix else "-",
+                moment(default.next_refresh_unix)
+                if default.next_refresh_unix
+                else "none: the provider issued no refresh token; sign in again when it expires",
             ),
         ]
     rows += [
@@ -155,8 +160,16 @@ def login(client: BrokerClient, args: argparse.Namespace) -> int:
     """Begin a sign-in, send the user to the browser, and wait until the daemon reports it."""
     events = client.watch_events(timeout=args.wait)
     next(events)  # the snapshot: from here on no event can be missed
+    try:
+        authorize_params = _authorize_params(args)
+    except ValueError as error:
+        print(f"signin-broker: {error}", file=sys.stderr)
+        return 2
     started = client.begin_sign_in(
-        workspace_id=args.workspace, device=args.device, redirect_to=args.redirect_to
+        workspace_id=args.workspace,
+        device=args.device,
+        redirect_to=args.redirect_to,
+        authorize_params=authorize_params,
     )
     if not _show_sign_in(started, args):
         return 1
@@ -184,11 +197,31 @@ def _show_sign_in(started: SignInStart, args: argparse.Namespace) -> bool:
         except PasteError as error:
             print(f"signin-broker: {error}", file=sys.stderr)
             return False
-    elif args.no_browser or not _open_browser(started.url):
+    elif args.no_browser or not _open_browser(started.url, args.browser_command):
         print(f"Open this address to sign in:\n\n    {started.url}\n", file=sys.stderr)
     else:
         print(f"Opened your browser at {started.url}", file=sys.stderr)
     return True
+
+
+def _authorize_params(args: argparse.Namespace) -> dict[str, str]:
+    """The authorize parameters the login options ask for (the daemon checks them)."""
+    params = {
+        name: value
+        for name, value in (
+            ("login_hint", args.login_hint),
+            ("prompt", args.prompt),
+            ("acr_values", args.acr_values),
+            ("ui_locales", args.ui_locales),
+        )
+        if value
+    }
+    for pair in args.param:
+        name, equals, value = pair.partition("=")
+        if not equals or not name:
+            raise ValueError(f"--param takes NAME=VALUE, not {pair!r}")
+        params[name] = value
+    return params
 
 
 def _outcome(events: Iterator[Event], sign_in_id: str, args: argparse.Namespace) -> int:
@@ -209,14 +242,29 @@ def _outcome(events: Iterator[Event], sign_in_id: str, args: argparse.Namespace)
     return 1
 
 
+def _signed_out(result: SignOutResult) -> str:
+    """What the provider did with the tokens, as it happened (never "revoked" by default)."""
+    kept = "the tokens it issued stay valid until they expire"
+    if result.revocation is TokenRevocation.REVOKED:
+        return "Signed out; the provider revoked the tokens."
+    if result.revocation is TokenRevocation.NOT_OFFERED:
+        return f"Signed out here; the provider offers no token revocation, so {kept}."
+    if result.revocation is TokenRevocation.FAILED:
+        return (
+            f"Signed out here; the provider did not revoke the tokens"
+            f" ({result.revocation_error}), so {kept}."
+        )
+    return "Signed out."  # an older daemon does not say
+
+
 def logout(client: BrokerClient, args: argparse.Namespace) -> int:
     """End an account's session."""
     result = client.sign_out(args.account)
     if args.json:
         return _print_json(result)
-    said = "Signed out; the provider was asked to revoke the tokens."
-    print(said if result.was_signed_in else "Was not signed in.", file=sys.stderr)
-    if args.browser and result.logout_url and not _open_browser(result.logout_url):
+    print(_signed_out(result) if result.was_signed_in else "Was not signed in.", file=sys.stderr)
+    browser_command = os.environ.get("SIGNIN_BROKER_BROWSER", "")
+    if args.browser and result.logout_url and not _open_browser(result.logout_url, browser_command):
         print(
             f"Open this address to sign out there too:\n\n    {result.logout_url}\n",
             file=sys.stderr,
@@ -303,7 +351,23 @@ def audit(client: BrokerClient, args: argparse.Namespace) -> int:
     return 0
 
 
-def _open_browser(url: str) -> bool:
+def _open_browser(url: str, command: str = "") -> bool:
+    """Open url with the given command ({url} in it, else appended), or the system's browser."""
+    import shlex
+
+    words = shlex.split(command)
+    if words:
+        import subprocess
+
+        argv = [word.replace("{url}", url) for word in words]
+        if not any("{url}" in word for word in words):
+            argv.append(url)
+        try:
+            subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True)  # noqa: S603 - the user's own command, no shell
+        except OSError as error:
+            print(f"signin-broker: cannot run {words[0]!r}: {error.strerror}", file=sys.stderr)
+            return False
+        return True
     import webbrowser  # only here: it is slow to import
 
     try:

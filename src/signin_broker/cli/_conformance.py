@@ -14,13 +14,15 @@ from pathlib import Path
 
 from .._version import __version__
 from ..client import BrokerClient
-from ..conformance import registry
+from ..conformance import hooks, registry
 from ..conformance.runner import run_surface
-from ..conformance.stage import Target
+from ..conformance.stage import CALLBACK, Target
 from ..conformance.surfaces import BY_NAME
 from ..locations import default_state_dir
 
 EXIT_USAGE = 2
+MAX_PORT = 65535
+MAX_HOOK_SECONDS = 600  # a hook longer than a device code lives is of no use
 ADMIN_TOKEN_ENV = "SIGNIN_BROKER_CONFORMANCE_ADMIN_TOKEN"  # noqa: S105 - a name; not a flag, ps shows flags
 
 
@@ -41,10 +43,58 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help=f"the staging provider for I1 and I2 (else they SKIP); its admin token for I2"
         f" comes from {ADMIN_TOKEN_ENV}",
     )
-    parser.add_argument(
-        "--client-id", default="signin-broker", metavar="ID", help="this component's client id"
+    given = parser.add_argument_group(
+        "the staging provider (--issuer)",
+        "Used by I1 and I2 only; the other cases use a stub of their own. Each command is"
+        " split like a shell line but run without a shell, with each {placeholder} filled"
+        " in within its argument; its stdout and stderr never reach the registry.",
     )
-    parser.add_argument(
+    given.add_argument(
+        "--client-id",
+        default="signin-broker",
+        metavar="ID",
+        help="the daemon's client id registered there (default: signin-broker)",
+    )
+    given.add_argument(
+        "--page-port",
+        type=_port,
+        default=0,
+        metavar="PORT",
+        help="the daemon's loopback page port, for a provider that does not accept any"
+        " loopback port (RFC 8252 7.3): register"
+        f" http://127.0.0.1:PORT{CALLBACK} (default: a free port each time)",
+    )
+    given.add_argument(
+        "--browser-login-command",
+        default="",
+        metavar="CMD",
+        help="signs the test user in at {url} (the authorize request) and prints the"
+        " address the provider then sends the browser to ({redirect_uri}?code=...);"
+        f" also {_listed(hooks.BROWSER_LOGIN[2:])} (default: follow the redirects,"
+        " for a provider that approves without asking)",
+    )
+    given.add_argument(
+        "--approve-device-command",
+        default="",
+        metavar="CMD",
+        help=f"approves a device code as the test user: {_listed(hooks.APPROVE_DEVICE)}"
+        " (default: open {verification_uri_complete}, for a provider that approves there)",
+    )
+    given.add_argument(
+        "--revoke-command",
+        default="",
+        metavar="CMD",
+        help=f"revokes the test user's sessions for I2: {_listed(hooks.REVOKE)} (default:"
+        f" the stub-compatible admin API with the token from {ADMIN_TOKEN_ENV})",
+    )
+    given.add_argument(
+        "--hook-timeout",
+        type=float,
+        default=hooks.DEFAULT_TIMEOUT_SECONDS,
+        metavar="SECONDS",
+        help=f"how long each command may take (default {hooks.DEFAULT_TIMEOUT_SECONDS:g})",
+    )
+    given.add_argument(
         "--admin-revoke-url",
         default="",
         metavar="URL",
@@ -75,6 +125,41 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _port(text: str) -> int:
+    port = int(text)
+    if not 1 <= port <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"{text} is not a port (1 to {MAX_PORT})")
+    return port
+
+
+def _listed(placeholders: tuple[str, ...]) -> str:
+    return ", ".join("{" + name + "}" for name in placeholders)
+
+
+def _target(args: argparse.Namespace) -> Target:
+    """The staging provider and its hooks; ValueError for a command that cannot be used."""
+    if not 0 < args.hook_timeout <= MAX_HOOK_SECONDS:
+        raise ValueError(f"--hook-timeout must be more than 0 and at most {MAX_HOOK_SECONDS}")
+
+    def hook(option: str, line: str, allowed: tuple[str, ...]) -> hooks.Hook | None:
+        return hooks.Hook.parse(option, line, allowed, args.hook_timeout) if line else None
+
+    return Target(
+        issuer=args.issuer,
+        client_id=args.client_id,
+        page_port=args.page_port,
+        admin_token=os.environ.get(ADMIN_TOKEN_ENV, ""),
+        admin_revoke_url=args.admin_revoke_url,
+        browser_login=hook(
+            "--browser-login-command", args.browser_login_command, hooks.BROWSER_LOGIN
+        ),
+        approve_device=hook(
+            "--approve-device-command", args.approve_device_command, hooks.APPROVE_DEVICE
+        ),
+        revoke=hook("--revoke-command", args.revoke_command, hooks.REVOKE),
+    )
+
+
 def conformance(client: BrokerClient, args: argparse.Namespace) -> int:
     """Run, append a row per surface, print the grid, write the page; 1 if a case failed."""
     del client  # the cases start daemons of their own
@@ -85,12 +170,11 @@ def conformance(client: BrokerClient, args: argparse.Namespace) -> int:
     except (registry.RegistryError, OSError) as error:
         print(f"signin-broker: the registry cannot be read: {error}", file=sys.stderr)
         return EXIT_USAGE
-    target = Target(
-        issuer=args.issuer,
-        client_id=args.client_id,
-        admin_token=os.environ.get(ADMIN_TOKEN_ENV, ""),
-        admin_revoke_url=args.admin_revoke_url,
-    )
+    try:
+        target = _target(args)
+    except ValueError as error:
+        print(f"signin-broker: {error}", file=sys.stderr)
+        return EXIT_USAGE
     note = args.note or f"{__version__}; stub provider" + (
         f"; I1-I2 against {args.issuer}" if args.issuer else ""
     )

@@ -118,6 +118,36 @@ def _login_options(parser: argparse.ArgumentParser) -> None:
         help="sign in on another device (a code and a QR code to scan), for a TV or over SSH",
     )
     parser.add_argument(
+        "--login-hint", default="", metavar="NAME", help="the account to suggest at the provider"
+    )
+    parser.add_argument(
+        "--prompt",
+        default="",
+        metavar="WORDS",
+        help='ask the provider to "select_account", "login" again or ask for "consent"',
+    )
+    parser.add_argument("--acr-values", default="", metavar="VALUES", help="the strength asked for")
+    parser.add_argument(
+        "--ui-locales",
+        default="",
+        metavar="TAGS",
+        help='languages for the provider\'s pages, e.g. "de en"',
+    )
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="another authorize parameter the provider knows (repeatable)",
+    )
+    parser.add_argument(
+        "--browser-command",
+        default=os.environ.get("SIGNIN_BROKER_BROWSER", ""),
+        metavar="COMMAND",
+        help="open the sign-in with this command ({url} stands for the address; default:"
+        " the system's browser, or $SIGNIN_BROKER_BROWSER)",
+    )
+    parser.add_argument(
         "--paste",
         action="store_true",
         help="sign in with a browser on another device, then paste the address it ended on"
@@ -196,6 +226,18 @@ def _conformance(client: BrokerClient, args: argparse.Namespace) -> int:
     return conformance(client, args)
 
 
+def _client_secret_options(parser: argparse.ArgumentParser) -> None:
+    from ._client_secret import add_options
+
+    add_options(parser)
+
+
+def _client_secret(client: BrokerClient, args: argparse.Namespace) -> int:
+    from ._client_secret import client_secret
+
+    return client_secret(client, args)
+
+
 def _install_service(client: BrokerClient, args: argparse.Namespace) -> int:
     from ._service import install_service
 
@@ -236,6 +278,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
         "run the contract's sign-in cases on a surface and record the registry row",
         _conformance_options,
         _conformance,
+    ),
+    "client-secret": (
+        "store the provider's client secret in the keyring, read from stdin (or delete it)",
+        _client_secret_options,
+        _client_secret,
     ),
 }
 

@@ -24,6 +24,7 @@ from ._models import (
     SignOutResult,
     Status,
     Token,
+    TokenRevocation,
 )
 from ._sync import BrokerClient
 
@@ -49,6 +50,7 @@ __all__ = [
     "SignOutResult",
     "Status",
     "Token",
+    "TokenRevocation",
 ]
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -75,6 +75,7 @@ class AsyncBrokerClient:
         device: bool | None = False,
         account: str = "",
         redirect_to: str = "",
+        authorize_params: Mapping[str, str] | None = None,
     ) -> SignInStart:
         """Start a sign-in (within a workspace, if given); the user completes it at the URL.
 
@@ -82,8 +83,10 @@ class AsyncBrokerClient:
         `verification_uri` on another device; `account` names the account it signs in
         again (the pending sign-in then belongs to it). None lets the daemon choose.
         redirect_to: the loopback page the browser lands on after a browser sign-in.
+        authorize_params: extra authorize parameters of a browser sign-in, such as
+        {"login_hint": "me@example.com", "prompt": "select_account"}.
         """
-        request = sign_in_request(workspace_id, device, account, redirect_to)
+        request = sign_in_request(workspace_id, device, account, redirect_to, authorize_params)
         return SignInStart.from_proto(await self._call(self._stub.BeginSignIn, request))
 
     async def sign_out(self, account: str = "") -> SignOutResult:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from ..locations import default_socket_path
 from ..v1 import broker_pb2 as pb
@@ -31,7 +31,11 @@ def target(socket_path: str) -> str:
 
 
 def sign_in_request(
-    workspace_id: str, device: bool | None, account: str = "", redirect_to: str = ""
+    workspace_id: str,
+    device: bool | None,
+    account: str = "",
+    redirect_to: str = "",
+    authorize_params: Mapping[str, str] | None = None,
 ) -> pb.BeginSignInRequest:
     """The BeginSignIn request: a device sign-in, a browser one, or (None) the daemon's choice."""
     method = {
@@ -40,7 +44,11 @@ def sign_in_request(
         False: pb.SIGN_IN_METHOD_BROWSER,
     }[device]
     return pb.BeginSignInRequest(
-        method=method, workspace_id=workspace_id, account=account, redirect_to=redirect_to
+        method=method,
+        workspace_id=workspace_id,
+        account=account,
+        redirect_to=redirect_to,
+        authorize_params=dict(authorize_params or {}),
     )
 
 

@@ -43,7 +43,16 @@ class AppDecision(enum.Enum):
     ASK = "ask"
 
 
-E = TypeVar("E", SignInState, EventKind, AppDecision)
+class TokenRevocation(enum.Enum):
+    """What the identity provider did with the tokens of a signed-out session (RFC 7009)."""
+
+    UNSPECIFIED = "unspecified"  # no session was signed out, or the daemon is older
+    REVOKED = "revoked"
+    NOT_OFFERED = "not_offered"  # the provider has no revocation: tokens live until they expire
+    FAILED = "failed"  # refused or unreachable: SignOutResult.revocation_error says why
+
+
+E = TypeVar("E", SignInState, EventKind, AppDecision, TokenRevocation)
 
 
 def _sign_in_state(value: int) -> SignInState:
@@ -206,15 +215,22 @@ class SignInStart(Record):
 
 
 class SignOutResult(Record):
-    """What a sign-out did."""
+    """What a sign-out did, here and at the identity provider."""
 
     was_signed_in: bool
     logout_url: str
+    revocation: TokenRevocation
+    revocation_error: str  # why, when revocation is FAILED
 
     @classmethod
     def from_proto(cls, message: pb.SignOutResponse) -> SignOutResult:
         """Convert the API's response."""
-        return cls(message.was_signed_in, message.logout_url)
+        return cls(
+            message.was_signed_in,
+            message.logout_url,
+            _enum(TokenRevocation, pb.TokenRevocation, message.revocation, "TOKEN_REVOCATION_"),
+            message.revocation_error,
+        )
 
 
 class Event(Record):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -86,6 +86,7 @@ class BrokerClient:
         device: bool | None = False,
         account: str = "",
         redirect_to: str = "",
+        authorize_params: Mapping[str, str] | None = None,
     ) -> SignInStart:
         """Start a sign-in (within a workspace, if given); the user completes it at the URL.
 
@@ -93,8 +94,10 @@ class BrokerClient:
         `verification_uri` on another device; `account` names the account it signs in
         again (the pending sign-in then belongs to it). None lets the daemon choose.
         redirect_to: the loopback page the browser lands on after a browser sign-in.
+        authorize_params: extra authorize parameters of a browser sign-in, such as
+        {"login_hint": "me@example.com", "prompt": "select_account"}.
         """
-        request = sign_in_request(workspace_id, device, account, redirect_to)
+        request = sign_in_request(workspace_id, device, account, redirect_to, authorize_params)
         return SignInStart.from_proto(self._call(self._stub.BeginSignIn, request))
 
     def sign_in_qr(self, sign_in_id: str, *, png: bool = False) -> tuple[str, bytes]:

@@ -51,11 +51,28 @@ def authorize_redirect(stage: Stage, attempt: Attempt) -> httpx2.Response:
 
 
 def through_provider(stage: Stage, authorize: str) -> str:
-    """Visit the authorize URL (the provider approves); the callback URL it sends back to."""
+    """Visit the authorize URL (the provider approves); the callback URL it sends back to.
+
+    With a browser login command (hooks.py) the command signs the test user in and
+    prints the address the provider sent the browser to.
+    """
+    redirect_uri = stage.web_url + CALLBACK
+    login = stage.target.browser_login
+    if login is not None:
+        said = login.run(
+            url=authorize,
+            redirect_uri=redirect_uri,
+            issuer=stage.issuer,
+            client_id=stage.client_id,
+        )
+        lines = [line.strip() for line in said.splitlines()]
+        target = next((line for line in lines if line.startswith(redirect_uri)), "")
+        expect(target, f"{login.option} printed no address starting with the redirect URI")
+        return target
     browser = stage.browser
-    answer = browser.follow(browser.get(authorize), until=stage.web_url + CALLBACK)
+    answer = browser.follow(browser.get(authorize), until=redirect_uri)
     target = location(answer) if answer.is_redirect else ""
-    expect(target.startswith(stage.web_url + CALLBACK), "the provider did not send a code back")
+    expect(target.startswith(redirect_uri), "the provider did not send a code back")
     return target
 
 
@@ -68,7 +85,20 @@ def deliver(
 
 
 def approve_device(stage: Stage, attempt: Attempt) -> None:
-    """The person opens the verification address (with the code in it) and approves."""
+    """The person opens the verification address (with the code in it) and approves.
+
+    With a device approval command (hooks.py) the command approves the code instead.
+    """
+    approve = stage.target.approve_device
+    if approve is not None:
+        approve.run(
+            user_code=attempt.user_code,
+            verification_uri=attempt.verification_uri,
+            verification_uri_complete=attempt.url,
+            issuer=stage.issuer,
+            client_id=stage.client_id,
+        )
+        return
     page = stage.browser.get(attempt.url)
     expect(page.status_code == 200, f"the verification page answered {page.status_code}")
 
@@ -100,7 +130,7 @@ def attacker_authorize_url(stage: Stage) -> str:
     """An authorize URL an attacker builds with the component's registration."""
     verifier = secrets.token_urlsafe(48)
     query = {
-        "client_id": stage.target.client_id,
+        "client_id": stage.client_id,
         "redirect_uri": stage.web_url + CALLBACK,
         "response_type": "code",
         "scope": "openid",
@@ -118,7 +148,7 @@ def check_authorize_request(stage: Stage, answer: httpx2.Response) -> dict[str, 
     expected = str(stage.discovery["authorization_endpoint"])
     expect(target.split("?")[0] == expected, "the browser is not sent to the authorize endpoint")
     query = query_of(target)
-    expect(query.get("client_id") == stage.target.client_id, "wrong or missing client_id")
+    expect(query.get("client_id") == stage.client_id, "wrong or missing client_id")
     expect(query.get("redirect_uri") == stage.web_url + CALLBACK, "wrong redirect_uri")
     expect(query.get("response_type") == "code", "response_type is not code")
     scopes = set(query.get("scope", "").split())
@@ -149,7 +179,7 @@ def t1(stage: Stage, surface: Surface) -> None:
         requests = stage.provider.requests
         endpoint = _path(stage.discovery["device_authorization_endpoint"])
         (asked,) = [r for r in requests if r.path == endpoint]
-        expect(asked.params.get("client_id") == stage.target.client_id, "wrong client_id")
+        expect(asked.params.get("client_id") == stage.client_id, "wrong client_id")
         expect("openid" in asked.params.get("scope", "").split(), "scope lacks openid")
         expect(attempt.user_code, "no user code to show")
         expect(
@@ -170,14 +200,14 @@ def t2(stage: Stage, surface: Surface) -> None:
         polls = stub.token_requests(DEVICE_GRANT)
         expect(polls, "the daemon never polled the token endpoint")
         redeemed = polls[-1]
-        expect(redeemed.params.get("client_id") == stage.target.client_id, "wrong client_id")
+        expect(redeemed.params.get("client_id") == stage.client_id, "wrong client_id")
         expect(redeemed.params.get("device_code"), "no device_code")
     else:
         (redeemed,) = stub.token_requests("authorization_code")
         authorize = _path(stage.discovery["authorization_endpoint"])
         (authorized,) = [r for r in stub.requests if r.path == authorize]
         params = redeemed.params
-        expect(params.get("client_id") == stage.target.client_id, "wrong client_id")
+        expect(params.get("client_id") == stage.client_id, "wrong client_id")
         expect(params.get("code"), "no code")
         expect(params.get("redirect_uri") == stage.web_url + CALLBACK, "wrong redirect_uri")
         verifier = params.get("code_verifier", "")
@@ -336,25 +366,53 @@ def i1(stage: Stage, surface: Surface) -> None:
 
 
 def i2(stage: Stage, surface: Surface) -> None:
-    """After I1, an admin revoke at the provider is seen within 60 s."""
+    """After I1, an admin revoke at the provider is seen within 60 s.
+
+    What is checked is the daemon: its answer to the surface's request (on tv, GetToken)
+    must turn to "sign-in required", not merely the provider's answer to the old token.
+    """
     target = stage.target
-    if not target.admin_token:
-        raise Skip("no admin token (SIGNIN_BROKER_CONFORMANCE_ADMIN_TOKEN) to revoke with")
+    if target.revoke is None and not target.admin_token:
+        raise Skip(
+            "no revoke command (--revoke-command) or admin token"
+            " (SIGNIN_BROKER_CONFORMANCE_ADMIN_TOKEN) to revoke with"
+        )
     sign_in(stage, surface)
     (account,) = stage.client.accounts()
-    revoke_url = target.admin_revoke_url or stage.provider_origin() + "/admin/revoke"
-    answer = httpx2.post(
-        revoke_url,
-        data={"sub": account.platform_user_id},
-        headers={"Authorization": f"Bearer {target.admin_token}"},
-        timeout=15,
-    )
-    expect(answer.status_code == 200, f"the provider's admin revoke answered {answer.status_code}")
+    if target.revoke is not None:
+        target.revoke.run(
+            sub=account.platform_user_id, issuer=stage.issuer, client_id=stage.client_id
+        )
+    else:
+        revoke_url = target.admin_revoke_url or stage.provider_origin() + "/admin/revoke"
+        answer = httpx2.post(
+            revoke_url,
+            data={"sub": account.platform_user_id},
+            headers={"Authorization": f"Bearer {target.admin_token}"},
+            timeout=15,
+        )
+        expect(
+            answer.status_code == 200,
+            f"the provider's admin revoke answered {answer.status_code}",
+        )
+    wait_until_the_daemon_refuses(stage, surface)
+
+
+def wait_until_the_daemon_refuses(
+    stage: Stage,
+    surface: Surface,
+    limit_seconds: float = REVOCATION_LIMIT_SECONDS,
+    poll_seconds: float = 1.0,
+) -> None:
+    """Ask the daemon through the surface until it says sign-in required; fail after the limit."""
     revoked_at = time.monotonic()
-    while surface.request(stage) is not None:
-        if time.monotonic() - revoked_at > REVOCATION_LIMIT_SECONDS:
-            raise AssertionError("still signed in 60 s after the provider revoked the session")
-        time.sleep(1)
+    while surface.daemon_serves(stage):
+        if time.monotonic() - revoked_at > limit_seconds:
+            raise AssertionError(
+                f"the daemon still hands out the session {limit_seconds:g} s"
+                " after the provider revoked it"
+            )
+        time.sleep(poll_seconds)
 
 
 def i3(stage: Stage, surface: Surface) -> None:

@@ -33,7 +33,7 @@ def run_case(case: Case, surface: Surface, target: Target) -> Outcome:
     if case.given_provider:
         with _GIVEN_PROVIDER_TURN:
             return _on_a_stage(case, surface, target)
-    return _on_a_stage(case, surface, Target(client_id=target.client_id))
+    return _on_a_stage(case, surface, Target())  # the stub: nothing of the given provider
 
 
 def _on_a_stage(case: Case, surface: Surface, target: Target) -> Outcome:

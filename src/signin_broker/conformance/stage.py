@@ -19,6 +19,7 @@ from ..client import BrokerClient
 from ..testing import StubProvider, StubUser
 from ..testing.browser import Browser
 from ..testing.daemon import DaemonProcess, short_temp_dir
+from .hooks import Hook
 
 BEGIN = "/auth/oauth2/id-provider"
 CALLBACK = BEGIN + "/callback"
@@ -40,12 +41,20 @@ class Skip(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """What the cases run against: a fresh stub per case, or a given provider (I1, I2)."""
+    """What the cases run against: a fresh stub per case, or a given provider (I1, I2).
+
+    Everything but `issuer` describes the given provider; a stub case uses the stub's
+    own registration, a page on any free port, and the built-in person and admin.
+    """
 
     issuer: str = ""  # "" for the stub
-    client_id: str = "signin-broker"
+    client_id: str = ""  # the daemon's client id at the given provider
+    page_port: int = 0  # the daemon's loopback page port there (0: any free one)
     admin_token: str = ""  # for I2: the provider's admin API, stub-compatible
     admin_revoke_url: str = ""  # "" for <issuer origin>/admin/revoke
+    browser_login: Hook | None = None  # the person at the provider's login (hooks.py)
+    approve_device: Hook | None = None  # the person approving a device code
+    revoke: Hook | None = None  # the admin revoking the test user (I2)
 
 
 class Stage:
@@ -59,18 +68,20 @@ class Stage:
         self.browser = Browser()
         self._client: BrokerClient | None = None
         try:
-            issuer = target.issuer
+            issuer, self.client_id = target.issuer, target.client_id
             if not issuer:
                 # Device polls every second: the TV cases wait less, and gaps are still checked.
                 self.stub = StubProvider([PERSON], device_interval=1).start()
-                issuer = self.stub.issuer
+                issuer, self.client_id = self.stub.issuer, self.stub.clients[0].client_id
             self.issuer = issuer
             self.daemon = DaemonProcess(
                 self.folder / "run" / "broker.sock",
                 "--issuer",
                 issuer,
                 "--client-id",
-                target.client_id,
+                self.client_id,
+                "--http",  # after DaemonProcess's own 127.0.0.1:0, so this one counts
+                f"127.0.0.1:{target.page_port}",
                 "--key-store",
                 "file",  # the keyring of the machine running the cases is left alone
             ).start()

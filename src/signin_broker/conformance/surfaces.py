@@ -69,6 +69,13 @@ class Surface:
         """An authenticated request: text naming the account or user; None if sign-in is needed."""
         raise NotImplementedError
 
+    def daemon_serves(self, stage: Stage) -> bool:
+        """Whether the daemon still gives this surface's user a session (I2's question).
+
+        The authenticated request asks only the daemon on every surface but tv.
+        """
+        return self.request(stage) is not None
+
     def home(self, stage: Stage) -> tuple[bool, str]:
         """The surface's first view: (signed in?, what it shows)."""
         raise NotImplementedError
@@ -291,6 +298,10 @@ class Tv(Desktop):
             raise AssertionError(f"userinfo answered {answer.status_code} to the TV's token")
         claims = answer.json()
         return f"{claims.get('sub')} {claims.get('name', '')}"
+
+    def daemon_serves(self, stage: Stage) -> bool:
+        """GetToken alone: a token the provider refuses but the daemon still hands out counts."""
+        return super().request(stage) is not None
 
 
 BY_NAME: dict[str, Surface] = {surface.name: surface for surface in (Web(), Cli(), Desktop(), Tv())}

@@ -34,6 +34,7 @@ from .transport import (
 )
 
 if TYPE_CHECKING:
+    from ..session.client_auth import ClientAuth
     from ..session.signin import SignInSecrets
     from ..store.vault import Vault
     from .web import SignInSite
@@ -134,8 +135,14 @@ async def _start_sessions(
     session.store, session.storage = await asyncio.to_thread(_open_store, settings)
     flow = None
     if settings.issuer:
-        session.provider = Provider(settings.issuer, settings.client_id)
-        flow = SignInFlow(session.provider, settings.scopes, _secrets_source(settings.issuer))
+        client_auth = await asyncio.to_thread(_client_auth, settings)
+        session.provider = Provider(settings.issuer, settings.client_id, client_auth=client_auth)
+        flow = SignInFlow(
+            session.provider,
+            settings.scopes,
+            _secrets_source(settings.issuer),
+            settings.authorize_params,
+        )
         session.device_flow = DeviceFlow(session.provider, settings.scopes, session)
     await session.restore()
     keeper = asyncio.get_running_loop().create_task(keep(session))
@@ -177,6 +184,22 @@ def _open_store(settings: Settings) -> tuple[Vault | None, str]:
         log.warning("sessions will not survive a restart", extra={"reason": str(error)})
         return None, f"memory only: {error}"
     return vault, vault.description
+
+
+def _client_auth(settings: Settings) -> ClientAuth:
+    """How the client authenticates to the provider, its secret or key read now (blocking)."""
+    from ..session.client_auth import load_client_auth
+    from ..store.keys import KeyringKeyStore
+
+    return load_client_auth(
+        settings.client_id,
+        settings.client_auth,
+        secret_file=settings.client_secret_file,
+        private_key_file=settings.client_private_key_file,
+        key_id=settings.client_key_id,
+        assertion_audience=settings.client_assertion_audience,
+        keyring=KeyringKeyStore if settings.key_store == "keyring" else None,
+    )
 
 
 def _secrets_source(issuer: str) -> SignInSecrets:

@@ -27,7 +27,14 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
 from .._version import __version__
-from ..session.accounts import AccountInfo, Entitlement, SignInStart, SignInState, owner_key
+from ..session.accounts import (
+    AccountInfo,
+    Entitlement,
+    Revocation,
+    SignInStart,
+    SignInState,
+    owner_key,
+)
 from ..session.errors import (
     AccountNotFound,
     NotConfigured,
@@ -46,6 +53,7 @@ from ..session.validation import (
     MAX_MIN_TTL_SECONDS,
     check_account,
     check_audience,
+    check_authorize_params,
     check_scopes,
     check_workspace_id,
 )
@@ -96,6 +104,12 @@ _EVENT_KIND = {
     EventKind.DEGRADED: pb.EVENT_KIND_DEGRADED,
     EventKind.RECOVERED: pb.EVENT_KIND_RECOVERED,
     EventKind.SIGN_IN_PROGRESS: pb.EVENT_KIND_SIGN_IN_PROGRESS,
+}
+_REVOCATION = {
+    None: pb.TOKEN_REVOCATION_UNSPECIFIED,
+    Revocation.REVOKED: pb.TOKEN_REVOCATION_REVOKED,
+    Revocation.NOT_OFFERED: pb.TOKEN_REVOCATION_NOT_OFFERED,
+    Revocation.FAILED: pb.TOKEN_REVOCATION_FAILED,
 }
 
 
@@ -232,12 +246,15 @@ class TokenBrokerServicer:
         )
         if len(request.redirect_to) > MAX_REDIRECT_TO_LENGTH:
             raise InvalidRequest(f"redirect_to must be at most {MAX_REDIRECT_TO_LENGTH} characters")
-        if method == pb.SIGN_IN_METHOD_DEVICE_CODE and request.redirect_to:
-            raise InvalidRequest("redirect_to applies to a browser sign-in, not a device one")
+        authorize_params = _checked(check_authorize_params, dict(request.authorize_params))
+        if method == pb.SIGN_IN_METHOD_DEVICE_CODE and (request.redirect_to or authorize_params):
+            raise InvalidRequest(
+                "redirect_to and authorize_params apply to a browser sign-in, not a device one"
+            )
         caller = current_caller()
         account, _ = await self._writable(request.account, caller)
         owner = owner_key(account, _actor(caller).app)
-        started = self._session.new_sign_in(workspace_id, owner)
+        started = self._session.new_sign_in(workspace_id, owner, authorize_params)
         if method == pb.SIGN_IN_METHOD_DEVICE_CODE:
             return await self._begin_device_sign_in(started, owner)
         url = f"{self._info.web_url}{BEGIN_PATH}?sign_in={started.sign_in_id}"
@@ -253,7 +270,8 @@ class TokenBrokerServicer:
         )
 
     async def _begin_device_sign_in(self, begun: SignInStart, owner: str) -> pb.BeginSignInResponse:
-        from ..session.device import DeviceSignInFailed  # the OAuth stack loads after ready
+        # the OAuth stack loads after ready
+        from ..session.device import DeviceSignInFailed, NoDeviceSignIn
 
         await self._session.restored.wait()  # the OAuth stack is loaded by then
         flow = self._session.device_flow
@@ -261,6 +279,8 @@ class TokenBrokerServicer:
             raise NotConfigured("no identity provider is configured: set issuer")
         try:
             started = await flow.begin(begun.sign_in_id, owner, begun.workspace_id)
+        except NoDeviceSignIn as error:
+            raise NotConfigured(str(error)) from None
         except DeviceSignInFailed as error:
             raise NotConfigured(
                 f"the identity provider refused a device sign-in ({error})"
@@ -289,7 +309,12 @@ class TokenBrokerServicer:
         result = await self._session.sign_out(
             account, self._info.web_url, actor=_actor(caller), entitlement=entitlement
         )
-        return pb.SignOutResponse(was_signed_in=result.was_signed_in, logout_url=result.logout_url)
+        return pb.SignOutResponse(
+            was_signed_in=result.was_signed_in,
+            logout_url=result.logout_url,
+            revocation=_REVOCATION[result.revocation],
+            revocation_error=result.revocation_error,
+        )
 
     @_unary
     async def GetSignInQr(self, request: pb.GetSignInQrRequest) -> pb.GetSignInQrResponse:

@@ -17,11 +17,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote_plus, urlsplit
 
 from .. import locations
 from .._version import __version__
-from ..session.validation import check_scope
+from ..session import client_auth
+from ..session.validation import check_authorize_params, check_scope
 
 ENV_PREFIX = "SIGNIN_BROKER_"
 REQUIRED_SCOPES = ("openid", "profile", "email")
@@ -52,7 +53,13 @@ class Settings:
 
     issuer: str
     client_id: str
+    client_auth: str  # auto or one of client_auth.METHODS
+    client_secret_file: Path | None
+    client_private_key_file: Path | None
+    client_key_id: str
+    client_assertion_audience: str
     scopes: tuple[str, ...]
+    authorize_params: dict[str, str]
     socket: Path
     http: HttpAddress
     state_dir: Path
@@ -68,7 +75,7 @@ class Settings:
 
 
 def _issuer(value: object) -> str:
-    text = _text(value).rstrip("/")
+    text = _text(value)  # exactly as the provider states it: a trailing "/" is part of it
     if not text:
         return ""
     parts = urlsplit(text)
@@ -85,6 +92,51 @@ def _client_id(value: object) -> str:
     if not text or len(text) > 255 or not text.isprintable():
         raise ValueError("must be 1 to 255 printable characters")
     return text
+
+
+def _client_auth(value: object) -> str:
+    choice = _text(value).lower()
+    if choice not in client_auth.CHOICES:
+        raise ValueError(f"must be one of {', '.join(client_auth.CHOICES)}")
+    return choice
+
+
+def _secret_file(value: object) -> Path | None:
+    """A client secret file: checked now, so an unsafe one stops the daemon before it starts."""
+    if not _text(value):
+        return None
+    path = _absolute_path(value)
+    try:
+        client_auth.read_secret_file(path)
+    except client_auth.ClientAuthError as error:
+        raise ValueError(str(error).removeprefix("client_secret_file: ")) from None
+    return path
+
+
+def _private_key_file(value: object) -> Path | None:
+    """A client private key file: checked now, like a secret file, and that it is a usable key."""
+    if not _text(value):
+        return None
+    path = _absolute_path(value)
+    try:
+        client_auth.read_private_key(path)
+    except client_auth.ClientAuthError as error:
+        raise ValueError(str(error).removeprefix("client_private_key_file: ")) from None
+    return path
+
+
+def _key_id(value: object) -> str:
+    text = _text(value)
+    if len(text) > 255 or not text.isprintable():
+        raise ValueError("must be at most 255 printable characters")
+    return text
+
+
+def _assertion_audience(value: object) -> str:
+    audience = _text(value).lower()
+    if audience not in client_auth.ASSERTION_AUDIENCES:
+        raise ValueError('must be "token_endpoint" (OpenID Connect Core 9) or "issuer"')
+    return audience
 
 
 def _scopes(value: object) -> tuple[str, ...]:
@@ -174,6 +226,18 @@ def _text(value: object) -> str:
     return value.strip()
 
 
+def _authorize_params(value: object) -> dict[str, str]:
+    """A TOML table of extra authorize parameters, or the same as name=value&name=value."""
+    if isinstance(value, str):
+        pairs = [pair.partition("=") for pair in value.split("&") if pair.strip()]
+        if any(not equals for _, equals, _ in pairs):
+            raise ValueError("must be name=value pairs joined by &, or a TOML table")
+        value = {name.strip(): unquote_plus(text) for name, _, text in pairs}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ValueError('must be a table of text values, e.g. { access_type = "offline" }')
+    return check_authorize_params(value)
+
+
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -206,6 +270,53 @@ OPTIONS: tuple[_Option, ...] = (
         _client_id,
         lambda: "signin-broker",
         "ID",
+    ),
+    _Option(
+        "client_auth",
+        "how the client authenticates to the provider: auto (a private key signs, else a"
+        " stored secret is sent, else none), none, client_secret_basic, client_secret_post"
+        " or private_key_jwt",
+        _client_auth,
+        lambda: "auto",
+        "METHOD",
+    ),
+    _Option(
+        "client_secret_file",
+        "a 0600 file holding the client secret (default: the keyring's, stored with"
+        " `signin-broker client-secret set`); never put a secret itself in a setting",
+        _secret_file,
+        lambda: "",
+        "PATH",
+    ),
+    _Option(
+        "client_private_key_file",
+        "a 0600 PEM file with the client's private key (RSA, EC or Ed25519): private_key_jwt",
+        _private_key_file,
+        lambda: "",
+        "PATH",
+    ),
+    _Option(
+        "client_key_id",
+        "the kid of that key as registered at the provider, sent in each client assertion",
+        _key_id,
+        lambda: "",
+        "KID",
+    ),
+    _Option(
+        "client_assertion_audience",
+        'the aud of each client assertion: "token_endpoint" (the default, as OpenID Connect'
+        ' Core 9 asks) or "issuer" (as Auth0 asks)',
+        _assertion_audience,
+        lambda: "token_endpoint",
+        "AUD",
+    ),
+    _Option(
+        "authorize_params",
+        "extra parameters of every browser sign-in's authorize request, such as Google's"
+        " access_type=offline or prompt=select_account (name=value&...; a table in TOML)",
+        _authorize_params,
+        dict,
+        "PARAMS",
     ),
     _Option(
         "scopes",
@@ -336,7 +447,20 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             values[option.name] = option.parse(raw)
         except ValueError as error:
             raise SettingsError(f"{option.name} ({source}) {error}") from None
+    _check_client_auth(values)
     return Settings(config_file=config_file, **values)
+
+
+def _check_client_auth(values: Mapping[str, Any]) -> None:
+    """The client authentication settings must agree (the keyring is asked only later)."""
+    method, key = values["client_auth"], values["client_private_key_file"]
+    if method == client_auth.PRIVATE_KEY_JWT and key is None:
+        raise SettingsError("client_auth is private_key_jwt: set client_private_key_file too")
+    if method == client_auth.NONE and (key or values["client_secret_file"]):
+        raise SettingsError(
+            "client_auth is none (a public client), yet a client secret or key file is set;"
+            " remove it, or choose the method that uses it"
+        )
 
 
 def _pick(

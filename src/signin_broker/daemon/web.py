@@ -42,6 +42,11 @@ from .peercred import loopback_tcp_peer_uid
 from .qr import qr_svg_markup
 
 log = logging.getLogger(__name__)
+CLIENT_REFUSED = (
+    "The identity provider did not accept this broker's client credentials. Check the"
+    " client_id, client_auth and client secret or key settings against the registration"
+    " there; the daemon's log says which method was used."
+)
 # Other users decide how many of these there are: a few records a minute at most.
 _REFUSED = Throttled(log, "refused a browser of another user")
 
@@ -227,8 +232,15 @@ class SignInSite:
             workspace_id = check_workspace_id(request.query_params.get("workspace_id", ""))
         except ValueError as error:
             return _page("Not a workspace", str(error), status=400)
+        begun = self._session.sign_in_started(sign_in_id) if sign_in_id else None
         try:
-            url = await self._flow.begin(self.redirect_uri, redirect_to, sign_in_id, workspace_id)
+            url = await self._flow.begin(
+                self.redirect_uri,
+                redirect_to,
+                sign_in_id,
+                workspace_id,
+                begun.authorize_params if begun is not None else None,
+            )
         except ProviderUnavailable as error:
             _oauth_log(logging.ERROR, "authorize", "provider_unavailable", str(error))
             return _page(
@@ -256,6 +268,13 @@ class SignInSite:
                 "This sign-in response does not belong to a sign-in started here,"
                 " or it was used already.",
             )
+        if problem := pending.issuer_problem(params.get("iss")):
+            _oauth_log(logging.WARNING, "callback", "iss_mismatch", problem)
+            return self._failed(
+                pending.sign_in_id,
+                "iss_mismatch",
+                "This sign-in response does not come from the identity provider it was sent to.",
+            )
         if "error" in params:
             error = params["error"] if re.fullmatch(r"[a-z_]{1,64}", params["error"]) else "invalid"
             _oauth_log(logging.WARNING, "authorize", error, "the provider returned an error")
@@ -272,6 +291,9 @@ class SignInSite:
         try:
             signed_in = await self._flow.complete(pending, code)
         except OAuthError as error:
+            if error.error == "invalid_client":  # the line before says how it authenticated
+                _oauth_log(logging.ERROR, "token_exchange", "invalid_client", CLIENT_REFUSED)
+                return self._failed(pending.sign_in_id, "invalid_client", CLIENT_REFUSED)
             _oauth_log(logging.WARNING, "token_exchange", "invalid_code", error.error)
             return self._failed(
                 pending.sign_in_id,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -67,6 +68,8 @@ class SignInStart:
     sign_in_id: str
     expires_at: float
     workspace_id: str = ""
+    owner: str = ""  # who began it (owner_key): the one watcher told how it goes
+    authorize_params: Mapping[str, str] = field(default_factory=dict)  # login_hint, prompt, ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,16 @@ class SignOutResult:
 
     was_signed_in: bool
     logout_url: str = ""
+    revocation: Revocation | None = None  # None: no session, so nothing to revoke
+    revocation_error: str = ""  # why a FAILED revocation failed (never a token)
+
+
+class Revocation(enum.Enum):
+    """What the provider did with a signed-out session's tokens (RFC 7009)."""
+
+    REVOKED = "revoked"
+    NOT_OFFERED = "not_offered"  # no revocation_endpoint in its discovery
+    FAILED = "failed"  # refused, or not reachable: the tokens may stay valid
 
 
 def account_id_of(platform_user_id: str, workspace_id: str = "") -> str:
@@ -126,6 +139,7 @@ class Account:
     apps: dict[str, AppUse] = field(default_factory=dict)
     retry_at: float = 0.0  # no provider call before this (backoff after a failure)
     failures: int = 0
+    refusal: str = ""  # why the last refresh was refused ("" if it was not)
     revalidate_at: float = 0.0
     early_fraction: float = field(default_factory=refresh_early_fraction)
 

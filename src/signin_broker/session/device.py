@@ -39,6 +39,16 @@ class DeviceSignInFailed(Exception):
         self.reason = message
 
 
+class NoDeviceSignIn(Exception):
+    """The provider offers no device sign-in: its discovery has no device_authorization_endpoint."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the identity provider offers no device sign-in (its discovery document has no"
+            " device_authorization_endpoint); sign in with a browser instead"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceStart:
     """What the user needs to complete a device sign-in; nothing secret (no device code)."""
@@ -81,7 +91,12 @@ class DeviceFlow:
         return None
 
     async def begin(self, sign_in_id: str, owner: str, workspace_id: str = "") -> DeviceStart:
-        """Ask the provider for a code, cancel the owner's earlier one, and start polling."""
+        """Ask the provider for a code, cancel the owner's earlier one, and start polling.
+
+        NoDeviceSignIn when the provider does not offer the grant at all.
+        """
+        if not (await self._provider.metadata()).device_authorization_endpoint:
+            raise NoDeviceSignIn
         extra = {"workspace_id": workspace_id} if workspace_id else {}
         try:
             grant = await self._provider.device_authorization(" ".join(self._scopes), extra)

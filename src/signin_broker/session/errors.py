@@ -31,10 +31,10 @@ class NotConfigured(SessionError):
 
 
 class ProviderUnreachable(SessionError):
-    """The provider could not be reached to renew a token that no longer serves the caller."""
+    """The provider did not renew a token that no longer serves the caller; it may later."""
 
     def __init__(self, reason: str) -> None:
-        super().__init__(f"the identity provider is unreachable ({reason}); try again shortly")
+        super().__init__(f"the identity provider is unavailable ({reason}); try again shortly")
 
 
 class ScopeNotGranted(SessionError):
@@ -64,6 +64,16 @@ class TokenTooShortLived(SessionError):
         )
 
 
+class TokenLifetimeTooShort(SessionError):
+    """The caller asks for a token to last longer than the provider's tokens ever do."""
+
+    def __init__(self, lifetime: float, min_ttl: int) -> None:
+        super().__init__(
+            f"the provider issues tokens valid for {round(lifetime)} s;"
+            f" min_ttl_seconds {min_ttl} cannot be met"
+        )
+
+
 class TooManyNewTokens(SessionError):
     """The app asked for more new down-scoped tokens than its budget allows (session.limits)."""
 
@@ -80,6 +90,14 @@ class TooManyNewTokens(SessionError):
 
 class ProviderUnavailable(Exception):
     """The provider did not answer usefully (network, timeout, 5xx, malformed); try later."""
+
+
+class AnswerLost(ProviderUnavailable):
+    """The request may have reached the provider, but no answer came back.
+
+    A timeout or a dropped connection after sending, or a gateway's 504: the provider
+    may have acted on it (a refresh token spent) or not.
+    """
 
 
 class OAuthError(Exception):

@@ -8,8 +8,12 @@ rotated refresh token may be spent only once. A rotated refresh token is written
 the encrypted store before the new access token is handed out.
 
 When the provider cannot be reached the daemon keeps serving a still-valid token,
-says so (`degraded`), and tries again with exponential backoff and jitter. Only the
-provider saying `invalid_grant` ends a session.
+says so (`degraded`), and tries again with exponential backoff and jitter; a refused
+refresh backs off the same way. A refresh, once sent, is awaited for minutes rather
+than abandoned, since a provider that stalls may still complete it and rotate the
+refresh token; one whose answer never came is not sent again, and its session lasts
+until the access token expires. The provider ends a session by refusing the refresh
+token (`invalid_grant`), or by refusing a refresh and the access token (userinfo) both.
 
 Down-scoped tokens (fewer scopes, or an audience) are cached per account within
 bounds, and each app has a budget of scoped grants at the provider (session.limits).
@@ -25,7 +29,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
@@ -38,6 +42,7 @@ from .accounts import (
     AppUse,
     Entitlement,
     IssuedToken,
+    Revocation,
     SignInStart,
     SignInState,
     SignOutResult,
@@ -45,6 +50,7 @@ from .accounts import (
 )
 from .errors import (
     AccountNotFound,
+    AnswerLost,
     NotConfigured,
     OAuthError,
     ProviderRefused,
@@ -52,6 +58,7 @@ from .errors import (
     ProviderUnreachable,
     ScopeNotGranted,
     SignInRequired,
+    TokenLifetimeTooShort,
     TokenTooShortLived,
     TooManyNewTokens,
 )
@@ -79,6 +86,12 @@ SIGN_IN_SECONDS = 600
 # A caller whose token is still good waits this long for a renewal, then gets the
 # current token while the renewal goes on: an outage never stalls the apps.
 RENEWAL_WAIT_SECONDS = 2.0
+# A caller whose token no longer serves it waits this long, then is told to try again.
+CALLER_WAIT_SECONDS = 10.0
+# How long the answer to a refresh, once sent, is awaited (issue 14, finding 1).
+REFRESH_ANSWER_SECONDS = 180.0
+RENEWAL_PENDING = "the provider has not answered a renewal yet"
+ANSWER_LOST = "the provider never answered the last renewal"
 # Who acts when the daemon itself changes a session (the provider revoked it, ...).
 DAEMON = Actor(app="signin-brokerd", uid=os.geteuid(), pid=os.getpid())
 
@@ -155,7 +168,7 @@ class SessionManager:
         self.changed = asyncio.Event()  # wakes the keeper: an account came or went
         self._clock = clock
         self._accounts: dict[str, Account] = {}
-        self._sign_in_owners: dict[str, tuple[str, float]] = {}  # sign-in id: owner, until
+        self._sign_ins: dict[str, SignInStart] = {}  # begun over the API, by id
         self._grants = GrantBudget(clock)
         self.logout_links = LogoutLinks(clock)
 
@@ -212,6 +225,9 @@ class SessionManager:
     ) -> IssuedToken:
         """A token of the account (default when empty) valid for min_ttl seconds more.
 
+        TokenLifetimeTooShort when the provider's tokens never last that long: after at
+        most one renewal, so such a caller costs the provider nothing more.
+
         With scopes narrower than the sign-in's, or an audience, the token is a
         down-scoped one, kept until it wants renewing like any other; each one the
         provider is asked for counts against the app's budget (TooManyNewTokens). A
@@ -241,38 +257,65 @@ class SessionManager:
         )
 
     async def _main_token(  # noqa: PLR0911 - each return is a different situation
-        self, account: Account, min_ttl: int, *, force: bool = False
+        self, account: Account, min_ttl: int
     ) -> TokenSet:
         tokens = account.tokens
         now = self._clock()
-        if not force and not tokens.wants_refresh(now, min_ttl):
+        if not tokens.wants_refresh(now, min_ttl):
             return tokens  # the common case: no lock, no await
-        if tokens.refresh_token is None or self.provider is None:
-            return self._serve_without_renewal(tokens, now, min_ttl)
+        if tokens.from_refresh and not tokens.is_due(now) and tokens.lifetime <= min_ttl:
+            # Just renewed and still too short: so would the next one be (issue 14, #5).
+            raise TokenLifetimeTooShort(tokens.lifetime, min_ttl)
+        if not self._renewable(account):
+            return await self._unrenewable(account, min_ttl)
+        if now < account.retry_at and not self._refreshing(account):
+            # Backing off: do not hammer a failing (or refusing) provider.
+            return self._without_renewal(account, min_ttl, self._backoff_reason(account))
+        task = self._start_refresh(account)
+        wait = RENEWAL_WAIT_SECONDS if tokens.lasts(now, min_ttl) else CALLER_WAIT_SECONDS
+        try:
+            renewed = await asyncio.wait_for(asyncio.shield(task), wait)
+        except TimeoutError:
+            return self._without_renewal(account, min_ttl, RENEWAL_PENDING)  # it carries on
+        except ProviderUnavailable as error:
+            return self._without_renewal(account, min_ttl, str(error))
+        except OAuthError:
+            if not self._current(account):
+                raise SignInRequired from None  # the provider ended the session
+            return self._without_renewal(account, min_ttl, self._backoff_reason(account))
+        if not self._current(account):
+            raise SignInRequired  # signed out while the provider answered
+        if renewed.lifetime < min_ttl:
+            raise TokenLifetimeTooShort(renewed.lifetime, min_ttl)
+        return renewed
+
+    def _start_refresh(self, account: Account) -> asyncio.Task[TokenSet]:
+        """The account's renewal under way, or a new one: one at a time, whoever asks."""
         task = account.refresh_task
         if task is None or task.done():
-            if now < account.retry_at:  # backing off: do not hammer a failing provider
-                return self._serve_without_renewal(tokens, now, min_ttl, self.degraded_reason)
             task = asyncio.get_running_loop().create_task(self._refresh_main(account))
+            task.add_done_callback(self._refresh_ended)
             account.refresh_task = task
-        still_good = tokens.is_valid(now) and tokens.expires_at - now >= min_ttl
-        try:
-            if still_good:
-                return await asyncio.wait_for(asyncio.shield(task), RENEWAL_WAIT_SECONDS)
-            return await asyncio.shield(task)
-        except TimeoutError:
-            return account.tokens  # still good; the renewal carries on
-        except ProviderUnavailable as error:
-            return self._serve_without_renewal(account.tokens, self._clock(), min_ttl, str(error))
-        except OAuthError:
-            raise SignInRequired from None  # the task ended the session
+        return task
+
+    def _refresh_ended(self, task: asyncio.Task[TokenSet]) -> None:
+        """Wake the keeper; the task dealt with its outcome, awaited by a caller or not."""
+        if not task.cancelled():
+            task.exception()  # retrieved, so asyncio does not report it as lost
+        self.changed.set()
 
     async def _refresh_main(self, account: Account) -> TokenSet:
         """Renew the main token; shared by every caller waiting at that moment."""
         async with account.refresh_lock:
-            response = await self._spend_refresh_token(account, {})
-            now = self._clock()
-            renewed = account.tokens.renewed(response, now)
+            try:
+                response = await self._spend_refresh_token(account)
+            except OAuthError as error:
+                await self._refused(account, error)
+                raise
+            renewed = account.tokens.renewed(response, self._clock())
+            if not self._current(account):  # signed out while the provider took its time
+                await self._revoke_at_provider(renewed)
+                return renewed
             await self._persist(account, renewed)
             account.tokens = renewed
         self._publish(EventKind.REFRESHED, account.info.id, "the access token was renewed")
@@ -285,82 +328,214 @@ class SessionManager:
         now = self._clock()
         if cached is not None and not cached.wants_refresh(now, min_ttl):
             return cached  # no provider round trip while it is good
-        if account.tokens.refresh_token is None or self.provider is None:
-            raise (
-                TokenTooShortLived(0)
-                if cached is None
-                else TokenTooShortLived(int(cached.expires_at - now))
-            )
+        if cached is not None and not cached.is_due(now) and cached.lifetime <= min_ttl:
+            raise TokenLifetimeTooShort(cached.lifetime, min_ttl)  # as in _main_token
+        if not self._renewable(account):
+            raise TokenTooShortLived(0 if cached is None else max(0, int(cached.expires_at - now)))
         try:
             self._grants.take(app)  # before the lock: a refused flood does not queue there
         except TooManyNewTokens:
-            if cached is not None and cached.is_valid(now) and cached.expires_at - now >= min_ttl:
+            if cached is not None and cached.lasts(now, min_ttl):
                 return cached  # due for renewal, but still good enough for this caller
             raise
-        async with account.refresh_lock:
-            cached = account.scoped.get(key)
-            now = self._clock()
-            if cached is not None and not cached.wants_refresh(now, min_ttl):
-                return cached  # a caller ahead in the queue fetched it
-            scopes, audience = key
-            extra = {"scope": " ".join(sorted(scopes))} if scopes else {}
-            if audience:
-                extra["resource"] = audience
-            try:
-                response = await self._spend_refresh_token(account, extra)
-            except ProviderUnavailable as error:
-                if (
-                    cached is not None
-                    and cached.is_valid(now)
-                    and cached.expires_at - now >= min_ttl
-                ):
-                    return cached
-                raise ProviderUnreachable(str(error)) from None
-            except OAuthError as error:
-                if error.error == "invalid_grant":
-                    raise SignInRequired from None
-                raise ProviderRefused(error.error) from None
-            requested = tuple(sorted(scopes)) if scopes else account.tokens.scopes
-            token = TokenSet.issued(response, now, requested)
-            rotated = replace(
-                account.tokens, refresh_token=response.refresh_token or account.tokens.refresh_token
-            )
-            await self._persist(account, rotated)
-            account.tokens = rotated
-            account.scoped.put(key, token, now)
-            return token
-
-    async def _spend_refresh_token(self, account: Account, extra: dict[str, str]) -> TokenResponse:
-        """One refresh_token grant (caller holds the account's lock); tracks provider health."""
-        assert self.provider is not None and account.tokens.refresh_token is not None  # noqa: S101 - checked by callers
         try:
-            response = await self.provider.refresh(account.tokens.refresh_token, **extra)
+            async with self._refresh_turn(account):
+                token = await self._fetch_scoped(account, key, min_ttl)
+        except ProviderUnreachable:
+            if cached is not None and cached.lasts(self._clock(), min_ttl):
+                return cached
+            raise
+        if token.lifetime < min_ttl:
+            raise TokenLifetimeTooShort(token.lifetime, min_ttl)
+        return token
+
+    @contextlib.asynccontextmanager
+    async def _refresh_turn(self, account: Account) -> AsyncIterator[None]:
+        """The account's lock, waited for no longer than a caller waits for a renewal."""
+        try:
+            async with asyncio.timeout(CALLER_WAIT_SECONDS):
+                await account.refresh_lock.acquire()
+        except TimeoutError:
+            raise ProviderUnreachable(RENEWAL_PENDING) from None
+        try:
+            yield
+        finally:
+            account.refresh_lock.release()
+
+    async def _fetch_scoped(self, account: Account, key: ScopedKey, min_ttl: int) -> TokenSet:
+        """A new down-scoped token (the caller holds the account's lock)."""
+        cached = account.scoped.get(key)
+        if cached is not None and not cached.wants_refresh(self._clock(), min_ttl):
+            return cached  # a caller ahead in the queue fetched it
+        scopes, audience = key
+        try:
+            response = await self._spend_refresh_token(
+                account, " ".join(sorted(scopes)) if scopes else None, audience or None
+            )
+        except ProviderUnavailable as error:
+            raise ProviderUnreachable(str(error)) from None
+        except OAuthError as error:
+            if error.error == "invalid_grant":
+                raise SignInRequired from None
+            raise ProviderRefused(error.error) from None
+        now = self._clock()
+        requested = tuple(sorted(scopes)) if scopes else account.tokens.scopes
+        token = replace(TokenSet.issued(response, now, requested), from_refresh=True)
+        rotated = account.tokens.rotated(response)
+        if not self._current(account):  # signed out while the provider took its time
+            await self._revoke_at_provider(replace(token, refresh_token=rotated.refresh_token))
+            raise SignInRequired
+        await self._persist(account, rotated)
+        account.tokens = rotated
+        account.scoped.put(key, token, now)
+        return token
+
+    async def _spend_refresh_token(
+        self, account: Account, scope: str | None = None, resource: str | None = None
+    ) -> TokenResponse:
+        """One refresh_token grant (caller holds the account's lock); tracks provider health.
+
+        Once sent, its answer is awaited however slow the provider is, within
+        REFRESH_ANSWER_SECONDS: a rotating provider that stalls, then completes the
+        refresh, would otherwise leave the daemon holding a spent refresh token. A token
+        whose answer never came is never sent again (TokenSet.refresh_in_doubt).
+        """
+        tokens = account.tokens
+        assert self.provider is not None and tokens.refresh_token is not None  # noqa: S101 - checked by callers
+        if not self._current(account):  # signed out while this waited for the lock
+            raise SignInRequired
+        if tokens.refresh_in_doubt:  # a renewal ahead in the queue lost its answer
+            raise ProviderUnavailable(ANSWER_LOST)
+        try:
+            async with asyncio.timeout(REFRESH_ANSWER_SECONDS):
+                response = await self.provider.refresh(
+                    tokens.refresh_token,
+                    scope=scope,
+                    resource=resource,
+                    answer_within=REFRESH_ANSWER_SECONDS,
+                )
+        except (TimeoutError, AnswerLost) as error:
+            reason = str(error) or f"no answer within {REFRESH_ANSWER_SECONDS:g} s"
+            await self._answer_lost(account, f"a renewal got no answer ({reason})")
+            raise AnswerLost(reason) from None
         except ProviderUnavailable as error:
             self._provider_failed(account, str(error))
             raise
         except OAuthError as error:
-            self._provider_answered(account)
-            if error.error == "invalid_grant":
-                await self._end(
-                    account, EventKind.REVOKED, "the provider ended the session", DAEMON
-                )
-            else:
-                log.warning("the provider refused a refresh", extra={"error_code": error.error})
+            self.last_provider_contact = self._clock()
+            if error.error == "invalid_grant" and self._current(account):
+                await self._provider_ended(account, "it refused the refresh token (invalid_grant)")
             raise
         self._provider_answered(account)
         return response
 
-    def _serve_without_renewal(
-        self, tokens: TokenSet, now: float, min_ttl: int, reason: str = ""
-    ) -> TokenSet:
-        """The current token when it still serves the caller; else why it cannot."""
-        if tokens.is_valid(now) and tokens.expires_at - now >= min_ttl:
+    async def _answer_lost(self, account: Account, reason: str) -> None:
+        """A renewal whose answer never came: its refresh token may be spent (unless kept)."""
+        if not account.tokens.refresh_kept and self._current(account):
+            doubtful = replace(account.tokens, refresh_in_doubt=True)
+            await self._persist(account, doubtful)
+            account.tokens = doubtful
+            log.warning(
+                "the refresh token is not sent again: the provider may have spent it;"
+                " the session lasts until the access token expires",
+                extra={
+                    "account": account.info.id,
+                    "reason": reason,
+                    "expires_in_s": round(doubtful.expires_at - self._clock()),
+                },
+            )
+        self._provider_failed(account, reason)
+
+    async def _refused(self, account: Account, error: OAuthError) -> None:
+        """A refused renewal: the session has ended if userinfo rejects the token too.
+
+        Else it backs off like an outage: a provider's bare 400 is neither taken for the
+        end of a session it still accepts, nor retried at once (issue 14, finding 10).
+        """
+        if error.error == "invalid_grant" or not self._current(account):
+            return  # _spend_refresh_token ended the session
+        reason = f"the provider refused to renew the token ({error.error}, HTTP {error.status})"
+        if await self._token_rejected(account):
+            await self._provider_ended(account, f"{reason} and rejects the access token")
+            return
+        account.refusal = reason
+        log.warning(
+            "the provider refused a refresh",
+            extra={
+                "flow": "oauth",
+                "reason": reason,
+                "retry_in_s": self._back_off(account, reason),
+            },
+        )
+
+    async def _token_rejected(self, account: Account) -> bool:
+        """Whether the provider's userinfo rejects the access token (no answer: no)."""
+        assert self.provider is not None  # noqa: S101 - it answered a refresh
+        try:
+            await self.provider.userinfo(account.tokens.access_token)
+        except OAuthError:
+            return True
+        except ProviderUnavailable:
+            pass  # no evidence either way
+        return False
+
+    async def _provider_ended(self, account: Account, reason: str) -> None:
+        """The provider ended the session: say why in the log, and end it here (REVOKED)."""
+        log.warning(
+            "the provider ended the session", extra={"account": account.info.id, "reason": reason}
+        )
+        await self._end(account, EventKind.REVOKED, "the provider ended the session", DAEMON)
+
+    async def _unrenewable(self, account: Account, min_ttl: int) -> TokenSet:
+        """The token of a session that cannot be renewed, while it serves; none after expiry."""
+        tokens, now = account.tokens, self._clock()
+        if tokens.lasts(now, min_ttl):
             return tokens
-        if reason:
-            raise ProviderUnreachable(reason)
-        if not tokens.is_valid(now):
-            raise SignInRequired
-        raise TokenTooShortLived(int(tokens.expires_at - now))
+        if tokens.is_valid(now):
+            raise TokenTooShortLived(int(tokens.expires_at - now))
+        await self._expire(account)
+        raise SignInRequired
+
+    async def _expire(self, account: Account) -> None:
+        """End a session whose token expired and cannot be renewed: status agrees with GetToken."""
+        if self.provider is None:
+            reason = "no identity provider is configured"
+        elif account.tokens.refresh_in_doubt:
+            reason = "the provider never answered its last renewal"
+        else:
+            reason = "the provider issued no refresh token"
+        log.warning(
+            "the session ended: its access token expired and cannot be renewed",
+            extra={"account": account.info.id, "reason": reason},
+        )
+        detail = f"the access token expired and cannot be renewed ({reason}); sign in again"
+        await self._end(account, EventKind.SIGNED_OUT, detail, DAEMON)
+
+    def _without_renewal(self, account: Account, min_ttl: int, reason: str) -> TokenSet:
+        """The current token while a renewal is pending or failed, if it serves the caller."""
+        if account.tokens.lasts(self._clock(), min_ttl):
+            return account.tokens
+        raise ProviderUnreachable(reason)
+
+    def _renewable(self, account: Account) -> bool:
+        """Whether the daemon may send the account's refresh token."""
+        tokens = account.tokens
+        return (
+            self.provider is not None
+            and tokens.refresh_token is not None
+            and not (tokens.refresh_in_doubt)
+        )
+
+    @staticmethod
+    def _refreshing(account: Account) -> bool:
+        return account.refresh_task is not None and not account.refresh_task.done()
+
+    def _current(self, account: Account) -> bool:
+        """Whether the account is still signed in (not ended, nor replaced by a new sign-in)."""
+        return self._accounts.get(account.info.id) is account
+
+    def _backoff_reason(self, account: Account) -> str:
+        return account.refusal or self.degraded_reason or "the last renewal failed"
 
     def _note_use(self, account: Account, actor: Actor, tokens: TokenSet, audience: str) -> None:
         """Count the use; audit each token the first time a process gets it.
@@ -393,23 +568,28 @@ class SessionManager:
     # -- provider health ---------------------------------------------------------------
 
     def _provider_failed(self, account: Account, reason: str) -> None:
-        account.failures += 1
-        account.retry_at = retry_after_failure(self._clock(), account.failures)
         log.warning(
             "the identity provider is not answering",
             extra={
                 "flow": "oauth",
                 "reason": reason,
-                "retry_in_s": round(account.retry_at - self._clock(), 1),
+                "retry_in_s": self._back_off(account, reason),
             },
         )
+
+    def _back_off(self, account: Account, reason: str) -> float:
+        """No refresh for a while (schedule.retry_after_failure); seconds until the next."""
+        account.failures += 1
+        account.retry_at = retry_after_failure(self._clock(), account.failures)
         if not self.degraded_reason:
             self._publish(EventKind.DEGRADED, "", f"degraded: {reason}")
         self.degraded_reason = reason
+        return round(account.retry_at - self._clock(), 1)
 
     def _provider_answered(self, account: Account) -> None:
         account.failures = 0
         account.retry_at = 0.0
+        account.refusal = ""
         self.last_provider_contact = self._clock()
         if self.degraded_reason:
             self.degraded_reason = ""
@@ -419,20 +599,24 @@ class SessionManager:
     # -- the background keeper's work -------------------------------------------------
 
     async def tend(self) -> float:
-        """Renew and re-validate what is due; return the seconds until something is due."""
+        """Renew, re-validate and expire what is due; return the seconds until something is.
+
+        A renewal runs on in its own task (it may wait minutes for the provider); when
+        it ends, it wakes the keeper (`changed`).
+        """
         if self.provider is None:
             return BACKOFF_MAX_SECONDS
         now = self._clock()
         for account in list(self._accounts.values()):
-            if now < account.retry_at:
+            renewable = self._renewable(account)
+            if not renewable and not account.tokens.is_valid(now):
+                await self._expire(account)
+            elif now < account.retry_at:
                 continue
-            try:
-                if account.tokens.refresh_token and now >= account.refresh_at:
-                    await self._main_token(account, 0, force=True)
-                elif now >= account.revalidate_at:
-                    await self._revalidate(account)
-            except (SignInRequired, ProviderUnreachable, TokenTooShortLived):
-                pass  # events and logs already told; the next round tries again
+            elif renewable and now >= account.refresh_at and not self._refreshing(account):
+                self._start_refresh(account)
+            elif now >= account.revalidate_at:
+                await self._revalidate(account)
         return self._next_due() - self._clock()
 
     async def _revalidate(self, account: Account) -> None:
@@ -441,38 +625,49 @@ class SessionManager:
         account.revalidate_at = next_revalidation(self._clock(), self.revalidate_seconds)
         try:
             await self.provider.userinfo(account.tokens.access_token)
+            rejected = False
         except ProviderUnavailable as error:
             self._provider_failed(account, str(error))
             return
         except OAuthError:
+            rejected = True
+        if account.refusal:  # answering is not renewing: the refusal's backoff goes on
+            self.last_provider_contact = self._clock()
+        else:
             self._provider_answered(account)
-            if account.tokens.refresh_token is None:
-                await self._end(
-                    account, EventKind.REVOKED, "the provider no longer accepts the session", DAEMON
-                )
-                return
-            await self._main_token(account, 0, force=True)  # the refresh decides
-            return
-        self._provider_answered(account)
+        if rejected and self._renewable(account):
+            self._start_refresh(account)  # the refresh decides
+        elif rejected:
+            await self._provider_ended(account, "it rejects the access token")
 
     def _next_due(self) -> float:
-        moments = [BACKOFF_MAX_SECONDS + self._clock()]
+        now = self._clock()
+        moments = [BACKOFF_MAX_SECONDS + now]
         for account in self._accounts.values():
-            if account.retry_at > self._clock():
+            if account.retry_at > now:
                 moments.append(account.retry_at)
                 continue
             moments.append(account.revalidate_at)
-            if account.tokens.refresh_token:
+            if not self._renewable(account):
+                moments.append(account.tokens.expires_at)
+            elif not self._refreshing(account):
                 moments.append(account.refresh_at)
         return min(moments)
 
     # -- signing in and out --------------------------------------------------------------
 
-    def new_sign_in(self, workspace_id: str = "", owner: str = "") -> SignInStart:
+    def new_sign_in(
+        self,
+        workspace_id: str = "",
+        owner: str = "",
+        authorize_params: Mapping[str, str] | None = None,
+    ) -> SignInStart:
         """An id for a sign-in begun over the API; the browser carries it through the flow.
 
         The owner (see accounts.owner_key) is the only watcher told how it goes until
         it ends with an account, which then only those who may see it are told of.
+        The authorize parameters (login_hint, prompt, ...) stay here, looked up by the
+        id when the browser arrives: a page address cannot add any.
         """
         if not self.issuer:
             raise NotConfigured(
@@ -480,14 +675,25 @@ class SessionManager:
                 "(--issuer, SIGNIN_BROKER_ISSUER or `issuer` in config.toml)"
             )
         now = self._clock()
-        self._sign_in_owners = {
-            sign_in_id: (who, until)
-            for sign_in_id, (who, until) in self._sign_in_owners.items()
-            if until > now
+        self._sign_ins = {
+            sign_in_id: begun
+            for sign_in_id, begun in self._sign_ins.items()
+            if begun.expires_at > now
         }
-        started = SignInStart(secrets.token_urlsafe(16), now + SIGN_IN_SECONDS, workspace_id)
-        self._sign_in_owners[started.sign_in_id] = (owner, started.expires_at)
+        started = SignInStart(
+            secrets.token_urlsafe(16),
+            now + SIGN_IN_SECONDS,
+            workspace_id,
+            owner,
+            dict(authorize_params or {}),
+        )
+        self._sign_ins[started.sign_in_id] = started
         return started
+
+    def sign_in_started(self, sign_in_id: str) -> SignInStart | None:
+        """A sign-in begun over the API and not yet expired, by its id."""
+        begun = self._sign_ins.get(sign_in_id)
+        return begun if begun is not None and begun.expires_at > self._clock() else None
 
     async def complete_sign_in(self, signed_in: SignedIn, actor: Actor = DAEMON) -> AccountInfo:
         """Record a validated sign-in as an account (replacing that tenant's old session)."""
@@ -507,6 +713,11 @@ class SessionManager:
             signed_in_at=now,
         )
         tokens = TokenSet.issued(signed_in.tokens, now, ())
+        if tokens.refresh_token is None:  # status shows it too: no next renewal
+            log.warning(
+                "the provider issued no refresh token: sign in again when the token expires",
+                extra={"account": account_id, "expires_in_s": int(tokens.expires_at - now)},
+            )
         account = Account(info=info, tokens=tokens, apps=previous.apps if previous else {})
         account.revalidate_at = next_revalidation(now, self.revalidate_seconds)
         await self._persist(account, tokens)
@@ -569,8 +780,10 @@ class SessionManager:
             return SignOutResult(False, await self.logout_url(page_url, None))
         account = self._resolve(account_id, entitlement)
         await self._end(account, EventKind.SIGNED_OUT, "signed out", actor)
-        await self._revoke_at_provider(account.tokens)
-        return SignOutResult(True, await self.logout_url(page_url, account.tokens.id_token))
+        revocation, error = await self._revoke_at_provider(account.tokens)
+        return SignOutResult(
+            True, await self.logout_url(page_url, account.tokens.id_token), revocation, error
+        )
 
     async def remove_account(
         self,
@@ -612,9 +825,11 @@ class SessionManager:
         )
         return self._info(chosen)
 
-    async def _revoke_at_provider(self, tokens: TokenSet) -> None:
+    async def _revoke_at_provider(self, tokens: TokenSet) -> tuple[Revocation, str]:
+        """Revoke the refresh and access token; what the provider did, and why it failed."""
         if self.provider is None:
-            return
+            return Revocation.FAILED, "no identity provider is configured"
+        failure = ""
         for token, hint in (
             (tokens.refresh_token, "refresh_token"),
             (tokens.access_token, "access_token"),
@@ -622,11 +837,20 @@ class SessionManager:
             if token is None:
                 continue
             try:
-                await self.provider.revoke(token, hint)
+                offered = await self.provider.revoke(token, hint)
             except ProviderUnavailable as error:
                 log.warning(
                     "could not revoke a token at the provider", extra={"reason": str(error)}
                 )
+                failure = failure or str(error)
+                continue
+            if not offered:
+                log.info(
+                    "the provider offers no token revocation: its tokens stay valid"
+                    " until they expire"
+                )
+                return Revocation.NOT_OFFERED, ""
+        return (Revocation.FAILED, failure) if failure else (Revocation.REVOKED, "")
 
     async def logout_url(self, page_url: str, id_token: str | None) -> str:
         """Where a browser ends its session at the provider, back to the page at page_url after.
@@ -654,7 +878,7 @@ class SessionManager:
             params["id_token_hint"] = id_token_hint
         if post_logout_redirect_uri:
             params["post_logout_redirect_uri"] = post_logout_redirect_uri
-        return f"{endpoint or self.issuer + '/logout'}?{urlencode(params)}"
+        return f"{endpoint or self.issuer.rstrip('/') + '/logout'}?{urlencode(params)}"
 
     async def _end(self, account: Account, kind: EventKind, detail: str, actor: Actor) -> None:
         """Forget the account, its stored state with it, and hand the default on."""
@@ -742,12 +966,13 @@ class SessionManager:
         return replace(
             account.info,
             access_token_expires_at=int(account.tokens.expires_at),
-            next_refresh_at=int(account.refresh_at) if account.tokens.refresh_token else 0,
+            next_refresh_at=int(account.refresh_at) if self._renewable(account) else 0,
             apps=tuple(sorted(account.apps.values(), key=lambda a: -a.last_used)),
         )
 
     def _publish(self, kind: EventKind, account: str, detail: str, sign_in_id: str = "") -> None:
-        owner, _ = self._sign_in_owners.get(sign_in_id, ("", 0.0)) if sign_in_id else ("", 0.0)
+        begun = self._sign_ins.get(sign_in_id) if sign_in_id else None
+        owner = begun.owner if begun is not None else ""
         self.events.publish(
             SessionEvent(kind, account=account, detail=detail, sign_in_id=sign_in_id, owner=owner)
         )
@@ -761,12 +986,12 @@ def _text(claims: dict[str, Any], name: str) -> str:
 async def keep(manager: SessionManager) -> None:
     """The background keeper: renew ahead of time and re-validate, until cancelled."""
     while True:
+        manager.changed.clear()  # before tend(): what changes meanwhile wakes the next wait
         try:
             delay = await manager.tend()
         except Exception:
             log.exception("the session keeper failed; trying again shortly")
             delay = BACKOFF_FIRST_SECONDS
-        manager.changed.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(
                 manager.changed.wait(), max(0.05, min(delay, BACKOFF_MAX_SECONDS))

@@ -1,7 +1,10 @@
 """The OpenID provider as the daemon sees it: discovery, token endpoint, id_token checks, userinfo.
 
 Endpoints come only from the issuer's discovery document, never from assumed
-paths, so any standards-following provider works from its issuer URL alone. Two
+paths, so any standards-following provider works from its issuer URL alone. Fields
+that document lacks are taken from the provider's RFC 8414 metadata, if it has any;
+both, and the published keys, are read again once a day, the discovery document when
+an endpoint has gone (404) and the keys when an id_token names an unknown kid. Two
 kinds of failure are kept apart because the daemon treats them differently: the
 provider *answering no* (OAuthError, e.g. invalid_grant) and the provider *not
 answering properly* (ProviderUnavailable: network, timeout, 5xx, garbage).
@@ -12,7 +15,10 @@ from __future__ import annotations
 import asyncio
 import hmac
 import ipaddress
+import logging
+import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -20,16 +26,30 @@ from urllib.parse import urlencode, urlsplit
 import httpx2
 import jwt
 from authlib.oauth2.rfc6749.parameters import prepare_token_request
-from authlib.oauth2.rfc7009.parameters import prepare_revoke_token_request
 
 from .._version import __version__
-from .errors import IdTokenInvalid, OAuthError, ProviderUnavailable
+from .client_auth import ClientAuth
+from .errors import AnswerLost, IdTokenInvalid, OAuthError, ProviderUnavailable
+
+log = logging.getLogger(__name__)
 
 HTTP_TIMEOUT_SECONDS = 10.0
 CLOCK_SKEW_SECONDS = 60
-# A provider rotating keys is normal; one that keeps presenting an unknown kid is not.
+DISCOVERY_PATH = "/.well-known/openid-configuration"  # OpenID Connect Discovery 4
+OAUTH_METADATA_PATH = "/.well-known/oauth-authorization-server"  # RFC 8414 3
+# Providers change endpoints and keys now and then; a long-running daemon notices.
+METADATA_REFRESH_SECONDS = 24 * 3600.0
+# A provider rotating keys is normal; id_tokens that keep naming unknown kids are not:
+# they make the key set be read again at most this often.
 UNKNOWN_KID_RETRY_SECONDS = 60.0
+# How soon the discovery document is read again after an endpoint answered 404, or
+# after a re-read failed (the last good document is used meanwhile).
+METADATA_RETRY_SECONDS = 60.0
+# Entra ID's multi-tenant documents (.../common/v2.0) state the issuer as a template.
+TENANT_PLACEHOLDER = "{tenantid}"
+TENANT_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")  # one path segment: a tenant's GUID or name
 DEFAULT_EXPIRES_IN_SECONDS = 3600
+OAUTH_METADATA = "RFC 8414 metadata"  # what a metadata read is called in errors and logs
 # Asymmetric algorithms only: "none" and shared-secret HS* can never sign an id_token here.
 SIGNING_ALGORITHMS = (
     "RS256",
@@ -48,7 +68,7 @@ SIGNING_ALGORITHMS = (
 class ProviderMetadata:
     """The parts of the discovery document the daemon uses."""
 
-    issuer: str
+    issuer: str  # exactly as the provider states it; Entra ID's may hold {tenantid}
     authorization_endpoint: str
     token_endpoint: str
     jwks_uri: str
@@ -57,17 +77,24 @@ class ProviderMetadata:
     revocation_endpoint: str = ""
     device_authorization_endpoint: str = ""  # RFC 8628; "" when the provider has none
     signing_algorithms: tuple[str, ...] = ("RS256",)
+    iss_parameter_supported: bool = False  # RFC 9207: every authorization response has `iss`
+    # How clients may authenticate (client_auth.py); Discovery 3's default when unstated.
+    token_endpoint_auth_methods: tuple[str, ...] = ("client_secret_basic",)
+    token_endpoint_auth_signing_algorithms: tuple[str, ...] = ()  # () when unstated
 
     @classmethod
-    def from_document(cls, document: object, expected_issuer: str) -> ProviderMetadata:
-        """Check a discovery document (OpenID Connect Discovery 1.0, section 4.3)."""
+    def from_document(cls, document: object, configured_issuer: str) -> ProviderMetadata:
+        """Check a discovery document (OpenID Connect Discovery 1.0, section 4.3).
+
+        Its issuer must be the configured one exactly, a trailing slash included, or
+        Entra ID's multi-tenant template that the configured issuer fills
+        (https://login.microsoftonline.com/{tenantid}/v2.0 for .../organizations/v2.0).
+        """
         if not isinstance(document, dict):
             raise ProviderUnavailable("the discovery document is not a JSON object")
-        if document.get("issuer") != expected_issuer:
-            raise ProviderUnavailable(
-                f"the discovery document names issuer {document.get('issuer')!r},"
-                f" not {expected_issuer!r}"
-            )
+        stated = document.get("issuer")
+        if not isinstance(stated, str) or not _names_issuer(stated, configured_issuer):
+            raise ProviderUnavailable(_issuer_mismatch(stated, configured_issuer))
         endpoints = {}
         for name in ("authorization_endpoint", "token_endpoint", "jwks_uri"):
             endpoints[name] = _endpoint(document, name, required=True)
@@ -85,7 +112,83 @@ class ProviderMetadata:
         algorithms = tuple(a for a in advertised if a in SIGNING_ALGORITHMS)
         if not algorithms:
             raise ProviderUnavailable("the provider signs id_tokens with no supported algorithm")
-        return cls(issuer=expected_issuer, signing_algorithms=algorithms, **endpoints)
+        return cls(
+            issuer=stated,
+            signing_algorithms=algorithms,
+            iss_parameter_supported=(
+                document.get("authorization_response_iss_parameter_supported") is True
+            ),
+            token_endpoint_auth_methods=_names(
+                document, "token_endpoint_auth_methods_supported", ("client_secret_basic",)
+            ),
+            token_endpoint_auth_signing_algorithms=_names(
+                document, "token_endpoint_auth_signing_alg_values_supported", ()
+            ),
+            **endpoints,
+        )
+
+    def names_issuer(self, value: str) -> bool:
+        """Whether `value` is this provider's issuer (its template filled with one tenant)."""
+        return _names_issuer(self.issuer, value)
+
+    def id_token_issuer(self, claims: dict[str, Any]) -> str:
+        """The `iss` an id_token with these claims must carry, exactly.
+
+        A templated issuer is filled with the token's own tenant, its `tid` claim, as
+        Entra ID documents for applications that accept any organization's accounts.
+        """
+        if TENANT_PLACEHOLDER not in self.issuer:
+            return self.issuer
+        tenant = claims.get("tid")
+        if not isinstance(tenant, str) or not TENANT_ID.fullmatch(tenant):
+            raise IdTokenInvalid("the id_token has no tenant (tid) to check its issuer against")
+        return self.issuer.replace(TENANT_PLACEHOLDER, tenant)
+
+
+def _names_issuer(stated: str, value: str) -> bool:
+    """Whether `value` is the issuer `stated`, or its one {tenantid} filled with a tenant."""
+    if value == stated:
+        return True
+    if stated.count(TENANT_PLACEHOLDER) != 1:
+        return False
+    head, tail = stated.split(TENANT_PLACEHOLDER)
+    if len(value) <= len(head) + len(tail) or not value.startswith(head):
+        return False
+    tenant = value[len(head) :]
+    return tenant.endswith(tail) and bool(TENANT_ID.fullmatch(tenant[: len(tenant) - len(tail)]))
+
+
+def _issuer_mismatch(stated: object, configured: str) -> str:
+    message = f"the discovery document names issuer {stated!r}, not {configured!r}"
+    if isinstance(stated, str) and stated.rstrip("/") == configured.rstrip("/"):
+        message += f"; set issuer to exactly {stated!r}, as the provider states it"
+    return message
+
+
+def discovery_url(issuer: str) -> str:
+    """Where an issuer's discovery document is: below it, without its trailing slash."""
+    return issuer.rstrip("/") + DISCOVERY_PATH
+
+
+def oauth_metadata_urls(issuer: str) -> list[str]:
+    """Where an issuer's RFC 8414 metadata may be, in the order to try.
+
+    RFC 8414 (3.1) puts the well-known path between host and issuer path; providers
+    mounted below a path (django-oauth-toolkit, Keycloak) also or only serve it after
+    the issuer, as OpenID Connect does.
+    """
+    parts = urlsplit(issuer)
+    origin, path = f"{parts.scheme}://{parts.netloc}", parts.path.rstrip("/")
+    inserted = origin + OAUTH_METADATA_PATH + path
+    return [inserted, origin + path + OAUTH_METADATA_PATH] if path else [inserted]
+
+
+def _names(document: dict[str, Any], name: str, unstated: tuple[str, ...]) -> tuple[str, ...]:
+    """A metadata list of names; `unstated` when it is missing or not a list of strings."""
+    value = document.get(name)
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        return unstated
+    return tuple(value)
 
 
 def _endpoint(document: dict[str, Any], name: str, *, required: bool) -> str:
@@ -196,18 +299,32 @@ def _optional_text(body: dict[str, Any], name: str) -> str | None:
 class Provider:
     """One OpenID provider, reached over HTTPS (or loopback HTTP) from its issuer URL."""
 
-    def __init__(self, issuer: str, client_id: str, http: httpx2.AsyncClient | None = None) -> None:
+    def __init__(
+        self,
+        issuer: str,
+        client_id: str,
+        http: httpx2.AsyncClient | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        client_auth: ClientAuth | None = None,
+    ) -> None:
         self.issuer = issuer
         self.client_id = client_id
+        self._client_auth = client_auth or ClientAuth(client_id)  # a public client by default
         self._http = http or httpx2.AsyncClient(
             timeout=HTTP_TIMEOUT_SECONDS,
             follow_redirects=False,
             headers={"User-Agent": f"signin-broker/{__version__}"},
         )
+        self._clock = clock
         self._metadata: ProviderMetadata | None = None
+        self._metadata_read_at = 0.0
+        self._metadata_due = 0.0  # when the discovery document is read again
         self._metadata_lock = asyncio.Lock()
         self._keys: dict[str, jwt.PyJWK] = {}
-        self._unknown_kids: dict[str, float] = {}
+        self._keys_uri = ""  # where the keys were read: discovery may move them
+        self._keys_due = 0.0
+        self._unknown_kid_read_at: float | None = None
         self._keys_lock = asyncio.Lock()
 
     async def close(self) -> None:
@@ -215,13 +332,63 @@ class Provider:
         await self._http.aclose()
 
     async def metadata(self) -> ProviderMetadata:
-        """The discovery document, fetched once and kept."""
+        """The discovery document, read again when due (daily, or soon after a 404).
+
+        A failed re-read keeps the last good document and is tried again a minute
+        later, so a provider that is briefly down or misconfigured stops nothing.
+        """
         async with self._metadata_lock:
-            if self._metadata is None:
-                url = self.issuer + "/.well-known/openid-configuration"
-                document = await self._get_json(url, "discovery")
-                self._metadata = ProviderMetadata.from_document(document, self.issuer)
+            now = self._clock()
+            if self._metadata is None or now >= self._metadata_due:
+                try:
+                    self._metadata = await self._discover()
+                except ProviderUnavailable as error:
+                    if self._metadata is None:
+                        raise
+                    log.warning(
+                        "could not read the discovery document again; using the last one",
+                        extra={"reason": str(error)},
+                    )
+                    self._metadata_due = now + METADATA_RETRY_SECONDS
+                else:
+                    self._metadata_read_at = now
+                    self._metadata_due = now + METADATA_REFRESH_SECONDS
             return self._metadata
+
+    async def _discover(self) -> ProviderMetadata:
+        """The discovery document, with the fields it lacks taken from RFC 8414 metadata.
+
+        django-oauth-toolkit, for one, lists its revocation endpoint only there.
+        """
+        extra = asyncio.ensure_future(self._oauth_metadata())  # meanwhile: no extra round trip
+        try:
+            document = await self._get_json(discovery_url(self.issuer), "discovery")
+        except BaseException:
+            extra.cancel()  # never left running on its own
+            raise
+        merged = await extra
+        if isinstance(document, dict) and document.get("issuer") == self.issuer:
+            document = {**merged, **document}
+        return ProviderMetadata.from_document(document, self.issuer)
+
+    async def _oauth_metadata(self) -> dict[str, Any]:
+        """The provider's RFC 8414 metadata naming this issuer; {} when it has none."""
+        for url in oauth_metadata_urls(self.issuer):
+            try:
+                document = await self._get_json(url, OAUTH_METADATA)
+            except ProviderUnavailable as error:
+                log.debug("no RFC 8414 metadata here", extra={"url": url, "reason": str(error)})
+                continue
+            if isinstance(document, dict) and document.get("issuer") == self.issuer:
+                return document
+            log.info("RFC 8414 metadata for another issuer is ignored", extra={"url": url})
+        return {}
+
+    def _endpoint_gone(self) -> None:
+        """An endpoint answered 404: read the discovery document again, within a minute."""
+        self._metadata_due = min(
+            self._metadata_due, self._metadata_read_at + METADATA_RETRY_SECONDS
+        )
 
     async def exchange_code(
         self, code: str, redirect_uri: str, code_verifier: str
@@ -237,11 +404,17 @@ class Provider:
         return await self._token_request(body)
 
     async def refresh(
-        self, refresh_token: str, scope: str | None = None, resource: str | None = None
+        self,
+        refresh_token: str,
+        scope: str | None = None,
+        resource: str | None = None,
+        *,
+        answer_within: float | None = None,
     ) -> TokenResponse:
         """Trade a refresh token for a new access token (RFC 6749 section 6).
 
         A narrower `scope` and a `resource` (RFC 8707) ask for a down-scoped token.
+        `answer_within`: seconds its answer is awaited once sent (the manager's choice).
         """
         body = prepare_token_request(
             "refresh_token",
@@ -250,7 +423,7 @@ class Provider:
             scope=scope,
             resource=resource,
         )
-        return await self._token_request(body)
+        return await self._token_request(body, answer_within)
 
     async def device_authorization(
         self, scope: str, extra: dict[str, str] | None = None
@@ -259,7 +432,7 @@ class Provider:
         url = (await self.metadata()).device_authorization_endpoint
         if not url:
             raise ProviderUnavailable("the provider offers no device sign-in (RFC 8628)")
-        body = urlencode({"client_id": self.client_id, "scope": scope, **(extra or {})})
+        body = urlencode({"scope": scope, **(extra or {})})
         return DeviceAuthorization.from_json(
             await self._post_form(url, "device authorization", body)
         )
@@ -296,16 +469,18 @@ class Provider:
         url = (await self.metadata()).revocation_endpoint
         if not url:
             return False
-        body, headers = prepare_revoke_token_request(
-            token, hint, body=urlencode({"client_id": self.client_id})
-        )
-        response = await self._send("POST", url, "revocation", content=body, headers=headers)
+        body = urlencode({"token": token, "token_type_hint": hint})
+        response = await self._send_form(url, "revocation", body)
         if response.status_code >= 400:
             raise ProviderUnavailable(f"revocation answered HTTP {response.status_code}")
         return True
 
     async def validate_id_token(self, id_token: str, nonce: str | None) -> dict[str, Any]:
-        """Check signature, iss, aud, exp, iat and nonce; return the claims."""
+        """Check signature, iss, aud, exp, iat and nonce; return the claims.
+
+        `iss` must be the issuer the provider states exactly (Core 3.1.3.7), with a
+        templated one filled with the token's tenant (see ProviderMetadata.id_token_issuer).
+        """
         metadata = await self.metadata()
         try:
             header = jwt.get_unverified_header(id_token)
@@ -314,19 +489,23 @@ class Provider:
         algorithm = header.get("alg")
         if algorithm not in metadata.signing_algorithms:
             raise IdTokenInvalid(f"the id_token is signed with {algorithm!r}, which is not allowed")
-        key = await self._signing_key(header.get("kid"))
+        key = await self._signing_key(header.get("kid"), metadata.jwks_uri)
         try:
             claims: dict[str, Any] = jwt.decode(
                 id_token,
                 key=key,
                 algorithms=[algorithm],
                 audience=self.client_id,
-                issuer=self.issuer,
                 leeway=CLOCK_SKEW_SECONDS,
                 options={"require": ["iss", "aud", "sub", "exp", "iat"]},
             )
         except jwt.PyJWTError as error:
             raise IdTokenInvalid(f"the id_token failed validation: {error}") from None
+        expected_issuer = metadata.id_token_issuer(claims)
+        if claims["iss"] != expected_issuer:
+            raise IdTokenInvalid(
+                f"the id_token's issuer is {claims['iss']!r}, not {expected_issuer!r}"
+            )
         audiences = claims["aud"] if isinstance(claims["aud"], list) else [claims["aud"]]
         if len(audiences) > 1 and claims.get("azp") != self.client_id:
             raise IdTokenInvalid("the id_token has several audiences and azp is not this client")
@@ -336,53 +515,97 @@ class Provider:
             raise IdTokenInvalid("the id_token has no subject")
         return claims
 
-    async def _signing_key(self, kid: object) -> jwt.PyJWK:
-        """The published key with this kid, fetching the key set again for a new kid.
+    async def _signing_key(self, kid: object, jwks_uri: str) -> jwt.PyJWK:
+        """The published key with this kid.
 
-        A provider that rotates keys presents a kid we have not seen: fetch once. A kid
-        still unknown after that is not asked about again for a while.
+        The key set is read when none is known, daily, and when discovery moved it. A
+        kid it lacks (the provider rotated its keys) has it read again, at most once a
+        minute however many unknown kids arrive.
         """
         async with self._keys_lock:
+            now = self._clock()
+            fresh = False
+            if not self._keys or jwks_uri != self._keys_uri or now >= self._keys_due:
+                fresh = await self._read_keys(jwks_uri, now)
             key = self._find_key(kid)
-            tried = self._unknown_kids.get(str(kid), 0.0)
-            if key is None and time.monotonic() - tried > UNKNOWN_KID_RETRY_SECONDS:
-                await self._fetch_keys()
+            if key is None and not fresh and self._may_read_for_unknown_kid(now):
+                await self._fetch_keys(jwks_uri, now)
                 key = self._find_key(kid)
-                if key is None:
-                    self._unknown_kids[str(kid)] = time.monotonic()
         if key is None:
             raise IdTokenInvalid(f"the provider publishes no key with kid {kid!r}")
         return key
+
+    def _may_read_for_unknown_kid(self, now: float) -> bool:
+        last = self._unknown_kid_read_at
+        if last is not None and now - last < UNKNOWN_KID_RETRY_SECONDS:
+            return False
+        self._unknown_kid_read_at = now
+        return True
+
+    async def _read_keys(self, jwks_uri: str, now: float) -> bool:
+        """Read the key set; False when a scheduled re-read failed and the known keys stay."""
+        try:
+            await self._fetch_keys(jwks_uri, now)
+        except ProviderUnavailable as error:
+            if not self._keys or jwks_uri != self._keys_uri:
+                raise
+            log.warning(
+                "could not read the provider's keys again; using the last ones",
+                extra={"reason": str(error)},
+            )
+            self._keys_due = now + METADATA_RETRY_SECONDS
+            return False
+        return True
 
     def _find_key(self, kid: object) -> jwt.PyJWK | None:
         if kid is None and len(self._keys) == 1:
             return next(iter(self._keys.values()))
         return self._keys.get(kid) if isinstance(kid, str) else None
 
-    async def _fetch_keys(self) -> None:
-        document = await self._get_json((await self.metadata()).jwks_uri, "jwks")
+    async def _fetch_keys(self, jwks_uri: str, now: float) -> None:
+        document = await self._get_json(jwks_uri, "jwks")
         try:
             key_set = jwt.PyJWKSet.from_dict(document)
         except (jwt.PyJWKSetError, jwt.PyJWKError, TypeError, KeyError) as error:
             raise ProviderUnavailable(f"the provider's key set is unusable: {error}") from None
         self._keys = {key.key_id or "": key for key in key_set.keys}
+        self._keys_uri = jwks_uri
+        self._keys_due = now + METADATA_REFRESH_SECONDS
 
-    async def _token_request(self, body: str) -> TokenResponse:
+    async def _token_request(self, body: str, answer_within: float | None = None) -> TokenResponse:
         url = (await self.metadata()).token_endpoint
-        return TokenResponse.from_json(await self._post_form(url, "token", body))
+        return TokenResponse.from_json(await self._post_form(url, "token", body, answer_within))
 
-    async def _post_form(self, url: str, what: str, body: str) -> Any:
-        """POST a form; the JSON answer, OAuthError for a 4xx, ProviderUnavailable else."""
+    async def _post_form(
+        self, url: str, what: str, body: str, answer_within: float | None = None
+    ) -> Any:
+        """POST a form as this client; the JSON answer, or OAuthError, or ProviderUnavailable."""
+        response = await self._send_form(url, what, body, answer_within)
+        if 400 <= response.status_code < 500:
+            raise _oauth_error(response)
+        return _json_of(response, what)
+
+    async def _send_form(
+        self, url: str, what: str, body: str, answer_within: float | None = None
+    ) -> httpx2.Response:
+        """POST a form authenticated as this client (see client_auth.py).
+
+        A refusal of the client's credentials is logged with what may help to fix it:
+        the caller sees only invalid_client.
+        """
+        metadata = await self.metadata()
+        content, headers, method = self._client_auth.sign(body, metadata)
         response = await self._send(
             "POST",
             url,
             what,
-            content=body,
-            headers={"Content-Type": "application/x-www-form-urlencoded"},
+            content=content,
+            headers={"Content-Type": "application/x-www-form-urlencoded", **headers},
+            answer_within=answer_within,
         )
-        if 400 <= response.status_code < 500:
-            raise _oauth_error(response)
-        return _json_of(response, what)
+        if 400 <= response.status_code < 500 and _oauth_error(response).error == "invalid_client":
+            self._client_auth.refused(method, what, metadata)
+        return response
 
     async def _get_json(self, url: str, what: str) -> Any:
         return _json_of(await self._send("GET", url, what), what)
@@ -396,18 +619,34 @@ class Provider:
         bearer: str | None = None,
         content: str | None = None,
         headers: dict[str, str] | None = None,
+        answer_within: float | None = None,
     ) -> httpx2.Response:
+        """One request; AnswerLost when it may have reached the provider but no answer came."""
         headers = {"Accept": "application/json", **(headers or {})}
         if bearer is not None:
             headers["Authorization"] = f"Bearer {bearer}"
+        waits = (
+            httpx2.USE_CLIENT_DEFAULT
+            if answer_within is None
+            else httpx2.Timeout(answer_within, connect=HTTP_TIMEOUT_SECONDS)
+        )
         try:
-            response = await self._http.request(method, url, content=content, headers=headers)
+            response = await self._http.request(
+                method, url, content=content, headers=headers, timeout=waits
+            )
         except httpx2.HTTPError as error:
-            raise ProviderUnavailable(
+            unsent = isinstance(
+                error, (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout)
+            )
+            raise (ProviderUnavailable if unsent else AnswerLost)(
                 f"the {what} request failed: {type(error).__name__}"
             ) from None
+        if response.status_code == 504:  # a gateway gave up waiting: the provider may act on it
+            raise AnswerLost(f"the {what} endpoint answered HTTP 504")
         if response.status_code >= 500:
             raise ProviderUnavailable(f"the {what} endpoint answered HTTP {response.status_code}")
+        if response.status_code == 404 and what not in ("discovery", OAUTH_METADATA):
+            self._endpoint_gone()
         return response
 
 
@@ -431,8 +670,9 @@ def _oauth_error(response: httpx2.Response) -> OAuthError:
         body = {}
     error = body.get("error")
     description = body.get("error_description")
+    unnamed = "invalid_client" if response.status_code == 401 else "invalid_request"  # RFC 6749 5.2
     return OAuthError(
-        error if isinstance(error, str) else "invalid_request",
+        error if isinstance(error, str) else unnamed,
         description if isinstance(description, str) else "",
         response.status_code,
     )

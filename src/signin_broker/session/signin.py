@@ -3,7 +3,8 @@
 The flow is authorization code with PKCE S256 (RFC 6749, RFC 7636) and an OpenID
 nonce. Each begun sign-in is remembered under its state until its callback arrives,
 for ten minutes at most; a state is good for one callback only, so a replayed or
-forged callback finds nothing and is refused as a state mismatch.
+forged callback finds nothing and is refused as a state mismatch. A callback whose
+`iss` (RFC 9207) does not name the provider the request went to is refused too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import hmac
 import secrets
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -22,7 +24,7 @@ from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 from .errors import IdTokenInvalid
 from .manager import SIGN_IN_SECONDS
-from .oidc import Provider, TokenResponse
+from .oidc import Provider, ProviderMetadata, TokenResponse
 
 PENDING_TTL_SECONDS = SIGN_IN_SECONDS
 MAX_PENDING = 64
@@ -98,6 +100,24 @@ class PendingSignIn:
     sign_in_id: str  # correlates the outcome with a BeginSignIn; "" when begun in the browser
     created_at: float
     workspace_id: str = ""  # the workspace to act in; "" for personal use
+    provider: ProviderMetadata | None = None  # where the request went, for its answer's iss
+
+    def issuer_problem(self, iss: str | None) -> str:
+        """Why the answer's `iss` parameter refuses it (RFC 9207 2.4); "" when it does not.
+
+        A provider that advertises the parameter must send it, and any `iss` sent must
+        name the provider the request went to: an answer that another provider issued
+        (a mix-up attack) is never redeemed.
+        """
+        if self.provider is None:
+            return "the sign-in has no provider to compare the response's issuer with"
+        if iss is None:
+            if self.provider.iss_parameter_supported:
+                return "the provider promises iss in its response (RFC 9207), and sent none"
+            return ""
+        if not self.provider.names_issuer(iss):
+            return f"the response names issuer {iss!r}, not {self.provider.issuer!r}"
+        return ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,19 +138,28 @@ class SignInFlow:
         provider: Provider,
         scopes: tuple[str, ...],
         source: SignInSecrets,
+        authorize_params: Mapping[str, str] | None = None,
     ) -> None:
         self._provider = provider
         self._scopes = scopes
         self._source = source
+        self._authorize_params = dict(authorize_params or {})  # the daemon's setting
         self._pending: OrderedDict[str, PendingSignIn] = OrderedDict()
 
     async def begin(
-        self, redirect_uri: str, redirect_to: str, sign_in_id: str, workspace_id: str = ""
+        self,
+        redirect_uri: str,
+        redirect_to: str,
+        sign_in_id: str,
+        workspace_id: str = "",
+        authorize_params: Mapping[str, str] | None = None,
     ) -> str:
         """Remember a new sign-in and return the provider's authorize URL for it.
 
         A workspace is asked for with the `workspace_id` authorization parameter; the
         provider must confirm the membership with the same claim in the id_token.
+        authorize_params (login_hint, prompt, ...; checked by the caller) are added,
+        over the daemon's own setting.
         """
         metadata = await self._provider.metadata()
         pending = PendingSignIn(
@@ -142,6 +171,7 @@ class SignInFlow:
             sign_in_id=sign_in_id,
             created_at=time.time(),
             workspace_id=workspace_id,
+            provider=metadata,
         )
         self._forget_expired()
         while len(self._pending) >= MAX_PENDING:
@@ -158,6 +188,7 @@ class SignInFlow:
             code_challenge_method="S256",
             nonce=pending.nonce,
             **({"workspace_id": workspace_id} if workspace_id else {}),
+            **offline_consent(self._scopes, {**self._authorize_params, **(authorize_params or {})}),
         )
         return url
 
@@ -187,3 +218,15 @@ class SignInFlow:
         cutoff = time.time() - PENDING_TTL_SECONDS
         for state in [s for s, p in self._pending.items() if p.created_at < cutoff]:
             del self._pending[state]
+
+
+def offline_consent(scopes: tuple[str, ...], params: Mapping[str, str]) -> dict[str, str]:
+    """The authorize parameters, with prompt=consent when offline_access is asked for.
+
+    OpenID Connect Core 11: a provider may ignore offline_access without it, and a
+    default panva oidc-provider then issues no refresh token. A prompt the person
+    chose stays as it is.
+    """
+    if "offline_access" in scopes and "prompt" not in params:
+        return {**params, "prompt": "consent"}
+    return dict(params)

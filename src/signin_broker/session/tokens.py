@@ -26,6 +26,15 @@ class TokenSet:
     expires_at: float
     refresh_token: str | None = field(repr=False, default=None)
     id_token: str | None = field(repr=False, default=None)
+    # The provider issued these answering a refresh of this process (not kept on disk):
+    # renewing them again for a caller's min_ttl would bring nothing longer.
+    from_refresh: bool = False
+    # The refresh token was sent and the answer never came: the provider may have spent
+    # it (rotation), so it is never sent again (RFC 9700 4.14.2 would read that as theft).
+    refresh_in_doubt: bool = False
+    # The provider handed the refresh token back at the last refresh: it does not rotate
+    # them, so a request whose answer was lost cannot have spent it.
+    refresh_kept: bool = False
 
     @classmethod
     def issued(
@@ -45,10 +54,21 @@ class TokenSet:
     def renewed(self, response: TokenResponse, now: float) -> TokenSet:
         """The tokens after a refresh; a refresh token or id_token not re-sent is kept."""
         fresh = TokenSet.issued(response, now, self.scopes)
+        rotated = self.rotated(response)
         return replace(
             fresh,
-            refresh_token=fresh.refresh_token or self.refresh_token,
+            refresh_token=rotated.refresh_token,
+            refresh_kept=rotated.refresh_kept,
             id_token=fresh.id_token or self.id_token,
+            from_refresh=True,
+        )
+
+    def rotated(self, response: TokenResponse) -> TokenSet:
+        """These tokens with the refresh token a refresh answered with (this one if none)."""
+        return replace(
+            self,
+            refresh_token=response.refresh_token or self.refresh_token,
+            refresh_kept=response.refresh_token in (None, self.refresh_token),
         )
 
     @property
@@ -60,12 +80,17 @@ class TokenSet:
         """Whether the access token has not expired yet."""
         return now < self.expires_at
 
+    def lasts(self, now: float, seconds: float) -> bool:
+        """Whether the access token is valid `seconds` more."""
+        return self.is_valid(now) and self.expires_at - now >= seconds
+
+    def is_due(self, now: float) -> bool:
+        """At or past 75 % of the lifetime: renewed whoever asks."""
+        return now >= self.issued_at + REFRESH_AT_FRACTION * self.lifetime
+
     def wants_refresh(self, now: float, min_ttl: float = 0) -> bool:
         """At or past 75 % of the lifetime, or not lasting min_ttl seconds more."""
-        return (
-            now >= self.issued_at + REFRESH_AT_FRACTION * self.lifetime
-            or self.expires_at - now < min_ttl
-        )
+        return self.is_due(now) or not self.lasts(now, min_ttl)
 
     def refresh_due_at(self, early_fraction: float = 0.0) -> float:
         """When the background loop renews: at 75 % of the lifetime, minus a jitter share."""
@@ -81,6 +106,8 @@ class TokenSet:
             "expires_at": self.expires_at,
             "refresh_token": self.refresh_token,
             "id_token": self.id_token,
+            "refresh_in_doubt": self.refresh_in_doubt,
+            "refresh_kept": self.refresh_kept,
         }
 
     @classmethod
@@ -94,4 +121,6 @@ class TokenSet:
             expires_at=float(record["expires_at"]),
             refresh_token=record.get("refresh_token"),
             id_token=record.get("id_token"),
+            refresh_in_doubt=record.get("refresh_in_doubt") is True,
+            refresh_kept=record.get("refresh_kept") is True,
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
 
 from ..store.tenants import TENANT_KEY
@@ -48,6 +48,42 @@ def check_workspace_id(workspace_id: str) -> str:
     if workspace_id and not WORKSPACE_ID.fullmatch(workspace_id):
         raise ValueError("workspace_id must be a decimal number of at most 18 digits")
     return workspace_id
+
+
+# Authorize parameters the daemon sets itself, or that would send the answer elsewhere.
+RESERVED_AUTHORIZE_PARAMS = frozenset(
+    {
+        "client_id", "redirect_uri", "response_type", "response_mode", "scope", "state",
+        "nonce", "code_challenge", "code_challenge_method", "request", "request_uri",
+        "workspace_id",
+    }
+)  # fmt: skip
+AUTHORIZE_PARAM_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+PROMPT_VALUES = frozenset({"none", "login", "consent", "select_account"})
+MAX_AUTHORIZE_PARAMS = 16
+MAX_AUTHORIZE_VALUE_LENGTH = 512
+
+
+def check_authorize_params(params: Mapping[str, str]) -> dict[str, str]:
+    """Extra authorize parameters of a browser sign-in (login_hint, prompt, ...), checked.
+
+    OpenID Connect Core 3.1.2.1 names the common ones; a provider may define its own.
+    Those the daemon sets itself are refused rather than silently overridden.
+    """
+    if len(params) > MAX_AUTHORIZE_PARAMS:
+        raise ValueError(f"at most {MAX_AUTHORIZE_PARAMS} authorize parameters")
+    for name, value in params.items():
+        if not AUTHORIZE_PARAM_NAME.fullmatch(name):
+            raise ValueError(f"authorize parameter names are lower-case words, not {name[:64]!r}")
+        if name in RESERVED_AUTHORIZE_PARAMS:
+            raise ValueError(f"the daemon sets {name} itself; it cannot be given")
+        if len(value) > MAX_AUTHORIZE_VALUE_LENGTH or not value.isprintable():
+            raise ValueError(
+                f"{name} must be at most {MAX_AUTHORIZE_VALUE_LENGTH} printable characters"
+            )
+        if name == "prompt" and not set(value.split()) <= PROMPT_VALUES:
+            raise ValueError(f"prompt must be some of {', '.join(sorted(PROMPT_VALUES))}")
+    return dict(params)
 
 
 def check_account(account: str) -> str:

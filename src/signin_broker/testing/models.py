@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 WORKSPACE_ID = re.compile(r"[0-9]{1,18}")  # decimal, so it fits a signed 64-bit integer
+# How a registered client authenticates (RFC 7591 token_endpoint_auth_method).
+CLIENT_AUTH_METHODS = ("none", "client_secret_basic", "client_secret_post", "private_key_jwt")
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,15 +32,21 @@ class StubUser:
 
 @dataclass(frozen=True, slots=True)
 class StubClient:
-    """A registered public client (no secret: it proves itself with PKCE).
+    """A registered client: public by default (no secret: it proves itself with PKCE).
 
     Loopback redirect URIs (http://127.0.0.1/... and http://[::1]/...) match the same
     URI on any port, as RFC 8252 section 7.3 asks; other URIs must match exactly.
+    A confidential client must authenticate with its `token_endpoint_auth_method`
+    alone, at the token, revocation and device authorization endpoints: with its
+    `client_secret`, or with a JWT signed by a key of its `jwks` (public keys, RFC 7517).
     """
 
     client_id: str
     redirect_uris: Sequence[str]
     post_logout_redirect_uris: Sequence[str] = ()
+    token_endpoint_auth_method: str = "none"  # noqa: S105 - one of CLIENT_AUTH_METHODS
+    client_secret: str = field(default="", repr=False)
+    jwks: Mapping[str, Any] | None = None
 
     def accepts_redirect_uri(self, uri: str) -> bool:
         """Whether `uri` is one of the registered redirect URIs."""

@@ -3,6 +3,8 @@
 It has the knobs a test turns: choose who signs in, approve, deny, expire or slow down a
 device sign-in, revoke a user, rotate keys, fail or delay the token endpoint, expire
 refresh tokens, take the whole provider down, and look tokens and device polls up.
+Constructor options make it behave like particular real providers: an issuer ending
+in "/", RFC 8414 metadata, RFC 9207's iss, refresh tokens only with offline consent.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from types import TracebackType
 from typing import Self
 
 import uvicorn
 
 from .models import (
+    CLIENT_AUTH_METHODS,
     DEFAULT_CLIENT,
     DEFAULT_USER,
     WORKSPACE_ID,
@@ -32,7 +35,7 @@ from .models import (
 from .pauses import Pauses
 from .server import DeviceSettings, StubAuthorizationServer
 from .store import OUTAGE_MODES, Outage, StubStore, TokenDelay, TokenFailure
-from .web import DISCOVERY_PATH, Site, build_app
+from .web import OAUTH_METADATA_PLACES, Site, build_app, discovery_document
 
 START_TIMEOUT_SECONDS = 10.0
 STOP_TIMEOUT_SECONDS = 5.0
@@ -59,7 +62,8 @@ class _Serving:
 class StubProvider:
     """A stub OpenID Connect provider for tests and demos.
 
-    Public clients only, authorization code flow with mandatory PKCE (S256), the device
+    Public clients by default, confidential ones as registered (a client secret, or
+    private_key_jwt), authorization code flow with mandatory PKCE (S256), the device
     flow (RFC 8628), RS256 ID tokens, rotating refresh tokens, opaque access tokens that
     can really be revoked.
     Start it with `start()` or a `with` block; it serves on loopback only. Every method
@@ -78,9 +82,24 @@ class StubProvider:
         auto_approve: str | None = "1001",
         device_interval: int = 5,
         device_code_ttl: int = 600,
+        oauth_metadata: str | None = None,
+        oauth_metadata_only: Sequence[str] = (),
+        iss_parameter: bool = False,
+        offline_access_needs_consent: bool = False,
+        token_endpoint_auth_methods: Sequence[str] | None = None,
     ) -> None:
         self.users = tuple(users) if users is not None else (DEFAULT_USER,)
         self.clients = tuple(clients) if clients is not None else (DEFAULT_CLIENT,)
+        # What discovery advertises (read at start); by default the methods clients use.
+        self.token_endpoint_auth_methods = (
+            tuple(token_endpoint_auth_methods)
+            if token_endpoint_auth_methods is not None
+            else tuple(
+                method
+                for method in CLIENT_AUTH_METHODS
+                if any(client.token_endpoint_auth_method == method for client in self.clients)
+            )
+        )
         self.access_token_ttl = access_token_ttl  # seconds, read at each issue
         self.refresh_token_ttl = refresh_token_ttl  # seconds or None (never), read at each issue
         self.paths = paths or StubPaths()
@@ -88,6 +107,15 @@ class StubProvider:
         self.auto_approve = auto_approve  # a sub, or None (consent page); read at each request
         self.device_interval = device_interval  # seconds between device polls, read at each issue
         self.device_code_ttl = device_code_ttl  # seconds, read at each issue
+        # Like real providers (read at start): an RFC 8414 document ("inserted" where RFC
+        # 8414 puts it, "appended" after the issuer as django-oauth-toolkit does) holding
+        # the fields the OpenID document leaves out; RFC 9207's iss parameter; and a
+        # refresh token only for offline_access asked for with prompt=consent, as a
+        # default panva oidc-provider does (it drops offline_access otherwise).
+        self.oauth_metadata = oauth_metadata
+        self.oauth_metadata_only = tuple(oauth_metadata_only)
+        self.iss_parameter = iss_parameter
+        self.offline_access_needs_consent = offline_access_needs_consent
         self.admin_token = secrets.token_urlsafe(32)
         _check_settings(self)
         self._store = StubStore(self.users, self.clients)
@@ -208,7 +236,7 @@ class StubProvider:
     @property
     def discovery_url(self) -> str:
         """The OpenID Provider Configuration document's URL."""
-        return self.issuer + DISCOVERY_PATH
+        return self.base_url + self._site(self._running()).discovery_path
 
     @property
     def signing_kid(self) -> str:
@@ -255,7 +283,8 @@ class StubProvider:
     ) -> None:
         """Make the next `times` token requests fail with `status` and {"error": error}.
 
-        The error defaults to invalid_grant, or server_error for a status of 500 and up.
+        The error defaults to invalid_grant, or server_error for a status of 500 and up;
+        "" sends the status alone, with an empty body, as some providers refuse.
         """
         if not 400 <= status <= 599 or times < 1:
             raise ValueError("status must be 400-599 and times at least 1")
@@ -345,13 +374,7 @@ class StubProvider:
     def _serve(self, listening: socket.socket, address: _Address) -> _Serving:
         """Serve the store on an already listening socket; closes it if that fails."""
         try:
-            site = Site(
-                address.base_url,
-                self.issuer_path,
-                self.paths,
-                self._auto_approved_user,
-                self.admin_token,
-            )
+            site = self._site(address)
             authorization = StubAuthorizationServer(
                 self._store,
                 site.issuer,
@@ -362,6 +385,8 @@ class StubProvider:
                     lambda: self.device_interval,
                     lambda: self.device_code_ttl,
                 ),
+                offline_access_needs_consent=self.offline_access_needs_consent,
+                client_assertion_audiences=(address.base_url + self.paths.token, site.issuer),
             )
             pauses = Pauses()
             config = uvicorn.Config(
@@ -385,16 +410,33 @@ class StubProvider:
             raise
         return _Serving(server, thread, pauses)
 
+    def _site(self, address: _Address) -> Site:
+        return Site(
+            address.base_url,
+            self.issuer_path,
+            self.paths,
+            self._auto_approved_user,
+            self.admin_token,
+            self.oauth_metadata,
+            self.oauth_metadata_only,
+            self.iss_parameter,
+            auth_methods=self.token_endpoint_auth_methods,
+        )
+
 
 def _check_settings(stub: StubProvider) -> None:
     subs = [user.sub for user in stub.users]
     client_ids = [client.client_id for client in stub.clients]
     paths = [getattr(stub.paths, field.name) for field in fields(stub.paths)]
-    paths.append(stub.issuer_path + DISCOVERY_PATH)
+    paths += _metadata_paths(stub)
     if not subs or len(set(subs)) != len(subs):
         raise ValueError("users must be at least one, each with its own sub")
     if not client_ids or len(set(client_ids)) != len(client_ids):
         raise ValueError("clients must be at least one, each with its own client_id")
+    for client in stub.clients:
+        _check_client(client)
+    if not set(stub.token_endpoint_auth_methods) <= set(CLIENT_AUTH_METHODS):
+        raise ValueError(f"token_endpoint_auth_methods are among {CLIENT_AUTH_METHODS} only")
     if stub.auto_approve is not None and stub.auto_approve not in subs:
         raise ValueError(
             f"auto_approve={stub.auto_approve!r} names none of the users {subs}; "
@@ -408,10 +450,8 @@ def _check_settings(stub: StubProvider) -> None:
     ]
     if bad_workspaces:
         raise ValueError(f"workspace ids must be 1 to 18 decimal digits, not {bad_workspaces}")
-    if stub.issuer_path and not (
-        stub.issuer_path.startswith("/") and not stub.issuer_path.endswith("/")
-    ):
-        raise ValueError("issuer_path must be empty or start, and not end, with '/'")
+    if stub.issuer_path and not (stub.issuer_path.startswith("/") and "//" not in stub.issuer_path):
+        raise ValueError("issuer_path must be empty or start with '/' (and may end with one)")
     if any(not path.startswith("/") or "{" in path for path in paths):
         raise ValueError("every path must start with '/' (and hold no '{')")
     if len(set(paths)) != len(paths):
@@ -422,6 +462,34 @@ def _check_settings(stub: StubProvider) -> None:
         raise ValueError("refresh_token_ttl must be None (never) or at least one second")
     if stub.device_interval < 0 or stub.device_code_ttl < 1:
         raise ValueError("device_interval must be at least 0, and device_code_ttl at least 1")
+
+
+def _metadata_paths(stub: StubProvider) -> list[str]:
+    """Where the metadata documents are served, once the settings that shape them are checked."""
+    site = stub._site(_Address("127.0.0.1", 0, "http://127.0.0.1", ""))
+    if stub.oauth_metadata is None:
+        if stub.oauth_metadata_only:
+            raise ValueError("oauth_metadata_only needs an RFC 8414 document: set oauth_metadata")
+        return [site.discovery_path]
+    if stub.oauth_metadata not in OAUTH_METADATA_PLACES:
+        raise ValueError(f"oauth_metadata must be None or one of {OAUTH_METADATA_PLACES}")
+    movable = set(discovery_document(replace(site, oauth_metadata_only=()))) - {"issuer"}
+    if not movable.issuperset(stub.oauth_metadata_only):
+        raise ValueError(f"oauth_metadata_only names fields of {sorted(movable)} only")
+    return [site.discovery_path, str(site.oauth_metadata_path)]
+
+
+def _check_client(client: StubClient) -> None:
+    """A client has what its authentication method needs, and nothing it does not use."""
+    method = client.token_endpoint_auth_method
+    if method not in CLIENT_AUTH_METHODS:
+        raise ValueError(
+            f"{client.client_id}: token_endpoint_auth_method must be one of {CLIENT_AUTH_METHODS}"
+        )
+    if bool(client.client_secret) != method.startswith("client_secret_"):
+        raise ValueError(f"{client.client_id}: a client_secret goes with client_secret_* only")
+    if (client.jwks is not None) != (method == "private_key_jwt"):
+        raise ValueError(f"{client.client_id}: jwks go with private_key_jwt only")
 
 
 def _loopback_host(host: str) -> str:

@@ -11,12 +11,13 @@ typed methods at the end of StubAuthorizationServer.
 
 from __future__ import annotations
 
+import hmac
 import json
 import re
 import secrets
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
@@ -27,6 +28,7 @@ from authlib.oauth2.rfc6749 import (
     AccessDeniedError,
     AuthorizationServer,
     ClientMixin,
+    InvalidClientError,
     InvalidGrantError,
     InvalidRequestError,
     JsonPayload,
@@ -44,6 +46,7 @@ from authlib.oauth2.rfc6749 import (
 )
 from authlib.oauth2.rfc6750 import BearerTokenGenerator, BearerTokenValidator, InvalidTokenError
 from authlib.oauth2.rfc7009 import RevocationEndpoint
+from authlib.oauth2.rfc7523 import JWTBearerClientAssertion
 from authlib.oauth2.rfc7636 import CodeChallenge
 from authlib.oauth2.rfc8628 import (
     DEVICE_CODE_GRANT_TYPE,
@@ -60,7 +63,7 @@ from joserfc.jwk import KeySet, RSAKey
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response
 
-from .models import WORKSPACE_ID, StubClient, StubUser
+from .models import CLIENT_AUTH_METHODS, WORKSPACE_ID, StubClient, StubUser
 from .store import (
     AUTHORIZATION_CODE_SECONDS,
     AuthorizationCode,
@@ -70,12 +73,19 @@ from .store import (
     StubStore,
 )
 
-SUPPORTED_SCOPES = ["openid", "profile", "email", "offline_access"]
+OFFLINE_ACCESS = "offline_access"
+SUPPORTED_SCOPES = ["openid", "profile", "email", OFFLINE_ACCESS]
 GRANT_TYPES = ["authorization_code", "refresh_token", DEVICE_CODE_GRANT_TYPE]
 SIGNING_ALGORITHM = "RS256"
 FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
 OPAQUE_TOKEN_BYTES = 32
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+# Every client may try each method; authlib then accepts only the one it registered.
+ACCEPTED_AUTH_METHODS = list(CLIENT_AUTH_METHODS)
+# The algorithms authlib verifies a client assertion with by default (joserfc's recommended).
+ASSERTION_ALGORITHMS = ["RS256", "ES256"]
+MAX_ASSERTION_SECONDS = 300  # a client assertion is for one request; a long-lived one is refused
+ASSERTION_LEEWAY_SECONDS = 60
 # RFC 3986 section 4.3: a scheme, then no fragment (RFC 8707 section 2 forbids one).
 ABSOLUTE_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\s#]+")
 
@@ -230,10 +240,11 @@ class _Client(ClientMixin):  # type: ignore[misc]
         return self.registration.accepts_redirect_uri(redirect_uri)
 
     def check_client_secret(self, client_secret: str) -> bool:
-        return False  # public clients have none
+        secret = self.registration.client_secret
+        return bool(secret) and hmac.compare_digest(client_secret.encode(), secret.encode())
 
     def check_endpoint_auth_method(self, method: str, endpoint: str) -> bool:
-        return method == "none"
+        return method == self.registration.token_endpoint_auth_method
 
     def check_response_type(self, response_type: str) -> bool:
         return response_type == "code"
@@ -245,7 +256,7 @@ class _Client(ClientMixin):  # type: ignore[misc]
 class _CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
     """The code flow for public clients; codes are single-use and bound to their request."""
 
-    TOKEN_ENDPOINT_AUTH_METHODS = ["none"]  # noqa: RUF012 - authlib's class setting
+    TOKEN_ENDPOINT_AUTH_METHODS = ACCEPTED_AUTH_METHODS
 
     @staticmethod
     def validate_authorization_redirect_uri(request: _Request, client: _Client) -> str:
@@ -289,12 +300,16 @@ class _CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
     def save_authorization_code(self, code: str, request: _Request) -> None:
         parameters = request.payload.data
         now = time.time()
+        scope = request.scope
+        prompts = parameters.get("prompt", "").split()
+        if self.server.offline_access_needs_consent and "consent" not in prompts:
+            scope = list_to_scope([s for s in scope_to_list(scope) if s != OFFLINE_ACCESS])
         self.server.store.save_code(
             AuthorizationCode(
                 code=code,
                 client_id=request.client.get_client_id(),
                 redirect_uri=request.payload.redirect_uri,
-                scope=request.scope,
+                scope=scope,
                 sub=request.user.sub,
                 code_challenge=parameters["code_challenge"],
                 code_challenge_method=parameters["code_challenge_method"],
@@ -304,6 +319,14 @@ class _CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
                 workspace_id=request.workspace_id,
             )
         )
+
+    def generate_token(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """A refresh token only with offline_access, if the server insists on that."""
+        scope = self.request.authorization_code.get_scope()
+        if self.server.offline_access_needs_consent and OFFLINE_ACCESS not in scope.split():
+            kwargs["include_refresh_token"] = False
+        token: dict[str, Any] = super().generate_token(*args, **kwargs)
+        return token
 
     def save_token(self, token: dict[str, Any]) -> None:
         """Keep the new pair, in the code's workspace."""
@@ -346,7 +369,7 @@ class _RefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
     one's scope (RFC 6749 section 6), which authlib alone would narrow too.
     """
 
-    TOKEN_ENDPOINT_AUTH_METHODS = ["none"]  # noqa: RUF012 - authlib's class setting
+    TOKEN_ENDPOINT_AUTH_METHODS = ACCEPTED_AUTH_METHODS
     INCLUDE_NEW_REFRESH_TOKEN = True  # rotation: each refresh token works once
 
     def validate_token_request(self) -> None:
@@ -389,7 +412,7 @@ class _DeviceAuthorizationEndpoint(DeviceAuthorizationEndpoint):  # type: ignore
     the client may have it, and the request's workspace kept for the sign-in.
     """
 
-    CLIENT_AUTH_METHODS = ["none"]  # noqa: RUF012 - authlib's class setting
+    CLIENT_AUTH_METHODS = ACCEPTED_AUTH_METHODS
 
     def create_endpoint_response(
         self, request: _Request
@@ -425,13 +448,13 @@ class _DeviceAuthorizationEndpoint(DeviceAuthorizationEndpoint):  # type: ignore
 class _DeviceCodeGrant(DeviceCodeGrant):  # type: ignore[misc]
     """RFC 8628 polling for public clients: each poll is noted, and an approval redeemed once."""
 
-    TOKEN_ENDPOINT_AUTH_METHODS = ["none"]  # noqa: RUF012 - authlib's class setting
+    TOKEN_ENDPOINT_AUTH_METHODS = ACCEPTED_AUTH_METHODS
 
     def query_device_credential(self, device_code: str) -> DeviceAuthorization:
         """The device code's record; invalid_grant for an unknown one or another client's."""
         store: StubStore = self.server.store
         device = store.device_by_code(device_code)
-        if device is None or device.client_id != self.request.payload.client_id:
+        if device is None or device.client_id != self.request.client.get_client_id():
             raise InvalidGrantError("The device_code is unknown, or was issued to another client.")
         return device
 
@@ -475,6 +498,39 @@ def _requested_resource(payload: _Parameters) -> str | None:
     if not ABSOLUTE_URI.fullmatch(resources[0]):
         raise InvalidTargetError("'resource' must be an absolute URI without a fragment.")
     return resources[0]
+
+
+class _PrivateKeyJwt(JWTBearerClientAssertion):  # type: ignore[misc]
+    """private_key_jwt (OpenID Connect Core 9, RFC 7523): a JWT signed by a registered key.
+
+    authlib checks the signature, that iss and sub are the client, aud, exp and the jti
+    (here: never seen before); the stub also refuses an assertion that lives long.
+    """
+
+    CLIENT_AUTH_METHOD = "private_key_jwt"
+
+    def __init__(self, store: StubStore, audiences: Sequence[str]) -> None:
+        super().__init__(validate_jti=True, leeway=ASSERTION_LEEWAY_SECONDS)
+        self._store = store
+        self._audiences = list(audiences)  # the token endpoint URL and the issuer
+
+    def get_audiences(self) -> list[str]:
+        return self._audiences
+
+    def resolve_client_public_key(self, client: _Client) -> KeySet:
+        return KeySet.import_key_set(
+            {"keys": list((client.registration.jwks or {}).get("keys", []))}
+        )
+
+    def validate_jti(self, claims: dict[str, Any], jti: object) -> bool:
+        return self._store.first_use_of_assertion(str(claims["sub"]), str(jti), claims["exp"])
+
+    def verify_claims(self, claims: dict[str, Any]) -> None:
+        super().verify_claims(claims)
+        if float(claims["exp"]) - time.time() > MAX_ASSERTION_SECONDS:
+            raise InvalidClientError(
+                description=f"A client assertion may live {MAX_ASSERTION_SECONDS} s at most."
+            )
 
 
 class _S256Only(CodeChallenge):  # type: ignore[misc]
@@ -546,7 +602,7 @@ class _DeviceIdTokens(_IdTokens):
 class _Revocation(RevocationEndpoint):  # type: ignore[misc]
     """RFC 7009 revocation for public clients."""
 
-    CLIENT_AUTH_METHODS = ["none"]  # noqa: RUF012 - authlib's class setting
+    CLIENT_AUTH_METHODS = ACCEPTED_AUTH_METHODS
 
     def query_token(self, token_string: str, token_type_hint: str | None) -> IssuedToken | None:
         store: StubStore = self.server.store
@@ -609,10 +665,16 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         access_token_seconds: Callable[[], int],
         refresh_token_seconds: Callable[[], int | None],
         device: DeviceSettings,
+        *,
+        offline_access_needs_consent: bool = False,
+        client_assertion_audiences: Sequence[str] = (),
     ) -> None:
         super().__init__(scopes_supported=SUPPORTED_SCOPES)
         self.store = store
         self.device = device
+        # As a default panva oidc-provider: offline_access is dropped from a sign-in
+        # without prompt=consent, and a refresh token is issued only with offline_access.
+        self.offline_access_needs_consent = offline_access_needs_consent
         self._refresh_token_seconds = refresh_token_seconds  # read at each issue
         self.register_token_generator(
             "default",
@@ -628,6 +690,9 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         self.register_endpoint(_DeviceAuthorizationEndpoint)
         self.register_endpoint(_Revocation)
         self.register_endpoint(_EndSession)
+        self.register_client_auth_method(
+            "private_key_jwt", _PrivateKeyJwt(store, client_assertion_audiences)
+        )
         self._access_tokens = ResourceProtector()
         self._access_tokens.register_token_validator(_AccessTokens(store))
 
@@ -636,6 +701,22 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
     def query_client(self, client_id: str) -> _Client | None:
         registration = self.store.clients.get(client_id)
         return None if registration is None else _Client(registration)
+
+    def authenticate_client(
+        self, request: _Request, methods: list[str], endpoint: str = "token"
+    ) -> _Client:
+        """The client as authlib checks it, kept on the request for the grant.
+
+        A refusal is 401 only for a client that tried HTTP authentication (RFC 6749 5.2).
+        """
+        try:
+            client: _Client = super().authenticate_client(request, methods, endpoint)
+        except InvalidClientError as error:
+            if "authorization" not in request.headers:
+                error.status_code = 400
+            raise
+        request.client = client
+        return client
 
     def save_token(
         self,
@@ -646,14 +727,14 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         audience: str | None = None,
         workspace_id: str | None = None,
     ) -> None:
-        """Keep a new token pair; the refresh token's scope is the access token's unless given."""
+        """Keep a new token (pair); the refresh token's scope is the access token's unless given."""
         now = time.time()
         scope = token.get("scope", "")
         refresh_seconds = self._refresh_token_seconds()
         self.store.save_token(
             IssuedToken(
                 access_token=token["access_token"],
-                refresh_token=token["refresh_token"],
+                refresh_token=token.get("refresh_token", ""),
                 client_id=request.client.get_client_id(),
                 sub=request.user.sub,
                 scope=scope,

@@ -119,7 +119,7 @@ class IssuedToken(TokenMixin):  # type: ignore[misc]
     """
 
     access_token: str
-    refresh_token: str
+    refresh_token: str  # "" when none was issued
     client_id: str
     sub: str
     scope: str  # the access token's
@@ -195,6 +195,9 @@ class StubStore:
         self._token_delays: deque[TokenDelay] = deque()
         self._outage: Outage | None = None
         self._denials = 0
+        self._assertions: dict[tuple[str, str], float] = {}  # (client, jti): until when kept
+        for client in self.clients.values():
+            SecretLedger.note(client.client_secret)
 
     def record(self, request: RecordedRequest) -> None:
         """Remember a request."""
@@ -321,7 +324,8 @@ class StubStore:
         SecretLedger.note(token.access_token, token.refresh_token)
         with self._lock:
             self._by_access[token.access_token] = token
-            self._by_refresh[token.refresh_token] = token
+            if token.refresh_token:
+                self._by_refresh[token.refresh_token] = token
 
     def by_access_token(self, access_token: str) -> IssuedToken | None:
         """The record of an access token, revoked or not."""
@@ -421,6 +425,18 @@ class StubStore:
             if self._denials == 0:
                 return False
             self._denials -= 1
+            return True
+
+    def first_use_of_assertion(self, client_id: str, jti: str, expires_at: object) -> bool:
+        """Whether a client assertion's jti is new; it is kept until the assertion expires."""
+        now = time.time()
+        until = float(expires_at) if isinstance(expires_at, int | float) else now
+        with self._lock:
+            for stale in [key for key, kept in self._assertions.items() if kept < now]:
+                del self._assertions[stale]
+            if (client_id, jti) in self._assertions:
+                return False
+            self._assertions[client_id, jti] = max(until, now)
             return True
 
 

@@ -14,7 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
+from authlib.common.urls import add_params_to_uri
 from authlib.oauth2.rfc6749 import OAuth2Error
+from authlib.oauth2.rfc6749.util import extract_basic_authorization
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.middleware import Middleware
@@ -28,6 +30,7 @@ from .ledger import SecretLedger
 from .models import RecordedRequest, StubPaths, StubUser
 from .pauses import Pauses
 from .server import (
+    ASSERTION_ALGORITHMS,
     GRANT_TYPES,
     NO_STORE,
     SIGNING_ALGORITHM,
@@ -41,6 +44,10 @@ from .store import Outage, StubStore
 log = logging.getLogger(__name__)
 
 DISCOVERY_PATH = "/.well-known/openid-configuration"  # below the issuer (Discovery 1.0 sec. 4)
+OAUTH_METADATA_PATH = "/.well-known/oauth-authorization-server"  # RFC 8414 section 3
+# Where the RFC 8414 document may be served: where RFC 8414 3.1 puts it (between host
+# and issuer path), or after the issuer as django-oauth-toolkit mounted below a path does.
+OAUTH_METADATA_PLACES = ("inserted", "appended")
 MAX_BODY_BYTES = 1 << 20
 CONSENT_FIELDS = ("sub", "deny")  # what the consent page's buttons add to the request
 GARBAGE_BODY = "<html>upstream error</html>"  # what a broken proxy in front might answer
@@ -71,16 +78,45 @@ class Site:
     paths: StubPaths
     auto_approve: Callable[[], StubUser | None]  # asked at each request, so a test can switch
     admin_token: str
+    oauth_metadata: str | None = None  # one of OAUTH_METADATA_PLACES, or None: not served
+    oauth_metadata_only: tuple[str, ...] = ()  # fields left out of the OpenID document
+    iss_parameter: bool = False  # RFC 9207: advertised, and `iss` in authorization responses
+    auth_methods: tuple[str, ...] = ("none",)  # the client authentication methods advertised
 
     @property
     def issuer(self) -> str:
-        """The issuer identifier: the base URL plus the issuer path."""
+        """The issuer identifier: the base URL plus the issuer path (maybe ending in /)."""
         return self.base_url + self.issuer_path
+
+    @property
+    def discovery_path(self) -> str:
+        """Below the issuer, without its trailing slash (Discovery 1.0 section 4)."""
+        return self.issuer_path.rstrip("/") + DISCOVERY_PATH
+
+    @property
+    def oauth_metadata_path(self) -> str | None:
+        """Where the RFC 8414 document is served, if it is."""
+        if self.oauth_metadata is None:
+            return None
+        path = self.issuer_path.rstrip("/")
+        if self.oauth_metadata == "inserted":
+            return OAUTH_METADATA_PATH + path
+        return path + OAUTH_METADATA_PATH
 
 
 def discovery_document(site: Site) -> dict[str, object]:
-    """The OpenID Provider metadata: absolute URLs of every endpoint."""
+    """The OpenID Provider metadata, less the fields the site serves only in RFC 8414's."""
+    document = oauth_metadata_document(site)
+    return {name: value for name, value in document.items() if name not in site.oauth_metadata_only}
+
+
+def oauth_metadata_document(site: Site) -> dict[str, object]:
+    """All the stub's metadata: absolute URLs of every endpoint, and what it supports."""
     paths, base = site.paths, site.base_url
+    iss_parameter = {"authorization_response_iss_parameter_supported": True}
+    assertion_algorithms = {
+        "token_endpoint_auth_signing_alg_values_supported": ASSERTION_ALGORITHMS
+    }
     return {
         "issuer": site.issuer,
         "authorization_endpoint": base + paths.authorize,
@@ -95,10 +131,12 @@ def discovery_document(site: Site) -> dict[str, object]:
         "grant_types_supported": GRANT_TYPES,
         "code_challenge_methods_supported": ["S256"],
         "id_token_signing_alg_values_supported": [SIGNING_ALGORITHM],
-        "token_endpoint_auth_methods_supported": ["none"],
-        "revocation_endpoint_auth_methods_supported": ["none"],
+        "token_endpoint_auth_methods_supported": list(site.auth_methods),
+        "revocation_endpoint_auth_methods_supported": list(site.auth_methods),
+        **(assertion_algorithms if "private_key_jwt" in site.auth_methods else {}),
         "subject_types_supported": ["public"],
         "claims_supported": CLAIMS_SUPPORTED,
+        **(iss_parameter if site.iss_parameter else {}),
     }
 
 
@@ -109,7 +147,7 @@ def build_app(
     endpoints = _Endpoints(server, store, site, pauses)
     paths = site.paths
     routes = [
-        Route(site.issuer_path + DISCOVERY_PATH, endpoints.discovery, methods=["GET"]),
+        Route(site.discovery_path, endpoints.discovery, methods=["GET"]),
         Route(paths.authorize, endpoints.authorize, methods=["GET", "POST"]),
         Route(paths.token, endpoints.token, methods=["POST"]),
         Route(paths.userinfo, endpoints.userinfo, methods=["GET", "POST"]),
@@ -120,6 +158,8 @@ def build_app(
         Route(paths.device_authorization, endpoints.device_authorization, methods=["POST"]),
         Route(paths.device_verification, endpoints.device_verification, methods=["GET", "POST"]),
     ]
+    if site.oauth_metadata_path is not None:
+        routes.append(Route(site.oauth_metadata_path, endpoints.oauth_metadata, methods=["GET"]))
     return Starlette(
         routes=routes, middleware=[Middleware(_RecordEveryRequest, store=store, pauses=pauses)]
     )
@@ -134,21 +174,29 @@ class _Endpoints:
         self._site = site
         self._pauses = pauses
         self._discovery = discovery_document(site)
+        self._oauth_metadata = oauth_metadata_document(site)
 
     async def _read(self, request: Request) -> HttpExchange:
         url = self._site.base_url + request.url.path
         if request.url.query:
             url += "?" + request.url.query
-        return HttpExchange(
+        exchange = HttpExchange(
             method=request.method,
             url=url,
             headers=request.headers,
             query=request.query_params.multi_items(),
             body=await request.body(),
         )
+        form = dict(exchange.form)  # client credentials, right or wrong, are secrets too
+        _, basic_secret = extract_basic_authorization(exchange.headers)
+        SecretLedger.note(form.get("client_secret"), form.get("client_assertion"), basic_secret)
+        return exchange
 
     async def discovery(self, request: Request) -> Response:
         return JSONResponse(self._discovery)
+
+    async def oauth_metadata(self, request: Request) -> Response:
+        return JSONResponse(self._oauth_metadata)
 
     async def jwks(self, request: Request) -> Response:
         return JSONResponse(self._store.keys.jwks())
@@ -168,9 +216,9 @@ class _Endpoints:
         try:
             grant = self._server.check_authorization(exchange, end_user)
         except OAuth2Error as error:
-            return self._server.error_response(error)
+            return self._with_issuer(self._server.error_response(error))
         if "deny" in choice or self._store.take_denial():
-            return self._server.authorization_response(grant, None)
+            return self._with_issuer(self._server.authorization_response(grant, None))
         if end_user is None:
             return HTMLResponse(
                 pages.consent(
@@ -181,7 +229,14 @@ class _Endpoints:
                 ),
                 headers=NO_STORE,
             )
-        return self._server.authorization_response(grant, end_user)
+        return self._with_issuer(self._server.authorization_response(grant, end_user))
+
+    def _with_issuer(self, response: Response) -> Response:
+        """An authorization response redirect, with `iss` when the site sends it (RFC 9207 2)."""
+        location = response.headers.get("location")
+        if self._site.iss_parameter and location:
+            response.headers["location"] = add_params_to_uri(location, [("iss", self._site.issuer)])
+        return response
 
     async def token(self, request: Request) -> Response:
         exchange = await self._read(request)
@@ -195,8 +250,10 @@ class _Endpoints:
             return Response(status_code=CLIENT_LEFT)  # dropped, so nothing is used up
         failure = self._store.next_token_failure()
         if failure is not None:
-            response: Response = JSONResponse(
-                {"error": failure.error}, failure.status, headers=NO_STORE
+            response: Response = (
+                JSONResponse({"error": failure.error}, failure.status, headers=NO_STORE)
+                if failure.error
+                else Response(status_code=failure.status, headers=NO_STORE)  # a bare refusal
             )
         else:
             response = self._server.token_response(exchange)

@@ -1,0 +1,126 @@
+"""Refreshes against a provider that stalls or refuses: nobody is signed out for a slow one.
+
+Issue 14, findings 1, 5 and 10, against the real daemon and the stub provider. The
+unit tests in tests/unit/test_refresh_*.py cover the same rules on a fake clock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import grpc
+import pytest
+
+from signin_broker.client import BrokerClient, BrokerError, EventKind, NotSignedIn, SignInState
+from signin_broker.testing import StubProvider
+from support.events import watching
+from support.signin import signed_in_daemon
+
+# Longer than the 10 s after which the daemon used to give a refresh up (and send its
+# refresh token again, already spent by the provider: invalid_grant, signed out).
+STALL_SECONDS = 12.0
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+@contextmanager
+def an_app_wanting_a_renewal(socket_path: Path) -> Iterator[list[str]]:
+    """An app asking twice a second for a token lasting an hour: the outcome of each ask."""
+    outcomes: list[str] = []
+    stop = threading.Event()
+
+    def ask() -> None:
+        with BrokerClient(socket_path, timeout=30) as client:
+            while not stop.is_set():
+                try:
+                    client.get_token(min_ttl_seconds=3600)
+                    outcomes.append("token")
+                except BrokerError as error:
+                    outcomes.append(error.code.name)
+                stop.wait(0.5)
+
+    thread = threading.Thread(target=ask, daemon=True)
+    thread.start()
+    try:
+        yield outcomes
+    finally:
+        stop.set()
+        thread.join(40)
+
+
+def test_a_provider_stalled_mid_refresh_signs_nobody_out(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    """The stub rotates the refresh token, then holds its answer past the old timeout."""
+    daemon = signed_in_daemon(stub, socket_path)
+    with BrokerClient(socket_path) as client, watching(socket_path) as events:
+        before = client.get_token()
+        stub.delay_token_response(STALL_SECONDS, after_processing=True)
+        with an_app_wanting_a_renewal(socket_path) as outcomes:
+            wait_until(lambda: len(stub.token_requests("refresh_token")) == 1)
+            for _ in range(10):  # during the stall: the valid token, for every app
+                assert client.get_token().access_token == before.access_token
+                time.sleep(0.3)
+            events.wait_for(EventKind.REFRESHED, timeout=STALL_SECONDS + 30)
+        after = client.get_token()
+        assert after.access_token != before.access_token  # the late answer, stored and used
+        info = stub.access_token_info(after.access_token)
+        assert info is not None and info["active"]
+        assert client.status().sign_in_state is SignInState.SIGNED_IN
+    assert "UNAUTHENTICATED" not in outcomes, outcomes
+    assert EventKind.REVOKED not in events.kinds()
+    assert len(stub.token_requests("refresh_token")) == 1  # exactly one grant
+    daemon.stop()
+
+
+def test_min_ttl_past_the_token_lifetime_is_refused_without_hammering(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    stub.access_token_ttl = 60
+    daemon = signed_in_daemon(stub, socket_path)
+    with BrokerClient(socket_path) as client:
+        for _ in range(100):
+            with pytest.raises(BrokerError) as caught:
+                client.get_token(min_ttl_seconds=61)
+            assert caught.value.code == grpc.StatusCode.FAILED_PRECONDITION
+            assert caught.value.message == (
+                "the provider issues tokens valid for 60 s; min_ttl_seconds 61 cannot be met"
+            )
+        assert client.get_token().account == "user:1001"  # the session is fine
+    assert len(stub.token_requests("refresh_token")) <= 1
+    daemon.stop()
+
+
+def test_a_bare_400_refresh_and_a_401_userinfo_end_the_session_at_once(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    """An admin revoked the session; the provider refuses the refresh without an error code."""
+    stub.access_token_ttl = 4  # the keeper renews after about 3 s
+    daemon = signed_in_daemon(stub, socket_path)
+    with BrokerClient(socket_path) as client, watching(socket_path) as events:
+        client.get_token()
+        stub.fail_token_endpoint(status=400, error="", times=1000)
+        stub.revoke_user("1001")
+        events.wait_for(EventKind.REVOKED, timeout=30)
+        with pytest.raises(NotSignedIn):
+            client.get_token()
+        status = client.status()
+        assert status.sign_in_state is SignInState.SIGNED_OUT  # never "signed in" now
+        assert status.account_count == 0
+    (ended,) = daemon.expect_log(msg="the provider ended the session")
+    assert ended["reason"] == (
+        "the provider refused to renew the token (invalid_request, HTTP 400)"
+        " and rejects the access token"
+    )
+    time.sleep(1.0)  # a hammering daemon would have sent about twenty more
+    assert len(stub.token_requests("refresh_token")) == 1
+    daemon.stop()

@@ -1,0 +1,45 @@
+"""Interoperability with panva's oidc-provider 9.13.3 (npm) under Node, started on loopback.
+
+The daemon is told the issuer, the client id and `scopes = "offline_access"` (without
+it the provider issues no refresh token, OIDC Core 11). The provider keeps its
+defaults (public clients' refresh tokens rotate on every use) but for 20 s access
+tokens; the browser passes its development login and consent pages
+(support/providers/oidc_provider/provider.mjs).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from signin_broker.testing.daemon import short_temp_dir
+from support.providers import checks
+from support.providers.node import NodeOidcProvider
+
+pytestmark = pytest.mark.real
+ACCESS_TOKEN_TTL = 20
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[NodeOidcProvider]:
+    folder = short_temp_dir()
+    with NodeOidcProvider(folder, ACCESS_TOKEN_TTL) as running:
+        yield running
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_sign_in_by_issuer_url_then_userinfo(provider: NodeOidcProvider, socket_path: Path) -> None:
+    checks.sign_in_then_userinfo(provider, socket_path)
+
+
+def test_fifty_callers_past_75_percent_refresh_once(
+    provider: NodeOidcProvider, socket_path: Path
+) -> None:
+    checks.fifty_callers_past_75_percent_refresh_once(provider, socket_path)
+
+
+def test_restart_restores_the_session(provider: NodeOidcProvider, socket_path: Path) -> None:
+    checks.restart_restores_the_session(provider, socket_path)

@@ -1,0 +1,112 @@
+"""An in-memory OpenID provider behind httpx2's MockTransport, for fast unit tests of oidc.py.
+
+It serves whatever documents a test puts at whatever URLs, counts every request, and
+signs id_tokens with keys a test can rotate; the Provider under test gets a fake clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import httpx2
+import jwt
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from signin_broker.session.oidc import Provider
+
+T = TypeVar("T")
+CLIENT_ID = "signin-broker"
+
+
+class FakeClock:
+    """A monotonic clock that moves only when told."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class SigningKey:
+    """An RS256 key pair with a kid, and its public JWK."""
+
+    def __init__(self, kid: str) -> None:
+        self.kid = kid
+        self.private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.private.public_key()))
+        self.jwk = {**jwk, "kid": kid, "use": "sig", "alg": "RS256"}
+
+
+class FakeProvider:
+    """Documents by URL (an int: that HTTP error), the keys at /jwks, 404 for anything else.
+
+    `requests` lists every URL asked for.
+    """
+
+    def __init__(self, issuer: str, base: str = "https://id.example.com") -> None:
+        self.issuer = issuer
+        self.base = base
+        self.keys = [SigningKey("key-1")]
+        self.documents: dict[str, Any] = {}
+        self.requests: list[str] = []
+        self.set_discovery(self.discovery())
+
+    def discovery(self, **fields: Any) -> dict[str, Any]:
+        """A minimal valid discovery document of this issuer, with `fields` changed."""
+        return {
+            "issuer": self.issuer,
+            "authorization_endpoint": self.base + "/authorize",
+            "token_endpoint": self.base + "/token",
+            "jwks_uri": self.base + "/jwks",
+            "userinfo_endpoint": self.base + "/userinfo",
+            **fields,
+        }
+
+    def set_discovery(self, document: Any) -> None:
+        """Serve `document` where the daemon looks for this issuer's discovery document."""
+        self.documents[self.issuer.rstrip("/") + "/.well-known/openid-configuration"] = document
+
+    def fetches(self, url: str) -> int:
+        """How many times `url` was asked for."""
+        return self.requests.count(url)
+
+    def id_token(self, key: SigningKey | None = None, **claims: Any) -> str:
+        """An id_token for this client signed with `key` (the first key by default)."""
+        key = key or self.keys[0]
+        now = int(time.time())
+        body = {"iss": self.issuer, "aud": CLIENT_ID, "sub": "1001", "iat": now, "exp": now + 300}
+        body.update(claims)
+        body = {name: value for name, value in body.items() if value is not None}
+        return jwt.encode(body, key.private, algorithm="RS256", headers={"kid": key.kid})
+
+    def provider(self, configured_issuer: str | None = None) -> tuple[Provider, FakeClock]:
+        """A Provider for `configured_issuer` (this issuer by default) talking to this fake."""
+        clock = FakeClock()
+        http = httpx2.AsyncClient(transport=httpx2.MockTransport(self._answer))
+        issuer = self.issuer if configured_issuer is None else configured_issuer
+        return Provider(issuer, CLIENT_ID, http, clock=clock), clock
+
+    def _answer(self, request: httpx2.Request) -> httpx2.Response:
+        url = str(request.url)
+        self.requests.append(url)
+        document = self.documents.get(url)
+        if document is None and url == self.base + "/jwks":
+            document = {"keys": [key.jwk for key in self.keys]}
+        if document is None:
+            return httpx2.Response(404, json={"error": "not_found"})
+        if isinstance(document, int):
+            return httpx2.Response(document, json={"error": "server_error"})
+        return httpx2.Response(200, json=document)
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run one coroutine to completion in a fresh event loop."""
+    return asyncio.run(coroutine)

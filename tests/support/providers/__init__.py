@@ -1,0 +1,174 @@
+"""Real OpenID providers nobody here wrote, run on loopback for the interoperability tests.
+
+Each provider is a subprocess installed from its package registry at a pinned version
+(see dot.py and node.py). It registers one public client whose redirect URI is the
+daemon's callback on 127.0.0.1 with no port (RFC 8252 7.3: any port is accepted), and
+prints one JSON line per token request (grant type, status, whether a refresh token
+came back; never a token), so tests can count refresh grants at the provider.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import threading
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any, ClassVar, Self
+from urllib.parse import urljoin
+
+import httpx2
+
+from signin_broker.testing.browser import Browser, location
+from signin_broker.testing.daemon import DaemonProcess
+
+CLIENT_ID = "signin-broker"
+CALLBACK = "/auth/oauth2/id-provider/callback"
+REDIRECT_URI = "http://127.0.0.1" + CALLBACK  # no port: the provider must accept any
+USER_EMAIL = "alice@example.com"  # the test user's, at every provider
+START_TIMEOUT_SECONDS = 60.0
+MAX_PAGES = 5  # login, consent, and room to spare
+
+
+class RealProvider:
+    """A provider subprocess: start it, wait for its discovery document, read its log, stop it."""
+
+    name: ClassVar[str]
+    version: ClassVar[str]
+    credentials: ClassVar[dict[str, str]]  # what the scripted browser types into its forms
+    daemon_settings: ClassVar[tuple[str, ...]] = ()  # what else the daemon must be told
+
+    def __init__(self, folder: Path, access_token_ttl: int) -> None:
+        self.folder = folder
+        self.access_token_ttl = access_token_ttl
+        self.issuer = ""
+        self.lines: list[str] = []
+        self.process: subprocess.Popen[str] | None = None
+
+    def command(self) -> tuple[list[str], dict[str, str]]:
+        """The command line and extra environment that start the provider."""
+        raise NotImplementedError
+
+    def base_url(self) -> str:
+        """Where to look for the discovery document, once the process has said enough."""
+        raise NotImplementedError
+
+    def start(self) -> Self:
+        """Start the process and wait (bounded) until its discovery document answers."""
+        argv, env = self.command()
+        stderr = (self.folder / "stderr.log").open("w")
+        self.process = subprocess.Popen(
+            argv, cwd=self.folder, env=env, text=True,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
+        )  # fmt: skip
+        stderr.close()
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while not (document := self._discovery_if_up()):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError(f"{self.name} did not start:\n{self.stderr()}")
+            time.sleep(0.1)
+        self.issuer = document["issuer"]  # exactly as the provider states it
+        return self
+
+    def _read_stdout(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def _discovery_if_up(self) -> dict[str, Any] | None:
+        try:
+            base = self.base_url()
+        except LookupError:
+            return None  # not listening yet
+        with contextlib.suppress(httpx2.HTTPError, ValueError):
+            answer = httpx2.get(base + "/.well-known/openid-configuration", timeout=5)
+            if answer.status_code == 200:
+                return dict(answer.json())
+        return None
+
+    def discovery(self) -> dict[str, Any]:
+        answer = httpx2.get(self.issuer + "/.well-known/openid-configuration", timeout=10)
+        answer.raise_for_status()
+        return dict(answer.json())
+
+    def records(self) -> list[dict[str, Any]]:
+        """The JSON lines the provider printed (other output is ignored)."""
+        found = []
+        for line in list(self.lines):
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if isinstance(record, dict):
+                    found.append(record)
+        return found
+
+    def token_requests(self, grant_type: str) -> list[dict[str, Any]]:
+        """Token requests of this grant type that reached the provider, in order."""
+        return [
+            r for r in self.records() if r.get("event") == "token" and r["grant_type"] == grant_type
+        ]
+
+    def stderr(self) -> str:
+        return (self.folder / "stderr.log").read_text(errors="replace")[-4000:]
+
+    def daemon_args(self) -> list[str]:
+        """What the daemon is told: the issuer URL, the client id, and daemon_settings."""
+        return ["--issuer", self.issuer, "--client-id", CLIENT_ID, *self.daemon_settings]
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class _Forms(HTMLParser):
+    """The forms of a page that POST: their action and their fields' preset values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.forms: list[tuple[str, dict[str, str]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = {k: v or "" for k, v in attrs}
+        if tag == "form" and attributes.get("method", "").lower() == "post":
+            self.forms.append((attributes.get("action", ""), {}))
+        elif tag in ("input", "button") and self.forms and attributes.get("name"):
+            self.forms[-1][1][attributes["name"]] = attributes.get("value", "")
+
+
+def sign_in(browser: Browser, daemon: DaemonProcess, provider: RealProvider) -> httpx2.Response:
+    """Sign in through the daemon's page and the provider's own login and consent pages.
+
+    Each provider page's first POST form is submitted with the provider's
+    credentials filled in where it has such fields; returns the daemon's answer to
+    the callback.
+    """
+    callback = daemon.web_url + CALLBACK
+    response = browser.follow(browser.get(daemon.web_url + "/user/login"), until=callback)
+    for _ in range(MAX_PAGES):
+        if response.is_redirect and location(response).startswith(callback):
+            return browser.get(location(response))
+        assert response.status_code == 200, f"{response.status_code} from {response.url}"
+        parser = _Forms()
+        parser.feed(response.text)
+        assert parser.forms, f"no form at {response.url}:\n{response.text[:2000]}"
+        action, fields = parser.forms[0]
+        for name, value in provider.credentials.items():
+            if name in fields:
+                fields[name] = value
+        submitted = browser.post(urljoin(str(response.url), action), data=fields)
+        response = browser.follow(submitted, until=callback)
+    raise AssertionError(f"still on {provider.name}'s pages after {MAX_PAGES} forms")

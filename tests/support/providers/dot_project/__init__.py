@@ -1,0 +1,1 @@
+"""A tiny Django project serving django-oauth-toolkit's OpenID provider to the interop tests."""

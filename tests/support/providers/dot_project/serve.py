@@ -1,0 +1,47 @@
+"""Run the test provider: migrate a fresh SQLite database, add the user and client, serve.
+
+Usage (with tests/support/providers on PYTHONPATH): python -m dot_project.serve
+SETTINGS.json PORT. It serves with Django's runserver on 127.0.0.1:PORT until killed.
+"""
+
+import os
+import sys
+
+
+def main() -> None:
+    settings_file, port = sys.argv[1], sys.argv[2]
+    os.environ["INTEROP_DOT_SETTINGS"] = settings_file
+    os.environ["DJANGO_SETTINGS_MODULE"] = "dot_project.settings"
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+    seed()
+    call_command("runserver", f"127.0.0.1:{port}", use_reloader=False, skip_checks=True)
+
+
+def seed() -> None:
+    """The test user and a public client that is approved without a consent page."""
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from oauth2_provider.models import get_application_model
+
+    run = settings.RUN
+    user = get_user_model().objects.create_user(
+        run["username"], email=run["email"], password=run["password"], first_name="Test"
+    )
+    get_application_model().objects.create(
+        client_id=run["client_id"],
+        name="signin-broker",
+        user=user,
+        client_type="public",
+        authorization_grant_type="authorization-code",
+        redirect_uris=" ".join(run["redirect_uris"]),
+        skip_authorization=True,
+        algorithm="RS256",
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""Django settings of the test provider: OIDC on, PKCE, rotating refresh tokens, short tokens.
+
+Everything that varies per run comes from the JSON file named by INTEROP_DOT_SETTINGS
+(written by support.providers.dot): the folder of the SQLite database, the RSA key,
+the access-token lifetime. Nothing here is for production.
+"""
+
+import json
+import os
+from pathlib import Path
+
+RUN = json.loads(Path(os.environ["INTEROP_DOT_SETTINGS"]).read_text())
+
+SECRET_KEY = RUN["django_secret_key"]
+DEBUG = False
+ALLOWED_HOSTS = ["127.0.0.1"]
+ROOT_URLCONF = "dot_project.urls"
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "oauth2_provider",
+]
+MIDDLEWARE = [
+    "dot_project.grants.TokenRequestLog",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [Path(__file__).parent / "templates"],
+        "OPTIONS": {"context_processors": ["django.template.context_processors.request"]},
+    }
+]
+DATABASES = {
+    "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": Path(RUN["folder"]) / "db.sqlite3"}
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+USE_TZ = True
+LOGIN_URL = "/accounts/login/"
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # a test user: fast
+
+OAUTH2_PROVIDER = {
+    "OIDC_ENABLED": True,
+    "OIDC_RSA_PRIVATE_KEY": RUN["signing_key_pem"],
+    "OAUTH2_VALIDATOR_CLASS": "dot_project.grants.ClaimsValidator",
+    "SCOPES": {"openid": "OpenID Connect", "profile": "Your name", "email": "Your email"},
+    "ACCESS_TOKEN_EXPIRE_SECONDS": RUN["access_token_ttl"],
+    "ROTATE_REFRESH_TOKEN": True,
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+}

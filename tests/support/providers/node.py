@@ -1,0 +1,103 @@
+"""panva's oidc-provider (npm) as a real provider: oidc_provider/provider.mjs under Node.
+
+The package is pinned, with every dependency, by oidc_provider/package-lock.json and
+installed once with `npm ci` into .cache/interop/ at the repository's root (reused by
+later runs while the lock file is unchanged). Each start copies provider.mjs into its
+folder, links the installed node_modules beside it, and writes its settings: the
+client, a new RSA signing key, the access-token lifetime.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import ClassVar
+
+from joserfc.jwk import RSAKey
+
+from support.providers import CLIENT_ID, REDIRECT_URI, RealProvider
+from support.real import unavailable
+
+SOURCE = Path(__file__).parent / "oidc_provider"
+CACHE = Path(__file__).parents[3] / ".cache" / "interop"
+NPM_TIMEOUT_SECONDS = 300
+MIN_NODE_MAJOR = 20
+
+
+class NodeOidcProvider(RealProvider):
+    name = "oidc-provider"
+    version = json.loads((SOURCE / "package.json").read_text())["dependencies"]["oidc-provider"]
+    credentials: ClassVar[dict[str, str]] = {"login": "alice", "password": "any"}
+    # A refresh token only for offline_access (OIDC Core 11), which needs prompt=consent.
+    daemon_settings = ("--scopes", "offline_access")
+
+    @staticmethod
+    def installed() -> Path:
+        """The node_modules folder with the pinned oidc-provider; installs it the first time."""
+        node, npm = shutil.which("node"), shutil.which("npm")
+        if node is None or npm is None:
+            unavailable(
+                "node and npm are needed for oidc-provider (Debian: apt-get install nodejs npm)"
+            )
+        assert node is not None and npm is not None
+        version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True)
+        major = int(re.match(r"v(\d+)", version.stdout).group(1))  # type: ignore[union-attr]
+        if major < MIN_NODE_MAJOR:
+            unavailable(f"oidc-provider {NodeOidcProvider.version} needs Node {MIN_NODE_MAJOR}+")
+        lock = (SOURCE / "package-lock.json").read_bytes()
+        target = CACHE / f"oidc-provider-{hashlib.sha256(lock).hexdigest()[:16]}"
+        CACHE.mkdir(parents=True, exist_ok=True)
+        with (CACHE / ".lock").open("w") as guard:
+            fcntl.flock(guard, fcntl.LOCK_EX)  # one install at a time, then everyone reuses it
+            if not target.exists():
+                _npm_ci(npm, target)
+        return target / "node_modules"
+
+    def command(self) -> tuple[list[str], dict[str, str]]:
+        modules = self.installed()
+        shutil.copy(SOURCE / "provider.mjs", self.folder / "provider.mjs")
+        (self.folder / "node_modules").symlink_to(modules)
+        key = RSAKey.generate_key(2048, {"use": "sig", "alg": "RS256"})
+        key.ensure_kid()
+        settings = {
+            "client_id": CLIENT_ID,
+            "redirect_uris": [REDIRECT_URI],
+            "signing_key": dict(key.as_dict(private=True)),
+            "cookie_key": secrets.token_urlsafe(32),
+            "access_token_ttl": self.access_token_ttl,
+        }
+        path = self.folder / "settings.json"
+        path.write_text(json.dumps(settings))
+        path.chmod(0o600)
+        return ["node", "provider.mjs", str(path)], dict(os.environ)
+
+    def base_url(self) -> str:
+        for record in self.records():
+            if record.get("event") == "listening":
+                return str(record["issuer"])
+        raise LookupError("not listening yet")
+
+
+def _npm_ci(npm: str, target: Path) -> None:
+    """Install the locked packages into a scratch folder, then move it into place whole."""
+    scratch = Path(tempfile.mkdtemp(prefix="npm-", dir=CACHE))
+    try:
+        for name in ("package.json", "package-lock.json"):
+            shutil.copy(SOURCE / name, scratch / name)
+        done = subprocess.run(
+            [npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=scratch, capture_output=True, text=True, timeout=NPM_TIMEOUT_SECONDS,
+        )  # fmt: skip
+        if done.returncode != 0:
+            unavailable(f"npm ci of oidc-provider failed:\n{done.stderr[-2000:]}")
+        scratch.rename(target)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

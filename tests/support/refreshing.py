@@ -1,0 +1,147 @@
+"""A signed-in SessionManager on a fake clock, with a scripted provider, for refresh unit tests."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from signin_broker.session.accounts import Account, AccountInfo
+from signin_broker.session.errors import OAuthError
+from signin_broker.session.events import EventBus, EventKind, SessionEvent
+from signin_broker.session.manager import SessionManager
+from signin_broker.session.oidc import TokenResponse
+from signin_broker.session.tokens import TokenSet
+
+ISSUER = "https://idp.example"
+ACCOUNT = "user:1001"
+
+
+class Clock:
+    """Wall-clock seconds that move only when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class ScriptedProvider:
+    """Just enough of session.oidc.Provider: refresh answers as the test scripts them.
+
+    `refreshes` lists the refresh tokens presented, in order. A refresh waits for `stall`
+    while it is set, then raises `failure` if there is one, else answers with new tokens
+    (a new refresh token each time when `rotates`). userinfo rejects the token when
+    `rejects_token`, and revocations are listed in `revoked`.
+    """
+
+    client_id = "signin-broker"
+
+    def __init__(self, lifetime: int = 3600, *, rotates: bool = True) -> None:
+        self.lifetime = lifetime
+        self.rotates = rotates
+        self.refreshes: list[str] = []
+        self.answer_within: list[float | None] = []
+        self.stall: asyncio.Event | None = None
+        self.failure: Exception | None = None
+        self.rejects_token = False
+        self.userinfo_calls = 0
+        self.revoked: list[str] = []
+
+    async def refresh(
+        self,
+        refresh_token: str,
+        scope: str | None = None,
+        resource: str | None = None,
+        *,
+        answer_within: float | None = None,
+    ) -> TokenResponse:
+        self.refreshes.append(refresh_token)
+        self.answer_within.append(answer_within)
+        if self.stall is not None:
+            await self.stall.wait()
+        if self.failure is not None:
+            raise self.failure
+        n = len(self.refreshes)
+        rotated = f"rt-{n}" if self.rotates else None
+        scopes = tuple(scope.split()) if scope else None
+        return TokenResponse(f"at-{n}", "Bearer", self.lifetime, rotated, None, scopes)
+
+    async def userinfo(self, access_token: str) -> dict[str, Any]:
+        self.userinfo_calls += 1
+        if self.rejects_token:
+            raise OAuthError("invalid_token", "the provider rejected the access token", 401)
+        return {"sub": "1001"}
+
+    async def revoke(self, token: str, hint: str) -> bool:
+        self.revoked.append(token)
+        return True
+
+
+class Store:
+    """The encrypted store, in memory: one record per account."""
+
+    description = "test"
+
+    def __init__(self) -> None:
+        self.records: dict[str, dict[str, Any]] = {}
+
+    def save(self, account_id: str, record: dict[str, Any]) -> None:
+        self.records[account_id] = record
+
+    def load(self, account_id: str) -> dict[str, Any] | None:
+        return self.records.get(account_id)
+
+    def delete(self, account_id: str) -> None:
+        self.records.pop(account_id, None)
+
+    def accounts(self) -> list[str]:
+        return list(self.records)
+
+
+class RecordedEvents(EventBus):
+    """An event bus that also keeps every event published."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[SessionEvent] = []
+
+    def publish(self, event: SessionEvent) -> None:
+        self.seen.append(event)
+        super().publish(event)
+
+    def kinds(self) -> list[EventKind]:
+        return [event.kind for event in self.seen]
+
+
+def stored_account(clock: Clock, tokens: TokenSet | None = None) -> Store:
+    """A store holding one signed-in account whose tokens were issued just now."""
+    tokens = tokens or TokenSet(
+        "at-0", "Bearer", ("openid",), clock(), clock() + 3600, refresh_token="rt-0"
+    )
+    store = Store()
+    account = Account(AccountInfo(ACCOUNT, "1001", is_default=True), tokens)
+    store.save(ACCOUNT, account.to_record(ISSUER))
+    return store
+
+
+async def signed_in(
+    clock: Clock, provider: ScriptedProvider, store: Store | None = None
+) -> tuple[SessionManager, RecordedEvents]:
+    """A manager with the stored account restored, and the events it publishes."""
+    session = SessionManager(
+        ISSUER,
+        provider,  # type: ignore[arg-type]
+        store=store or stored_account(clock),
+        clock=clock,
+    )
+    events = RecordedEvents()
+    session.events = events
+    await session.restore()
+    return session, events
+
+
+async def settle() -> None:
+    """Let every task that can run do so (a renewal that is not stalled ends)."""
+    for _ in range(20):
+        await asyncio.sleep(0)

@@ -1,0 +1,70 @@
+"""A min_ttl_seconds the provider's tokens cannot meet is refused, never hammered (issue 14, #5)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from signin_broker.session.errors import TokenLifetimeTooShort
+from signin_broker.session.tokens import TokenSet
+from support.refreshing import Clock, ScriptedProvider, signed_in, stored_account
+
+API = "https://api.example/"
+
+
+def sixty_second_session(clock: Clock) -> tuple[ScriptedProvider, TokenSet]:
+    tokens = TokenSet("at-0", "Bearer", ("openid",), clock(), clock() + 60, refresh_token="rt-0")
+    return ScriptedProvider(lifetime=60), tokens
+
+
+@pytest.mark.parametrize("audience", ["", API], ids=["main", "down-scoped"])
+def test_a_hundred_calls_past_the_lifetime_make_at_most_one_refresh(audience: str) -> None:
+    async def run() -> None:
+        clock = Clock()
+        provider, tokens = sixty_second_session(clock)
+        session, _ = await signed_in(clock, provider, stored_account(clock, tokens))
+        for _ in range(100):
+            clock.now += 0.3  # 30 s in all: the token is never due by the 75 % rule
+            with pytest.raises(TokenLifetimeTooShort) as caught:
+                await session.get_token("", (), 61, audience=audience)
+            assert str(caught.value) == (
+                "the provider issues tokens valid for 60 s; min_ttl_seconds 61 cannot be met"
+            )
+        assert len(provider.refreshes) <= 1
+
+    asyncio.run(run())
+
+
+def test_min_ttl_equal_to_the_lifetime_is_met_by_one_renewal_then_refused() -> None:
+    """The README's example against 60 s tokens: one refresh per call before (issue 14)."""
+
+    async def run() -> None:
+        clock = Clock()
+        provider, tokens = sixty_second_session(clock)
+        session, _ = await signed_in(clock, provider, stored_account(clock, tokens))
+        clock.now += 1
+        served = await session.get_token("", (), 60)  # fresh from the provider: 60 s
+        assert served.access_token == "at-1"
+        for _ in range(40):
+            clock.now += 1
+            with pytest.raises(TokenLifetimeTooShort):
+                await session.get_token("", (), 60)
+        assert provider.refreshes == ["rt-0"]
+        assert (await session.get_token("", (), 0)).access_token == "at-1"
+
+    asyncio.run(run())
+
+
+def test_a_min_ttl_within_the_lifetime_still_renews_when_the_token_falls_short() -> None:
+    async def run() -> None:
+        clock = Clock()
+        provider = ScriptedProvider()
+        session, _ = await signed_in(clock, provider)
+        clock.now += 1801
+        assert (await session.get_token("", (), 1800)).access_token == "at-1"
+        clock.now += 1801  # the renewed token falls short again: renewed again
+        assert (await session.get_token("", (), 1800)).access_token == "at-2"
+        assert len(provider.refreshes) == 2
+
+    asyncio.run(run())
