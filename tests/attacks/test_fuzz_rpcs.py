@@ -150,7 +150,18 @@ def _scalar(field: FieldDescriptor) -> st.SearchStrategy[Any]:
     return _integers(field.type)
 
 
+def _map_values(field: FieldDescriptor) -> st.SearchStrategy[dict[Any, Any]]:
+    """A map field's values: a dict of its entry type's key and value (a few, or many)."""
+    key, value = (field.message_type.fields_by_name[name] for name in ("key", "value"))
+    return weighted(
+        (4, st.dictionaries(_scalar(key), _scalar(value), max_size=6)),
+        (1, st.dictionaries(_scalar(key), _scalar(value), min_size=20, max_size=40)),
+    )
+
+
 def _field_values(field: FieldDescriptor) -> st.SearchStrategy[Any]:
+    if field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type.GetOptions().map_entry:
+        return _map_values(field)
     one = _scalar(field)
     if field.name in HINTS:
         one = weighted((3, HINTS[field.name]), (1, one))
