@@ -44,3 +44,19 @@ def test_fifty_callers_past_75_percent_refresh_once(
 
 def test_restart_restores_the_session(provider: DjangoOAuthToolkit, socket_path: Path) -> None:
     checks.restart_restores_the_session(provider, socket_path)
+
+
+def test_a_provider_stalled_mid_refresh_signs_no_one_out(
+    provider: DjangoOAuthToolkit, socket_path: Path
+) -> None:
+    checks.a_stalled_refresh_is_awaited(provider, socket_path)
+
+
+def test_a_revocation_at_the_provider_is_seen_within_60_s(
+    provider: DjangoOAuthToolkit, socket_path: Path
+) -> None:
+    checks.revocation_is_seen_within_60_s(provider, socket_path)
+
+
+def test_conformance_i_cases_pass_against_it(provider: DjangoOAuthToolkit, folder: Path) -> None:
+    checks.conformance_i_cases_pass(type(provider), folder)

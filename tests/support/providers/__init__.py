@@ -5,12 +5,19 @@ Each provider is a subprocess installed from its package registry at a pinned ve
 daemon's callback on 127.0.0.1 with no port (RFC 8252 7.3: any port is accepted), and
 prints one JSON line per token request (grant type, status, whether a refresh token
 came back; never a token), so tests can count refresh grants at the provider.
+
+Two test controls sit beside each provider's own behaviour: it pauses itself (SIGSTOP,
+as a stalled host would) right after computing the answer to the next refresh once a
+test has dropped a flag file in its folder, and its user's sessions can be revoked the
+way its admin would (see each provider's `revoke_user`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import subprocess
 import threading
 import time
@@ -21,6 +28,7 @@ from urllib.parse import urljoin
 
 import httpx2
 
+from signin_broker.daemon.settings import env_name
 from signin_broker.testing.browser import Browser, location
 from signin_broker.testing.daemon import DaemonProcess
 
@@ -30,6 +38,7 @@ REDIRECT_URI = "http://127.0.0.1" + CALLBACK  # no port: the provider must accep
 USER_EMAIL = "alice@example.com"  # the test user's, at every provider
 START_TIMEOUT_SECONDS = 60.0
 MAX_PAGES = 5  # login, consent, and room to spare
+PAUSE_FLAG = "pause-at-next-refresh"  # in the provider's folder; the provider removes it
 
 
 class RealProvider:
@@ -38,7 +47,16 @@ class RealProvider:
     name: ClassVar[str]
     version: ClassVar[str]
     credentials: ClassVar[dict[str, str]]  # what the scripted browser types into its forms
-    daemon_settings: ClassVar[tuple[str, ...]] = ()  # what else the daemon must be told
+    daemon_settings: ClassVar[dict[str, str]] = {}  # what else the daemon must be told, by name
+
+    @classmethod
+    def revoke_user(cls, folder: Path, issuer: str, sub: str) -> None:
+        """Revoke every token and grant of user `sub` by the provider's own admin means.
+
+        A classmethod: the conformance hook (interop_hooks.py) has only the folder and
+        the issuer of the running provider.
+        """
+        raise NotImplementedError
 
     def __init__(self, folder: Path, access_token_ttl: int) -> None:
         self.folder = folder
@@ -116,10 +134,47 @@ class RealProvider:
 
     def daemon_args(self) -> list[str]:
         """What the daemon is told: the issuer URL, the client id, and daemon_settings."""
-        return ["--issuer", self.issuer, "--client-id", CLIENT_ID, *self.daemon_settings]
+        settings = [
+            arg
+            for name, value in self.daemon_settings.items()
+            for arg in ("--" + name.replace("_", "-"), value)
+        ]
+        return ["--issuer", self.issuer, "--client-id", CLIENT_ID, *settings]
+
+    def daemon_env(self) -> dict[str, str]:
+        """daemon_settings as environment variables, for daemons started by someone else."""
+        return {env_name(name): value for name, value in self.daemon_settings.items()}
+
+    def revoke(self, sub: str) -> None:
+        """Revoke user `sub` at this provider (see revoke_user)."""
+        self.revoke_user(self.folder, self.issuer, sub)
+
+    def pause_at_next_refresh(self) -> None:
+        """Have the provider stop itself once it has computed its next refresh answer."""
+        (self.folder / PAUSE_FLAG).touch()
+
+    def wait_paused(self, timeout: float) -> None:
+        """Wait (bounded) until the provider has paused itself mid-refresh."""
+        assert self.process is not None
+        deadline = time.monotonic() + timeout
+        while not (self.paused() and any(r.get("event") == "paused" for r in self.records())):
+            assert time.monotonic() < deadline, f"{self.name} did not pause within {timeout} s"
+            time.sleep(0.05)
+
+    def paused(self) -> bool:
+        """Whether the process is stopped (state T in /proc)."""
+        assert self.process is not None
+        stat = Path(f"/proc/{self.process.pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] == "T"
+
+    def resume(self) -> None:
+        """SIGCONT: the provider sends the answer it was about to send."""
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGCONT)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
+            self.resume()  # a stopped process would not act on SIGTERM
             self.process.terminate()
             try:
                 self.process.wait(10)
@@ -152,15 +207,27 @@ class _Forms(HTMLParser):
 def sign_in(browser: Browser, daemon: DaemonProcess, provider: RealProvider) -> httpx2.Response:
     """Sign in through the daemon's page and the provider's own login and consent pages.
 
-    Each provider page's first POST form is submitted with the provider's
-    credentials filled in where it has such fields; returns the daemon's answer to
-    the callback.
+    Returns the daemon's answer to the callback.
     """
     callback = daemon.web_url + CALLBACK
     response = browser.follow(browser.get(daemon.web_url + "/user/login"), until=callback)
+    return browser.get(through_provider_pages(browser, response, provider, callback))
+
+
+def through_provider_pages(
+    browser: Browser,
+    response: httpx2.Response,
+    provider: type[RealProvider] | RealProvider,
+    callback: str,
+) -> str:
+    """Fill in the provider's pages from `response` on; the callback address it sends back to.
+
+    Each page's first POST form is submitted with the provider's credentials filled
+    in where it has such fields.
+    """
     for _ in range(MAX_PAGES):
         if response.is_redirect and location(response).startswith(callback):
-            return browser.get(location(response))
+            return location(response)
         assert response.status_code == 200, f"{response.status_code} from {response.url}"
         parser = _Forms()
         parser.feed(response.text)

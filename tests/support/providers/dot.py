@@ -12,6 +12,7 @@ import json
 import os
 import secrets
 import socket
+import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -20,11 +21,12 @@ from typing import ClassVar, Self
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from support.providers import CLIENT_ID, REDIRECT_URI, USER_EMAIL, RealProvider
+from support.providers import CLIENT_ID, PAUSE_FLAG, REDIRECT_URI, USER_EMAIL, RealProvider
 from support.real import unavailable
 
 PINNED = {"django-oauth-toolkit": "3.4.1", "oauthlib": "3.3.1"}  # oauthlib 4.0.1: 500s
 PORT_TRIES = 3
+REVOKE_TIMEOUT_SECONDS = 30
 HERE = Path(__file__).parent  # on the provider's PYTHONPATH: dot_project is imported alone
 
 
@@ -78,16 +80,33 @@ class DjangoOAuthToolkit(RealProvider):
             "username": self.credentials["username"],
             "password": self.credentials["password"],
             "email": USER_EMAIL,
+            "pause_flag": str(self.folder / PAUSE_FLAG),
         }
         path = self.folder / "settings.json"
         path.write_text(json.dumps(settings))
         path.chmod(0o600)
         argv = [sys.executable, "-m", "dot_project.serve", str(path), str(self.port)]
-        env = {**os.environ, "PYTHONPATH": str(HERE), "PYTHONUNBUFFERED": "1"}
-        return argv, env
+        return argv, _env()
+
+    @classmethod
+    def revoke_user(cls, folder: Path, issuer: str, sub: str) -> None:
+        """dot_project.revoke against the provider's database: DOT's own RefreshToken.revoke()."""
+        del issuer  # the database is in the folder
+        argv = [sys.executable, "-m", "dot_project.revoke", str(folder / "settings.json"), sub]
+        done = subprocess.run(
+            argv, env=_env(), capture_output=True, text=True, timeout=REVOKE_TIMEOUT_SECONDS
+        )
+        assert done.returncode == 0, f"dot_project.revoke failed:\n{done.stderr[-2000:]}"
+        revoked = json.loads(done.stdout.splitlines()[-1])
+        assert revoked["refresh_tokens"] + revoked["access_tokens"] > 0, f"no token of {sub}"
 
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/o"
+
+
+def _env() -> dict[str, str]:
+    """The environment of the provider's processes: dot_project importable, output unbuffered."""
+    return {**os.environ, "PYTHONPATH": str(HERE), "PYTHONUNBUFFERED": "1"}
 
 
 def _free_port() -> int:

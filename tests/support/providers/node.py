@@ -4,7 +4,8 @@ The package is pinned, with every dependency, by oidc_provider/package-lock.json
 installed once with `npm ci` into .cache/interop/ at the repository's root (reused by
 later runs while the lock file is unchanged). Each start copies provider.mjs into its
 folder, links the installed node_modules beside it, and writes its settings: the
-client, a new RSA signing key, the access-token lifetime.
+client, a new RSA signing key, the access-token lifetime, the pause flag's path and a
+new token for its admin route.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import tempfile
 from pathlib import Path
 from typing import ClassVar
 
+import httpx2
 from joserfc.jwk import RSAKey
 
-from support.providers import CLIENT_ID, REDIRECT_URI, RealProvider
+from support.providers import CLIENT_ID, PAUSE_FLAG, REDIRECT_URI, RealProvider
 from support.real import unavailable
 
 SOURCE = Path(__file__).parent / "oidc_provider"
@@ -37,7 +39,7 @@ class NodeOidcProvider(RealProvider):
     version = json.loads((SOURCE / "package.json").read_text())["dependencies"]["oidc-provider"]
     credentials: ClassVar[dict[str, str]] = {"login": "alice", "password": "any"}
     # A refresh token only for offline_access (OIDC Core 11), which needs prompt=consent.
-    daemon_settings = ("--scopes", "offline_access")
+    daemon_settings: ClassVar[dict[str, str]] = {"scopes": "offline_access"}
 
     @staticmethod
     def installed() -> Path:
@@ -73,11 +75,26 @@ class NodeOidcProvider(RealProvider):
             "signing_key": dict(key.as_dict(private=True)),
             "cookie_key": secrets.token_urlsafe(32),
             "access_token_ttl": self.access_token_ttl,
+            "pause_flag": str(self.folder / PAUSE_FLAG),
+            "admin_token": secrets.token_urlsafe(32),
         }
         path = self.folder / "settings.json"
         path.write_text(json.dumps(settings))
         path.chmod(0o600)
         return ["node", "provider.mjs", str(path)], dict(os.environ)
+
+    @classmethod
+    def revoke_user(cls, folder: Path, issuer: str, sub: str) -> None:
+        """provider.mjs's admin route: every grant of the account, with its tokens."""
+        token = json.loads((folder / "settings.json").read_text())["admin_token"]
+        answer = httpx2.post(
+            issuer + "/admin/revoke",
+            data={"sub": sub},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=15,
+        )
+        assert answer.status_code == 200, f"the admin revoke answered {answer.status_code}"
+        assert answer.json()["grants"] > 0, f"no grant of {sub}"
 
     def base_url(self) -> str:
         for record in self.records():

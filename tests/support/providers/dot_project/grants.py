@@ -2,14 +2,20 @@
 
 The log is one JSON line on stdout per token request: its grant type, the status of
 the answer, whether it carried a refresh token, and the OAuth error code if any. The
-values of tokens and codes are never printed.
+values of tokens and codes are never printed. When the test has dropped the pause flag
+file, the next refresh pauses the whole process (SIGSTOP) between computing its answer
+and sending it: a provider host that stalls mid-refresh, resumed by the test.
 """
 
 import json
+import os
+import signal
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from urllib.parse import parse_qs
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from oauth2_provider.oauth2_validators import OAuth2Validator
 
@@ -37,9 +43,25 @@ class TokenRequestLog:
         }
         if "error" in answer:
             record["error"] = answer["error"]
-        sys.stdout.write(json.dumps(record) + "\n")
-        sys.stdout.flush()
+        say(record)
+        if record["grant_type"] == "refresh_token":
+            pause_if_asked()
         return response
+
+
+def say(record: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps(record) + "\n")
+    sys.stdout.flush()
+
+
+def pause_if_asked() -> None:
+    """Stop this process (the test sends SIGCONT) if the pause flag is there; remove it."""
+    try:
+        Path(settings.RUN["pause_flag"]).unlink()
+    except FileNotFoundError:
+        return
+    say({"event": "paused"})
+    os.kill(os.getpid(), signal.SIGSTOP)
 
 
 class ClaimsValidator(OAuth2Validator):

@@ -10,15 +10,21 @@ import sys
 
 def main() -> None:
     settings_file, port = sys.argv[1], sys.argv[2]
-    os.environ["INTEROP_DOT_SETTINGS"] = settings_file
-    os.environ["DJANGO_SETTINGS_MODULE"] = "dot_project.settings"
-    import django
+    configure(settings_file)
     from django.core.management import call_command
 
-    django.setup()
     call_command("migrate", verbosity=0)
     seed()
     call_command("runserver", f"127.0.0.1:{port}", use_reloader=False, skip_checks=True)
+
+
+def configure(settings_file: str) -> None:
+    """Set Django up with the run's settings (serve and revoke alike)."""
+    os.environ["INTEROP_DOT_SETTINGS"] = settings_file
+    os.environ["DJANGO_SETTINGS_MODULE"] = "dot_project.settings"
+    import django
+
+    django.setup()
 
 
 def seed() -> None:

@@ -9,7 +9,14 @@
 //
 // Sign-in uses the package's own development interactions (any login, any password,
 // then a consent page), which a scripted browser completes with two form posts.
-import { readFileSync } from 'node:fs';
+//
+// Two test controls: when the file named by settings.pause_flag exists, the next
+// refresh stops the process (SIGSTOP) once its answer is computed and before it is
+// sent, as a stalled host would, until the test sends SIGCONT; and POST /admin/revoke
+// (sub=..., with settings.admin_token as a Bearer token) revokes every grant of that
+// account with its tokens, with the calls the package's own grant revocation makes.
+import { timingSafeEqual } from 'node:crypto';
+import { existsSync, readFileSync, unlinkSync } from 'node:fs';
 import { createServer } from 'node:http';
 
 import Provider from 'oidc-provider';
@@ -52,11 +59,59 @@ provider.on('grant.success', (ctx) => {
     status: ctx.status,
     refresh_token: Boolean(ctx.body?.refresh_token),
   });
+  if (ctx.oidc.params.grant_type === 'refresh_token' && existsSync(settings.pause_flag)) {
+    unlinkSync(settings.pause_flag);
+    say({ event: 'paused' });
+    process.kill(process.pid, 'SIGSTOP'); // the answer is sent once the test resumes us
+  }
 });
 provider.on('grant.error', (ctx, error) => {
   say({ event: 'token', grant_type: ctx.oidc.params?.grant_type, status: error.statusCode, error: error.error });
 });
 provider.on('server_error', (_ctx, error) => { process.stderr.write(`${error.stack}\n`); });
 
-server.on('request', provider.callback());
+// The grants of each account, so the admin can revoke them all.
+const grantsOf = new Map();
+provider.on('grant.saved', (grant) => {
+  if (!grantsOf.has(grant.accountId)) grantsOf.set(grant.accountId, new Set());
+  grantsOf.get(grant.accountId).add(grant.jti);
+});
+
+async function revokeAccount(sub) {
+  const grants = grantsOf.get(sub) ?? new Set();
+  grantsOf.delete(sub);
+  for (const grantId of grants) {
+    await Promise.all([provider.AccessToken, provider.RefreshToken, provider.AuthorizationCode]
+      .map((model) => model.revokeByGrantId(grantId)));
+    await provider.Grant.adapter.destroy(grantId);
+  }
+  return grants.size;
+}
+
+function isAdmin(req) {
+  const given = Buffer.from(req.headers.authorization ?? '');
+  const expected = Buffer.from(`Bearer ${settings.admin_token}`);
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+async function admin(req, res) {
+  if (req.method !== 'POST') return res.writeHead(405).end();
+  if (!isAdmin(req)) return res.writeHead(401).end();
+  let body = '';
+  for await (const chunk of req) body += chunk;
+  const sub = new URLSearchParams(body).get('sub');
+  if (!sub) return res.writeHead(400).end();
+  const grants = await revokeAccount(sub);
+  say({ event: 'revoked', grants });
+  return res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ grants }));
+}
+
+const serveProvider = provider.callback();
+server.on('request', (req, res) => {
+  if (new URL(req.url, issuer).pathname === '/admin/revoke') {
+    admin(req, res).catch((error) => { process.stderr.write(`${error.stack}\n`); res.writeHead(500).end(); });
+  } else {
+    serveProvider(req, res);
+  }
+});
 say({ event: 'listening', issuer });
