@@ -142,6 +142,12 @@ async def signed_in(
 
 
 async def settle() -> None:
-    """Let every task that can run do so (a renewal that is not stalled ends)."""
+    """Let every task that can run do so (a renewal that is not stalled ends).
+
+    The manager stores and deletes accounts in worker threads, so the loop also waits
+    a little real time (50 ms in all) for those to come back.
+    """
     for _ in range(20):
         await asyncio.sleep(0)
+    for _ in range(25):
+        await asyncio.sleep(0.002)
