@@ -25,6 +25,7 @@ from signin_broker.session.manager import SessionManager
 from signin_broker.session.oidc import TokenResponse
 from signin_broker.session.tokens import TokenSet
 from signin_broker.store.audit import Actor
+from support.refreshing import providers_of
 
 FLOOD = 1000
 
@@ -147,7 +148,7 @@ async def manager(clock: Clock) -> tuple[SessionManager, Provider]:
     )
     record = Account(AccountInfo("user:1001", "1001", is_default=True), tokens).to_record(issuer)
     provider = Provider()
-    session = SessionManager(issuer, provider, store=Store(record), clock=clock)  # type: ignore[arg-type]
+    session = SessionManager(providers_of(issuer, provider), store=Store(record), clock=clock)
     await session.restore()
     return session, provider
 

@@ -10,6 +10,7 @@ from signin_broker.session.errors import OAuthError
 from signin_broker.session.events import EventBus, EventKind, SessionEvent
 from signin_broker.session.manager import SessionManager
 from signin_broker.session.oidc import TokenResponse
+from signin_broker.session.providers import ProviderLink, Providers
 from signin_broker.session.tokens import TokenSet
 
 ISSUER = "https://idp.example"
@@ -125,13 +126,18 @@ def stored_account(clock: Clock, tokens: TokenSet | None = None) -> Store:
     return store
 
 
+def providers_of(issuer: str, provider: object) -> Providers:
+    """The main provider only, served by a scripted one (no sign-in flows: not used here)."""
+    link = ProviderLink("", issuer, provider, provider, None, None)  # type: ignore[arg-type]
+    return Providers([link])
+
+
 async def signed_in(
     clock: Clock, provider: ScriptedProvider, store: Store | None = None
 ) -> tuple[SessionManager, RecordedEvents]:
     """A manager with the stored account restored, and the events it publishes."""
     session = SessionManager(
-        ISSUER,
-        provider,  # type: ignore[arg-type]
+        providers_of(ISSUER, provider),
         store=store or stored_account(clock),
         clock=clock,
     )

@@ -32,15 +32,27 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         metavar="ID",
         help="the client the secret belongs to: the daemon's client_id setting",
     )
+    parser.add_argument(
+        "--provider",
+        default="",
+        metavar="ALIAS",
+        help="the provider whose client it is, by its alias (default: the main one)",
+    )
 
 
 def client_secret(client: BrokerClient, args: argparse.Namespace) -> int:
     """Store or remove the secret; the daemon need not run."""
     del client
     from ..session.client_auth import ClientAuthError, check_secret, secret_name
+    from ..session.providers import MAIN, MAIN_NAME
     from ..store.keys import KeyringKeyStore, KeyStoreUnavailable
+    from ..store.tenants import PROVIDER_ALIAS
 
-    name = secret_name(args.client_id)
+    provider = MAIN if args.provider == MAIN_NAME else args.provider
+    if provider and not PROVIDER_ALIAS.fullmatch(provider):
+        print(f"signin-broker: {args.provider!r} is not a provider alias", file=sys.stderr)
+        return EXIT_USAGE
+    name = secret_name(args.client_id, provider)
     try:
         keys = KeyringKeyStore()
         if args.action == "delete":

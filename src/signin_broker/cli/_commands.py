@@ -41,14 +41,22 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
         return _print_json(info)
     caller = info.caller
     default = info.default
-    provider = info.issuer or "none configured"
-    if info.issuer:
-        contact = (
-            f"last answered {duration(time.time() - info.last_provider_contact_unix)} ago"
-            if info.last_provider_contact_unix
-            else "not contacted yet"
+    providers = [
+        (
+            f"provider {p.alias or 'main'}" + (" (default)" if p.is_default else ""),
+            _provider_state(p.issuer, p.degraded_reason, p.last_contact_unix),
         )
-        provider += f" ({'DEGRADED: ' + info.degraded_reason if info.degraded_reason else contact})"
+        for p in info.providers
+    ]
+    if len(providers) < 2:
+        providers = [
+            (
+                "provider",
+                _provider_state(info.issuer, info.degraded_reason, info.last_provider_contact_unix)
+                if info.issuer
+                else "none configured",
+            )
+        ]
     rows = [
         (
             "daemon",
@@ -59,7 +67,7 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
         ),
         ("socket", info.socket_path),
         ("page", info.web_url or "-"),
-        ("provider", provider),
+        *providers,
         ("sign-in", _STATE_WORDS[info.sign_in_state]),
         ("default account", _describe(default) if default else "-"),
     ]
@@ -84,6 +92,15 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
     ]
     print(key_values(rows))
     return 0
+
+
+def _provider_state(issuer: str, degraded_reason: str, last_contact_unix: int) -> str:
+    contact = (
+        f"last answered {duration(time.time() - last_contact_unix)} ago"
+        if last_contact_unix
+        else "not contacted yet"
+    )
+    return f"{issuer} ({'DEGRADED: ' + degraded_reason if degraded_reason else contact})"
 
 
 def _describe(account: Account) -> str:
@@ -170,6 +187,7 @@ def login(client: BrokerClient, args: argparse.Namespace) -> int:
         device=args.device,
         redirect_to=args.redirect_to,
         authorize_params=authorize_params,
+        provider=args.provider,
     )
     if not _show_sign_in(started, args):
         return 1

@@ -118,6 +118,13 @@ def _login_options(parser: argparse.ArgumentParser) -> None:
         help="sign in on another device (a code and a QR code to scan), for a TV or over SSH",
     )
     parser.add_argument(
+        "--provider",
+        default="",
+        metavar="ALIAS",
+        help='the identity provider to sign in at, by its alias ("main" for the top-level one;'
+        " default: the daemon's default_provider; see `signin-broker status`)",
+    )
+    parser.add_argument(
         "--login-hint", default="", metavar="NAME", help="the account to suggest at the provider"
     )
     parser.add_argument(

@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from grpclib.health.check import ServiceStatus
@@ -17,13 +18,14 @@ from grpclib.health.service import Health
 from grpclib.reflection.service import ServerReflection
 
 from ..session.manager import SessionManager, keep
+from ..session.providers import MAIN_NAME, Providers
 from ..v1 import broker_pb2
 from .apps import AppGate
 from .audit_trail import AuditTrail
 from .instance import Instance, loopback_base_url
 from .policy import Decision, PolicyFile
 from .servicer import DaemonInfo, TokenBrokerServicer
-from .settings import Settings
+from .settings import ProviderSettings, Settings
 from .systemd import Notifier, watchdog_seconds
 from .transport import (
     LISTEN_BACKLOG,
@@ -35,6 +37,7 @@ from .transport import (
 
 if TYPE_CHECKING:
     from ..session.client_auth import ClientAuth
+    from ..session.providers import ProviderLink
     from ..session.signin import SignInSecrets
     from ..store.vault import Vault
     from .web import SignInSite
@@ -58,9 +61,7 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
         retention_days=settings.audit_retention_days,
         keep_days=settings.audit_keep_days,
     )
-    session = SessionManager(
-        settings.issuer or None, revalidate_seconds=settings.revalidate_seconds, audit=audit
-    )
+    session = SessionManager(revalidate_seconds=settings.revalidate_seconds, audit=audit)
     apps = AppGate(
         PolicyFile(settings.app_policy), Decision(settings.new_apps), settings.ask_timeout_seconds
     )
@@ -87,7 +88,7 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
         extra={
             "socket": str(instance.socket_path),
             "web": info.web_url + "/",
-            "issuer": settings.issuer or None,
+            "providers": {p.alias or MAIN_NAME: p.issuer for p in settings.providers} or None,
             "startup_ms": round((time.time() - started_at) * 1000, 1),
         },
     )
@@ -103,15 +104,17 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
     log.info("stopping", extra={"connections": len(connections)})
     serving.set(False)
     keeper.cancel()
-    if session.device_flow is not None:  # nothing of it is stored: watchers are told
-        await session.device_flow.cancel(None, "the daemon is stopping")
+    for link in session.providers:  # nothing of a device sign-in is stored: watchers are told
+        await link.device.cancel(None, "the daemon is stopping")
     session.events.close("the daemon is stopping")
     await asyncio.gather(_stop_server(server, connections), site.stop())
     auditing.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await auditing  # writes what is still queued
-    if session.provider is not None:
-        await session.provider.close()
+    for link in session.providers:
+        await link.client.close()
+        if link.device_client is not link.client:
+            await link.device_client.close()
     notifier.close()
     log.info("stopped")
 
@@ -127,26 +130,14 @@ async def _start_sessions(
     The page's port is already bound: a browser that comes early waits in the backlog.
     """
     await asyncio.to_thread(importlib.import_module, "signin_broker.daemon.web")
-    from ..session.device import DeviceFlow
-    from ..session.oidc import Provider
-    from ..session.signin import SignInFlow
     from .web import SignInSite
 
     session.store, session.storage = await asyncio.to_thread(_open_store, settings)
-    flow = None
-    if settings.issuer:
-        client_auth = await asyncio.to_thread(_client_auth, settings)
-        session.provider = Provider(settings.issuer, settings.client_id, client_auth=client_auth)
-        flow = SignInFlow(
-            session.provider,
-            settings.scopes,
-            _secrets_source(settings.issuer),
-            settings.authorize_params,
-        )
-        session.device_flow = DeviceFlow(session.provider, settings.scopes, session)
+    links = [await _provider_link(settings, provider, session) for provider in settings.providers]
+    session.providers = Providers(links, settings.default_alias)
     await session.restore()
     keeper = asyncio.get_running_loop().create_task(keep(session))
-    site = SignInSite(web_socket, session, flow, own_uid=os.geteuid())
+    site = SignInSite(web_socket, session, own_uid=os.geteuid())
     await site.start()
     log.info("sign-in page ready", extra={"web": site.base_url + "/", "storage": session.storage})
     return keeper, site
@@ -186,19 +177,60 @@ def _open_store(settings: Settings) -> tuple[Vault | None, str]:
     return vault, vault.description
 
 
-def _client_auth(settings: Settings) -> ClientAuth:
-    """How the client authenticates to the provider, its secret or key read now (blocking)."""
+async def _provider_link(
+    settings: Settings, provider: ProviderSettings, session: SessionManager
+) -> ProviderLink:
+    """One provider with its clients and sign-in flows (the OAuth stack is loaded by now)."""
+    from ..session.device import DeviceFlow
+    from ..session.oidc import Provider
+    from ..session.providers import ProviderLink
+    from ..session.signin import SignInFlow
+
+    auth = await asyncio.to_thread(_client_auth, settings, provider, provider.client_id)
+    client = Provider(provider.issuer, provider.client_id, client_auth=auth)
+    device_client = client
+    if provider.device_client_id:
+        # The files and method set are the main client's: the device client is public
+        # unless the keyring holds a secret for it (`client-secret set --client-id`).
+        device = replace(
+            provider, client_auth="auto", client_secret_file=None, client_private_key_file=None
+        )
+        device_auth = await asyncio.to_thread(
+            _client_auth, settings, device, provider.device_client_id
+        )
+        device_client = Provider(
+            provider.issuer, provider.device_client_id, client_auth=device_auth
+        )
+    return ProviderLink(
+        alias=provider.alias,
+        issuer=provider.issuer,
+        client=client,
+        device_client=device_client,
+        sign_in=SignInFlow(
+            client,
+            provider.scopes,
+            _secrets_source(provider.issuer),
+            provider.authorize_params,
+            provider.alias,
+        ),
+        device=DeviceFlow(device_client, provider.scopes, session, provider.alias),
+    )
+
+
+def _client_auth(settings: Settings, provider: ProviderSettings, client_id: str) -> ClientAuth:
+    """How a client authenticates to the provider, its secret or key read now (blocking)."""
     from ..session.client_auth import load_client_auth
     from ..store.keys import KeyringKeyStore
 
     return load_client_auth(
-        settings.client_id,
-        settings.client_auth,
-        secret_file=settings.client_secret_file,
-        private_key_file=settings.client_private_key_file,
-        key_id=settings.client_key_id,
-        assertion_audience=settings.client_assertion_audience,
+        client_id,
+        provider.client_auth,
+        secret_file=provider.client_secret_file,
+        private_key_file=provider.client_private_key_file,
+        key_id=provider.client_key_id,
+        assertion_audience=provider.client_assertion_audience,
         keyring=KeyringKeyStore if settings.key_store == "keyring" else None,
+        provider=provider.alias,
     )
 
 

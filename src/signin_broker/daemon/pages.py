@@ -9,9 +9,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
+from urllib.parse import quote
 
 from .._version import __version__
 from ..session.accounts import AccountInfo
+from ..session.providers import MAIN_NAME
 
 BEGIN_PATH = "/auth/oauth2/id-provider"
 
@@ -79,15 +81,31 @@ def _waiting(devices: Sequence[WaitingDevice]) -> str:
     )
 
 
-def landing(waiting: Sequence[WaitingDevice] = ()) -> str:
-    """The anonymous home: what this is, and one way in. No user data."""
+@dataclass(frozen=True, slots=True)
+class ProviderChoice:
+    """A provider the person may sign in at, for the landing page's buttons."""
+
+    alias: str  # "" for the main one
+    host: str  # the issuer's host, so the person knows where the button leads
+
+
+def landing(waiting: Sequence[WaitingDevice] = (), providers: Sequence[ProviderChoice] = ()) -> str:
+    """The anonymous home: what this is, and a way in per provider (default first). No user data."""
+    buttons = f'<p><a class="button" data-cta="sign-in" href="{BEGIN_PATH}">'
+    buttons += "Sign in with your identity provider</a></p>"
+    if len(providers) > 1:
+        cta = ' data-cta="sign-in"'  # the default provider's, first
+        buttons = "".join(
+            f'<p><a class="button"{cta if i == 0 else ""} data-provider="{escape(p.alias)}"'
+            f' href="{BEGIN_PATH}?provider={quote(p.alias or MAIN_NAME)}">'
+            f"Sign in at {escape(p.alias or MAIN_NAME)} ({escape(p.host)})</a></p>"
+            for i, p in enumerate(providers)
+        )
     return _layout(
         "Sign in",
         "<h1>Sign in once, for every app on this computer</h1>"
         '<p class="lead">Apps on this computer ask signin-broker for your sign-in instead'
-        " of asking you again.</p>"
-        f'<p><a class="button" data-cta="sign-in" href="{BEGIN_PATH}">'
-        f"Sign in with your identity provider</a></p>{_waiting(waiting)}",
+        f" of asking you again.</p>{buttons}{_waiting(waiting)}",
     )
 
 

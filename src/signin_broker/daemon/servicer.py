@@ -34,6 +34,7 @@ from ..session.accounts import (
     SignInStart,
     SignInState,
     owner_key,
+    provider_of,
 )
 from ..session.errors import (
     AccountNotFound,
@@ -49,6 +50,7 @@ from ..session.errors import (
 )
 from ..session.events import EventKind, SessionEvent, WatcherDropped
 from ..session.manager import SessionManager
+from ..session.providers import MAIN_NAME, ProviderLink
 from ..session.validation import (
     MAX_MIN_TTL_SECONDS,
     check_account,
@@ -88,6 +90,7 @@ _DECISION = {
 }
 _DECISION_OF = {value: key for key, value in _DECISION.items()}
 MAX_AUDIT_ROWS = 1000
+MAX_PROVIDER_LENGTH = 32  # an alias (store.tenants.PROVIDER_ALIAS)
 MAX_REDIRECT_TO_LENGTH = 2048  # the loopback pages refuse longer parameters anyway
 _THIS_PROCESS = psutil.Process()  # for GetStatus's memory figure
 _SIGN_IN_STATE = {
@@ -226,6 +229,7 @@ class TokenBrokerServicer:
             started_by=self._info.started_by,
             rss_bytes=_THIS_PROCESS.memory_info().rss,
             audit_degraded_reason=self._audit.degraded_reason,
+            providers=[_provider(link) for link in self._session.providers],
         )
 
     @_unary
@@ -251,10 +255,18 @@ class TokenBrokerServicer:
             raise InvalidRequest(
                 "redirect_to and authorize_params apply to a browser sign-in, not a device one"
             )
+        if len(request.provider) > MAX_PROVIDER_LENGTH:
+            raise InvalidRequest(f"provider must be at most {MAX_PROVIDER_LENGTH} characters")
         caller = current_caller()
         account, _ = await self._writable(request.account, caller)
+        await self._session.restored.wait()  # the providers are set up by then
         owner = owner_key(account, _actor(caller).app)
-        started = self._session.new_sign_in(workspace_id, owner, authorize_params)
+        provider = request.provider
+        if account and not provider:  # signing in again: at the account's own provider
+            provider = provider_of(account) or MAIN_NAME
+        elif account and self._session.providers.named(provider).alias != provider_of(account):
+            raise InvalidRequest(f"account {account} is not an account of provider {provider}")
+        started = self._session.new_sign_in(workspace_id, owner, authorize_params, provider)
         if method == pb.SIGN_IN_METHOD_DEVICE_CODE:
             return await self._begin_device_sign_in(started, owner)
         url = f"{self._info.web_url}{BEGIN_PATH}?sign_in={started.sign_in_id}"
@@ -273,10 +285,7 @@ class TokenBrokerServicer:
         # the OAuth stack loads after ready
         from ..session.device import DeviceSignInFailed, NoDeviceSignIn
 
-        await self._session.restored.wait()  # the OAuth stack is loaded by then
-        flow = self._session.device_flow
-        if flow is None:
-            raise NotConfigured("no identity provider is configured: set issuer")
+        flow = self._session.providers.named(begun.provider or MAIN_NAME).device
         try:
             started = await flow.begin(begun.sign_in_id, owner, begun.workspace_id)
         except NoDeviceSignIn as error:
@@ -303,9 +312,10 @@ class TokenBrokerServicer:
         """End an account's session."""
         caller = current_caller()
         account, entitlement = await self._writable(request.account, caller)
-        if self._session.device_flow is not None:
-            signing_out = account or self._session.default_for(entitlement)
-            await self._session.device_flow.cancel(signing_out, "signed out")
+        await self._session.restored.wait()  # the providers are set up by then
+        signing_out = account or self._session.default_for(entitlement)
+        for link in self._session.providers:
+            await link.device.cancel(signing_out, "signed out")
         result = await self._session.sign_out(
             account, self._info.web_url, actor=_actor(caller), entitlement=entitlement
         )
@@ -322,8 +332,14 @@ class TokenBrokerServicer:
         caller = current_caller()
         await self._session.restored.wait()
         owners = self._owners(caller, await self._apps.readable(caller))
-        flow = self._session.device_flow
-        started = flow.find(request.sign_in_id, owners) if flow is not None else None
+        started = next(
+            (
+                found
+                for link in self._session.providers
+                if (found := link.device.find(request.sign_in_id, owners)) is not None
+            ),
+            None,
+        )
         if started is None:
             raise AccountNotFound
         svg = request.format != pb.QR_FORMAT_PNG
@@ -551,4 +567,18 @@ def _account(account: AccountInfo) -> pb.Account:
         is_default=account.is_default,
         access_token_expires_at_unix=account.access_token_expires_at,
         next_refresh_unix=account.next_refresh_at,
+        provider=account.provider,
+    )
+
+
+def _provider(link: ProviderLink) -> pb.Provider:
+    device_client_id = link.device_client.client_id
+    return pb.Provider(
+        alias=link.alias,
+        issuer=link.issuer,
+        is_default=link.is_default,
+        degraded_reason=link.degraded_reason,
+        last_contact_unix=int(link.last_contact),
+        client_id=link.client.client_id,
+        device_client_id="" if link.device_client is link.client else device_client_id,
     )

@@ -4,6 +4,11 @@ Every setting is declared once in OPTIONS and so exists in three spellings: a fl
 (`--revalidate-seconds`), an environment variable (`SIGNIN_BROKER_REVALIDATE_SECONDS`)
 and a key of the config file (`revalidate_seconds`). Values are checked here, so the
 rest of the daemon can trust them.
+
+The provider settings (issuer, client_id, ...) describe the main provider. More
+providers are tables of the config file, `[providers.<alias>]`, each with the same
+provider keys; their accounts are `<alias>/user:<sub>`, and `default_provider` says
+where a sign-in that names none goes.
 """
 
 from __future__ import annotations
@@ -22,9 +27,24 @@ from urllib.parse import unquote_plus, urlsplit
 from .. import locations
 from .._version import __version__
 from ..session import client_auth
+from ..session.providers import MAIN, MAIN_NAME
 from ..session.validation import check_authorize_params, check_scope
+from ..store.tenants import PROVIDER_ALIAS
 
 ENV_PREFIX = "SIGNIN_BROKER_"
+PROVIDERS_TABLE = "providers"
+PROVIDER_KEYS = (
+    "issuer",
+    "client_id",
+    "device_client_id",
+    "client_auth",
+    "client_secret_file",
+    "client_private_key_file",
+    "client_key_id",
+    "client_assertion_audience",
+    "scopes",
+    "authorize_params",
+)
 REQUIRED_SCOPES = ("openid", "profile", "email")
 MAX_REVALIDATE_SECONDS = 60
 LOG_LEVELS = ("debug", "info", "warn", "error")
@@ -48,11 +68,13 @@ class HttpAddress:
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
-    """Everything the daemon is told, checked."""
+class ProviderSettings:
+    """One identity provider's settings: the main one's, or a `[providers.<alias>]` table's."""
 
+    alias: str  # "" for the main provider
     issuer: str
     client_id: str
+    device_client_id: str  # "" when device sign-ins use client_id
     client_auth: str  # auto or one of client_auth.METHODS
     client_secret_file: Path | None
     client_private_key_file: Path | None
@@ -60,6 +82,23 @@ class Settings:
     client_assertion_audience: str
     scopes: tuple[str, ...]
     authorize_params: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything the daemon is told, checked."""
+
+    issuer: str
+    client_id: str
+    device_client_id: str
+    client_auth: str  # auto or one of client_auth.METHODS
+    client_secret_file: Path | None
+    client_private_key_file: Path | None
+    client_key_id: str
+    client_assertion_audience: str
+    scopes: tuple[str, ...]
+    authorize_params: dict[str, str]
+    default_provider: str  # an alias, MAIN_NAME, or "" (the main one, else the first)
     socket: Path
     http: HttpAddress
     state_dir: Path
@@ -72,6 +111,14 @@ class Settings:
     audit_keep_days: int
     log_level: str
     config_file: Path | None  # the file that was read, if any
+    providers: tuple[ProviderSettings, ...] = ()  # every configured one, the main one first
+
+    @property
+    def default_alias(self) -> str:
+        """The alias of the provider a sign-in that names none goes to."""
+        if self.default_provider:
+            return MAIN if self.default_provider == MAIN_NAME else self.default_provider
+        return self.providers[0].alias if self.providers else MAIN
 
 
 def _issuer(value: object) -> str:
@@ -92,6 +139,17 @@ def _client_id(value: object) -> str:
     if not text or len(text) > 255 or not text.isprintable():
         raise ValueError("must be 1 to 255 printable characters")
     return text
+
+
+def _device_client_id(value: object) -> str:
+    return _client_id(value) if _text(value) else ""
+
+
+def _default_provider(value: object) -> str:
+    alias = _text(value)
+    if alias and not PROVIDER_ALIAS.fullmatch(alias):
+        raise ValueError("must be the alias of a provider (a [providers.<alias>] table) or main")
+    return alias
 
 
 def _client_auth(value: object) -> str:
@@ -272,6 +330,14 @@ OPTIONS: tuple[_Option, ...] = (
         "ID",
     ),
     _Option(
+        "device_client_id",
+        "a second client id for device sign-ins, for a provider whose client registration"
+        " allows only one grant type (default: client_id)",
+        _device_client_id,
+        lambda: "",
+        "ID",
+    ),
+    _Option(
         "client_auth",
         "how the client authenticates to the provider: auto (a private key signs, else a"
         " stored secret is sent, else none), none, client_secret_basic, client_secret_post"
@@ -324,6 +390,15 @@ OPTIONS: tuple[_Option, ...] = (
         _scopes,
         lambda: " ".join(REQUIRED_SCOPES),
         "SCOPES",
+    ),
+    _Option(
+        "default_provider",
+        f"where a sign-in that names no provider goes: the alias of a [providers.<alias>]"
+        f" table of the config file, or {MAIN_NAME} (default: {MAIN_NAME} when issuer is set,"
+        " else the first table)",
+        _default_provider,
+        lambda: "",
+        "ALIAS",
     ),
     _Option(
         "socket",
@@ -447,19 +522,66 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             values[option.name] = option.parse(raw)
         except ValueError as error:
             raise SettingsError(f"{option.name} ({source}) {error}") from None
-    _check_client_auth(values)
-    return Settings(config_file=config_file, **values)
-
-
-def _check_client_auth(values: Mapping[str, Any]) -> None:
-    """The client authentication settings must agree (the keyring is asked only later)."""
-    method, key = values["client_auth"], values["client_private_key_file"]
-    if method == client_auth.PRIVATE_KEY_JWT and key is None:
-        raise SettingsError("client_auth is private_key_jwt: set client_private_key_file too")
-    if method == client_auth.NONE and (key or values["client_secret_file"]):
+    main = ProviderSettings(MAIN, **{key: values[key] for key in PROVIDER_KEYS})
+    named = _provider_tables(file_values.get(PROVIDERS_TABLE, {}), config_file)
+    for provider in (main, *named):  # the top-level ones even before issuer is set
+        _check_client_auth(provider)
+    providers = ([main] if main.issuer else []) + named
+    settings = Settings(config_file=config_file, providers=tuple(providers), **values)
+    aliases = {provider.alias for provider in providers}
+    if settings.default_provider and settings.default_alias not in aliases:
         raise SettingsError(
-            "client_auth is none (a public client), yet a client secret or key file is set;"
-            " remove it, or choose the method that uses it"
+            f"default_provider {settings.default_provider!r} names no configured provider"
+            f" (configured: {', '.join(p.alias or MAIN_NAME for p in providers) or 'none'})"
+        )
+    return settings
+
+
+def _provider_tables(tables: object, config_file: Path | None) -> list[ProviderSettings]:
+    """The `[providers.<alias>]` tables of the config file, each checked like the main one."""
+    if not isinstance(tables, dict):
+        raise SettingsError(f"{PROVIDERS_TABLE} in {config_file} must be tables: [providers.work]")
+    options = {option.name: option for option in OPTIONS if option.name in PROVIDER_KEYS}
+    providers = []
+    for alias, table in tables.items():
+        where = f"[{PROVIDERS_TABLE}.{alias}] in {config_file}"
+        if not PROVIDER_ALIAS.fullmatch(alias) or alias == MAIN_NAME:
+            raise SettingsError(
+                f"{where}: an alias is 1 to 32 lower-case letters, digits, - or _,"
+                f" starting with a letter or digit, and not {MAIN_NAME!r} (the top-level one)"
+            )
+        if not isinstance(table, dict):
+            raise SettingsError(f"{where} must be a table of provider settings")
+        unknown = sorted(set(table) - set(PROVIDER_KEYS))
+        if unknown:
+            raise SettingsError(
+                f"{where} has unknown settings {', '.join(unknown)};"
+                f" known: {', '.join(PROVIDER_KEYS)}"
+            )
+        if not table.get("issuer"):
+            raise SettingsError(f"{where} needs issuer")
+        values = {}
+        for name, option in options.items():
+            try:
+                values[name] = option.parse(table.get(name, option.default()))
+            except ValueError as error:
+                raise SettingsError(f"{name} ({where}) {error}") from None
+        providers.append(ProviderSettings(alias, **values))
+    return providers
+
+
+def _check_client_auth(provider: ProviderSettings) -> None:
+    """The client authentication settings must agree (the keyring is asked only later)."""
+    where = f" of provider {provider.alias}" if provider.alias else ""
+    method, key = provider.client_auth, provider.client_private_key_file
+    if method == client_auth.PRIVATE_KEY_JWT and key is None:
+        raise SettingsError(
+            f"client_auth{where} is private_key_jwt: set client_private_key_file too"
+        )
+    if method == client_auth.NONE and (key or provider.client_secret_file):
+        raise SettingsError(
+            f"client_auth{where} is none (a public client), yet a client secret or key file"
+            " is set; remove it, or choose the method that uses it"
         )
 
 
@@ -497,7 +619,7 @@ def _read_config(
         raise SettingsError(f"config file {path} is not valid TOML: {error}") from None
     except OSError as error:
         raise SettingsError(f"config file {path} cannot be read: {error.strerror}") from None
-    known = {option.name for option in OPTIONS}
+    known = {option.name for option in OPTIONS} | {PROVIDERS_TABLE}
     unknown = sorted(set(values) - known)
     if unknown:
         raise SettingsError(

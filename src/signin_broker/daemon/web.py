@@ -29,9 +29,10 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ..session.errors import IdTokenInvalid, OAuthError, ProviderUnavailable
+from ..session.errors import IdTokenInvalid, NotConfigured, OAuthError, ProviderUnavailable
 from ..session.manager import SessionManager
-from ..session.signin import SignInFlow
+from ..session.providers import MAIN_NAME
+from ..session.signin import PendingSignIn, SignInFlow
 from ..session.signout import LINK_PATH as LOGOUT_LINK_PATH
 from ..session.validation import check_workspace_id
 from ..store.audit import Actor
@@ -56,6 +57,7 @@ CALLBACK_PATH = BEGIN_PATH + "/callback"
 HOME_PATH = "/dashboard"
 BROWSER_SESSION_SECONDS = 12 * 3600
 MAX_PARAMETER_LENGTH = 4096
+MAX_ALIAS_LENGTH = 32  # a provider's alias (store.tenants.PROVIDER_ALIAS)
 STOP_GRACE_SECONDS = 2  # how long open requests may finish when the daemon stops
 # How long a connection may take to send a request's head (line and headers), from its
 # accept or the end of the previous response. A browser on loopback needs milliseconds.
@@ -128,7 +130,6 @@ class SignInSite:
         self,
         sock: socket.socket,
         session: SessionManager,
-        flow: SignInFlow | None,
         own_uid: int,
     ) -> None:
         self.base_url = loopback_base_url(sock)
@@ -136,7 +137,6 @@ class SignInSite:
         self.redirect_uri = self.base_url + CALLBACK_PATH
         self._sock = sock
         self._session = session
-        self._flow = flow
         self._browsers = BrowserSessions()
         app = Starlette(
             routes=[
@@ -149,7 +149,7 @@ class SignInSite:
                 Route(LOGOUT_LINK_PATH, self.provider_logout),
             ],
         )
-        headers = _security_headers(_origin(session.issuer or ""))
+        headers = _security_headers([_origin(link.issuer) for link in session.providers])
         admission = _Admission(own_uid, headers)
         guarded = LoopbackGuard(app, authority, admission, headers)
         config = uvicorn.Config(
@@ -196,7 +196,11 @@ class SignInSite:
         """Landing for strangers, the dashboard for the signed-in (contract T6)."""
         if self._signed_in_account(request) is not None:
             return RedirectResponse(HOME_PATH, status_code=302)
-        return HTMLResponse(pages.landing(self._waiting_devices()))
+        choices = [
+            pages.ProviderChoice(link.alias, urlsplit(link.issuer).netloc)
+            for link in self._session.providers
+        ]
+        return HTMLResponse(pages.landing(self._waiting_devices(), choices))
 
     async def dashboard(self, request: Request) -> Response:
         """The authenticated home; anonymous visitors are sent to sign in and brought back."""
@@ -217,7 +221,7 @@ class SignInSite:
 
     async def begin(self, request: Request) -> Response:
         """Send the browser to the provider's authorize endpoint (contract 4.1 rule 4)."""
-        if self._flow is None:
+        if not self._session.providers:
             return _page(
                 "Sign-in is not set up",
                 "No identity provider is configured. Set issuer (--issuer,"
@@ -233,8 +237,14 @@ class SignInSite:
         except ValueError as error:
             return _page("Not a workspace", str(error), status=400)
         begun = self._session.sign_in_started(sign_in_id) if sign_in_id else None
+        # An app's sign-in goes where the app chose; one begun here, where the page says.
+        alias = (begun.provider or MAIN_NAME) if begun else request.query_params.get("provider", "")
         try:
-            url = await self._flow.begin(
+            flow = self._session.providers.named(alias[:MAX_ALIAS_LENGTH]).sign_in
+        except NotConfigured as error:
+            return _page("No such identity provider", str(error), status=404)
+        try:
+            url = await flow.begin(
                 self.redirect_uri,
                 redirect_to,
                 sign_in_id,
@@ -252,15 +262,15 @@ class SignInSite:
 
     async def callback(self, request: Request) -> Response:  # noqa: PLR0911 - one per outcome
         """Finish a sign-in: check state, redeem the code, validate the id_token, set the cookie."""
-        if self._flow is None:
+        if not self._session.providers:
             return _page("Sign-in is not set up", "No identity provider is configured.", status=503)
         params = request.query_params
         if any(len(v) > MAX_PARAMETER_LENGTH for v in params.values()) or len(params) > 16:
             _oauth_log(logging.WARNING, "callback", "invalid_request", "oversized parameters")
             return self._failed("", "invalid_request", "The sign-in response was malformed.")
         state = params.get("state", "")
-        pending = self._flow.take(state) if state else None
-        if pending is None:
+        flow, pending = self._take(state) if state else (None, None)
+        if flow is None or pending is None:
             _oauth_log(logging.WARNING, "callback", "state_mismatch", "unknown or reused state")
             return self._failed(
                 "",
@@ -289,7 +299,7 @@ class SignInSite:
             _oauth_log(logging.WARNING, "callback", "invalid_request", "no code")
             return self._failed(pending.sign_in_id, "invalid_request", "The response had no code.")
         try:
-            signed_in = await self._flow.complete(pending, code)
+            signed_in = await flow.complete(pending, code)
         except OAuthError as error:
             if error.error == "invalid_client":  # the line before says how it authenticated
                 _oauth_log(logging.ERROR, "token_exchange", "invalid_client", CLIENT_REFUSED)
@@ -342,7 +352,9 @@ class SignInSite:
         if account_id is not None:
             await self._session.sign_out(account_id, actor=BROWSER)
             log.info("signed out from the browser", extra={"account": account_id})
-        logout_url = await self._session.provider_logout_url(self.base_url + "/")
+        logout_url = await self._session.provider_logout_url(
+            self.base_url + "/", account_id=account_id or ""
+        )
         response = RedirectResponse(logout_url or "/", status_code=303)
         response.delete_cookie(SESSION_COOKIE, path="/", secure=True, httponly=True, samesite="lax")
         return response
@@ -365,16 +377,24 @@ class SignInSite:
 
     # -- helpers ---------------------------------------------------------------------------
 
+    def _take(self, state: str) -> tuple[SignInFlow | None, PendingSignIn | None]:
+        """The sign-in begun with this state, and the flow (provider) it was begun with."""
+        for link in self._session.providers:
+            pending = link.sign_in.take(state)
+            if pending is not None:
+                return link.sign_in, pending
+        return None, None
+
     def _waiting_devices(self) -> list[pages.WaitingDevice]:
         """Device sign-ins waiting for the person at this desk (the page is theirs alone)."""
-        flow = self._session.device_flow
         return [
             pages.WaitingDevice(
                 started.user_code,
                 started.verification_uri,
                 qr_svg_markup(started.verification_uri_complete or started.verification_uri),
             )
-            for started in (flow.pending() if flow is not None else [])
+            for link in self._session.providers
+            for started in link.device.pending()
         ]
 
     def _signed_in_account(self, request: Request) -> str | None:
@@ -416,9 +436,9 @@ def _origin(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else ""
 
 
-def _security_headers(provider_origin: str) -> list[tuple[bytes, bytes]]:
+def _security_headers(provider_origins: list[str]) -> list[tuple[bytes, bytes]]:
     """What every answer carries: a strict CSP (no scripts), no framing, referrer or caching."""
-    form_action = f"'self' {provider_origin}".strip()
+    form_action = " ".join(["'self'", *dict.fromkeys(o for o in provider_origins if o)])
     return [
         (
             b"content-security-policy",

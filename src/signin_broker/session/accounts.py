@@ -41,6 +41,7 @@ class AccountInfo:
     id: str
     platform_user_id: str
     workspace_id: str = ""
+    provider: str = ""  # the alias of its provider ("" for the main one)
     display_name: str = ""
     email: str = ""
     is_default: bool = False
@@ -70,6 +71,7 @@ class SignInStart:
     workspace_id: str = ""
     owner: str = ""  # who began it (owner_key): the one watcher told how it goes
     authorize_params: Mapping[str, str] = field(default_factory=dict)  # login_hint, prompt, ...
+    provider: str = ""  # the alias of the provider it signs in at ("" the main one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,16 +92,27 @@ class Revocation(enum.Enum):
     FAILED = "failed"  # refused, or not reachable: the tokens may stay valid
 
 
-def account_id_of(platform_user_id: str, workspace_id: str = "") -> str:
+def account_id_of(platform_user_id: str, workspace_id: str = "", provider: str = "") -> str:
     """The tenant-prefixed account id (contract 2.9): `user:<id>`, or `user:<id>:workspace:<wid>`.
 
     A tenant is a user plus an optional workspace (contract 2.1), so the same person
-    signed in personally and within a workspace holds two separate accounts.
+    signed in personally and within a workspace holds two separate accounts. An
+    account of a provider other than the main one is prefixed with its alias
+    (`work/user:<id>`): a `sub` is unique only at its issuer (OpenID Connect Core 2).
     """
     if not platform_user_id:
         raise ValueError("an account needs its platform_user_id")
     tenant = f"user:{platform_user_id}"
-    return f"{tenant}:workspace:{workspace_id}" if workspace_id else tenant
+    tenant = f"{tenant}:workspace:{workspace_id}" if workspace_id else tenant
+    return f"{provider}/{tenant}" if provider else tenant
+
+
+def provider_of(account_id: str) -> str:
+    """The alias of the provider an account id belongs to ("" for the main provider)."""
+    if account_id.startswith("user:"):
+        return ""
+    alias, _, _ = account_id.partition("/")
+    return alias
 
 
 def owner_key(account: str, app: str) -> str:
@@ -142,6 +155,7 @@ class Account:
     refusal: str = ""  # why the last refresh was refused ("" if it was not)
     revalidate_at: float = 0.0
     early_fraction: float = field(default_factory=refresh_early_fraction)
+    client_id: str = ""  # the client its tokens were issued to ("": the provider's main one)
 
     @property
     def refresh_at(self) -> float:
@@ -156,6 +170,7 @@ class Account:
         return {
             "version": RECORD_VERSION,
             "issuer": issuer,
+            "client_id": self.client_id,
             "account": info,
             "tokens": self.tokens.to_record(),
         }
@@ -166,4 +181,8 @@ class Account:
         if record.get("version") != RECORD_VERSION:
             raise ValueError(f"unknown record version {record.get('version')!r}")
         info = AccountInfo(**record["account"])
-        return cls(info=replace(info, apps=()), tokens=TokenSet.from_record(record["tokens"]))
+        return cls(
+            info=replace(info, apps=(), provider=provider_of(info.id)),
+            tokens=TokenSet.from_record(record["tokens"]),
+            client_id=str(record.get("client_id", "")),
+        )

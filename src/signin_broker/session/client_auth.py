@@ -64,9 +64,9 @@ class ClientAuthError(Exception):
     """A client credential cannot be used; the message says which and what to do, not the secret."""
 
 
-def secret_name(client_id: str) -> str:
-    """The key store name of a client's secret."""
-    return f"client:{client_id}:secret"
+def secret_name(client_id: str, provider: str = "") -> str:
+    """The key store name of a client's secret (at a provider other than the main one)."""
+    return f"client:{provider}/{client_id}:secret" if provider else f"client:{client_id}:secret"
 
 
 def read_private_file(path: Path, setting: str) -> bytes:
@@ -186,6 +186,7 @@ def load_client_auth(
     key_id: str,
     assertion_audience: str,
     keyring: Callable[[], KeyStore] | None,
+    provider: str = "",
 ) -> ClientAuth:
     """The client's authentication as configured; one that refuses every request if it cannot work.
 
@@ -201,6 +202,7 @@ def load_client_auth(
             private_key_file=private_key_file,
             key_id=key_id,
             keyring=keyring,
+            provider=provider,
         )
     except ClientAuthError as error:
         log.error("client authentication cannot work", extra={"reason": str(error)})  # noqa: TRY400 - no traceback
@@ -216,6 +218,7 @@ def load_credentials(
     private_key_file: Path | None = None,
     key_id: str = "",
     keyring: Callable[[], KeyStore] | None,
+    provider: str = "",
 ) -> ClientCredentials:
     """Read the credentials `setting` may use; ClientAuthError when a needed one is missing.
 
@@ -228,12 +231,13 @@ def load_credentials(
     if secret_file is not None:
         secret, source = read_secret_file(secret_file), f"file {secret_file}"
     elif setting in (SECRET_BASIC, SECRET_POST) or (setting == AUTO and private_key is None):
-        secret = _keyring_secret(client_id, setting, keyring)
+        secret = _keyring_secret(secret_name(client_id, provider), setting, keyring)
         source = "keyring" if secret is not None else ""
     if setting in (SECRET_BASIC, SECRET_POST) and secret is None:
         raise ClientAuthError(
             f"client_auth = {setting} needs the client secret: store it with"
-            f" `signin-broker client-secret set --client-id {client_id}`, or name a 0600"
+            f" `signin-broker client-secret set --client-id {client_id}"
+            f"{f' --provider {provider}' if provider else ''}`, or name a 0600"
             " file with client_secret_file"
         )
     if setting == PRIVATE_KEY_JWT and private_key is None:
@@ -243,16 +247,14 @@ def load_credentials(
     return ClientCredentials(secret, source, private_key, key_id)
 
 
-def _keyring_secret(
-    client_id: str, setting: str, keyring: Callable[[], KeyStore] | None
-) -> str | None:
-    """The secret the keyring holds for the client, if any (ClientAuthError: it is needed)."""
+def _keyring_secret(name: str, setting: str, keyring: Callable[[], KeyStore] | None) -> str | None:
+    """The secret the keyring holds under name, if any (ClientAuthError: it is needed)."""
     from ..store.keys import KeyStoreUnavailable
 
     try:
         if keyring is None:
             raise KeyStoreUnavailable("key_store is file: the keyring is not used")  # noqa: TRY301 - one handler for both
-        stored = keyring().get(secret_name(client_id))
+        stored = keyring().get(name)
     except KeyStoreUnavailable as error:
         if setting != AUTO:
             raise ClientAuthError(
@@ -267,7 +269,7 @@ def _keyring_secret(
         return check_secret(stored.decode())
     except (UnicodeDecodeError, ClientAuthError):
         raise ClientAuthError(
-            f"the keyring's {secret_name(client_id)} is not a usable secret; store it"
+            f"the keyring's {name} is not a usable secret; store it"
             " again with `signin-broker client-secret set`"
         ) from None
 

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import IdTokenInvalid, OAuthError, ProviderUnavailable
 from .manager import SIGN_IN_SECONDS, SessionManager
@@ -67,8 +68,13 @@ class DeviceFlow:
     """Begins device sign-ins and polls for their outcome, one per owner at a time."""
 
     def __init__(
-        self, provider: Provider, scopes: tuple[str, ...], session: SessionManager
+        self,
+        provider: Provider,
+        scopes: tuple[str, ...],
+        session: SessionManager,
+        alias: str = "",
     ) -> None:
+        self.alias = alias  # of the provider (session.providers)
         self._provider = provider
         self._scopes = scopes
         self._session = session
@@ -191,10 +197,8 @@ class DeviceFlow:
         )
 
     async def _validated(self, tokens: TokenResponse, started: DeviceStart) -> SignedIn:
-        if tokens.id_token is None:
-            raise DeviceSignInFailed("invalid_id_token", "the token response has no id_token")
         try:
-            claims = await self._provider.validate_id_token(tokens.id_token, None)
+            claims = await self._identity(tokens)
         except (IdTokenInvalid, ProviderUnavailable) as error:
             raise DeviceSignInFailed("invalid_id_token", str(error)) from None
         if started.workspace_id and claims.get("workspace_id") != started.workspace_id:
@@ -202,4 +206,30 @@ class DeviceFlow:
                 "invalid_id_token",
                 f"the identity provider did not confirm workspace {started.workspace_id}",
             )
-        return SignedIn(tokens, claims, started.sign_in_id, started.workspace_id)
+        return SignedIn(
+            tokens,
+            claims,
+            started.sign_in_id,
+            started.workspace_id,
+            self.alias,
+            self._provider.client_id,
+        )
+
+    async def _identity(self, tokens: TokenResponse) -> dict[str, Any]:
+        """Who signed in: the validated id_token, else the provider's userinfo.
+
+        RFC 8628 is an OAuth grant, and some providers (django-oauth-toolkit) issue no
+        id_token from it; then the userinfo endpoint, asked with the new access token
+        over the provider's own TLS, names the user (OpenID Connect Core 5.3).
+        """
+        if tokens.id_token is not None:
+            return await self._provider.validate_id_token(tokens.id_token, None)
+        try:
+            claims = await self._provider.userinfo(tokens.access_token)
+        except OAuthError as error:
+            raise IdTokenInvalid(
+                f"no id_token, and userinfo refused the new access token ({error.error})"
+            ) from None
+        if not isinstance(claims.get("sub"), str) or not claims["sub"]:
+            raise IdTokenInvalid("no id_token, and userinfo names no subject (sub)")
+        return claims

@@ -1,7 +1,8 @@
 """The daemon's accounts and their sessions: the one object the gRPC and web layers talk to.
 
 An account is keyed `user:<platform_user_id>` (the id_token `sub`, contract 2.1 and
-2.9). Its tokens are renewed at 75 % of their lifetime, once however many callers
+2.9), prefixed `<alias>/` at a provider other than the main one (session.providers).
+Its tokens are renewed at 75 % of their lifetime, once however many callers
 ask at the same moment: one refresh task per account is shared by all of them, and
 every call that spends a refresh token runs under the account's lock, because a
 rotated refresh token may be spent only once. A rotated refresh token is written to
@@ -51,7 +52,6 @@ from .accounts import (
 from .errors import (
     AccountNotFound,
     AnswerLost,
-    NotConfigured,
     OAuthError,
     ProviderRefused,
     ProviderUnavailable,
@@ -64,6 +64,7 @@ from .errors import (
 )
 from .events import EventBus, EventKind, SessionEvent
 from .limits import GrantBudget, ScopedKey
+from .providers import MAIN_NAME, Providers
 from .schedule import (
     BACKOFF_FIRST_SECONDS,
     BACKOFF_MAX_SECONDS,
@@ -75,8 +76,8 @@ from .signout import LogoutLinks
 from .tokens import TokenSet
 
 if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
-    from .device import DeviceFlow
     from .oidc import Provider, TokenResponse
+    from .providers import ProviderLink
     from .signin import SignedIn
 
 log = logging.getLogger(__name__)
@@ -145,8 +146,7 @@ class SessionManager:
 
     def __init__(
         self,
-        issuer: str | None,
-        provider: Provider | None = None,
+        providers: Providers | None = None,
         *,
         store: AccountStore | None = None,
         storage: str = "memory only",
@@ -154,16 +154,12 @@ class SessionManager:
         audit: AuditTrail | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.issuer = issuer
-        self.provider = provider
-        self.device_flow: DeviceFlow | None = None  # set with the provider, after start-up
+        self.providers = providers or Providers()  # set after start-up (see daemon.app)
         self.audit: AuditTrail = audit or _NoAudit()
         self.events = EventBus()
         self.store = store
         self.storage = store.description if store is not None else storage
         self.revalidate_seconds = revalidate_seconds
-        self.degraded_reason = ""
-        self.last_provider_contact = 0.0
         self.restored = asyncio.Event()  # set once stored accounts are back
         self.changed = asyncio.Event()  # wakes the keeper: an account came or went
         self._clock = clock
@@ -174,9 +170,30 @@ class SessionManager:
 
     # -- what apps may know ------------------------------------------------------------
 
+    @property
+    def issuer(self) -> str:
+        """The default provider's issuer ("" when none is configured)."""
+        default = self.providers.default
+        return default.issuer if default is not None else ""
+
+    @property
+    def degraded_reason(self) -> str:
+        """Why providers are considered unreachable, each named when there are several."""
+        several = len(list(self.providers)) > 1
+        return "; ".join(
+            f"{link.alias or 'main'}: {link.degraded_reason}" if several else link.degraded_reason
+            for link in self.providers
+            if link.degraded_reason
+        )
+
+    @property
+    def last_provider_contact(self) -> float:
+        """When a provider last answered (0 when none has yet)."""
+        return max((link.last_contact for link in self.providers), default=0.0)
+
     def state(self, entitlement: Entitlement = EVERYTHING) -> SignInState:
-        """NOT_CONFIGURED without an issuer, else whether an account it sees is signed in."""
-        if not self.issuer:
+        """NOT_CONFIGURED without a provider, else whether an account it sees is signed in."""
+        if not self.providers:
             return SignInState.NOT_CONFIGURED
         if any(entitlement.sees(account_id) for account_id in self._accounts):
             return SignInState.SIGNED_IN
@@ -314,7 +331,7 @@ class SessionManager:
                 raise
             renewed = account.tokens.renewed(response, self._clock())
             if not self._current(account):  # signed out while the provider took its time
-                await self._revoke_at_provider(renewed)
+                await self._revoke_at_provider(account, renewed)
                 return renewed
             await self._persist(account, renewed)
             account.tokens = renewed
@@ -383,7 +400,9 @@ class SessionManager:
         token = replace(TokenSet.issued(response, now, requested), from_refresh=True)
         rotated = account.tokens.rotated(response)
         if not self._current(account):  # signed out while the provider took its time
-            await self._revoke_at_provider(replace(token, refresh_token=rotated.refresh_token))
+            await self._revoke_at_provider(
+                account, replace(token, refresh_token=rotated.refresh_token)
+            )
             raise SignInRequired
         await self._persist(account, rotated)
         account.tokens = rotated
@@ -400,15 +419,15 @@ class SessionManager:
         refresh, would otherwise leave the daemon holding a spent refresh token. A token
         whose answer never came is never sent again (TokenSet.refresh_in_doubt).
         """
-        tokens = account.tokens
-        assert self.provider is not None and tokens.refresh_token is not None  # noqa: S101 - checked by callers
+        tokens, client = account.tokens, self._client(account)
+        assert client is not None and tokens.refresh_token is not None  # noqa: S101 - checked by callers
         if not self._current(account):  # signed out while this waited for the lock
             raise SignInRequired
         if tokens.refresh_in_doubt:  # a renewal ahead in the queue lost its answer
             raise ProviderUnavailable(ANSWER_LOST)
         try:
             async with asyncio.timeout(REFRESH_ANSWER_SECONDS):
-                response = await self.provider.refresh(
+                response = await client.refresh(
                     tokens.refresh_token,
                     scope=scope,
                     resource=resource,
@@ -422,7 +441,7 @@ class SessionManager:
             self._provider_failed(account, str(error))
             raise
         except OAuthError as error:
-            self.last_provider_contact = self._clock()
+            self._link(account).last_contact = self._clock()
             if error.error == "invalid_grant" and self._current(account):
                 await self._provider_ended(account, "it refused the refresh token (invalid_grant)")
             raise
@@ -470,9 +489,10 @@ class SessionManager:
 
     async def _token_rejected(self, account: Account) -> bool:
         """Whether the provider's userinfo rejects the access token (no answer: no)."""
-        assert self.provider is not None  # noqa: S101 - it answered a refresh
+        client = self._client(account)
+        assert client is not None  # noqa: S101 - it answered a refresh
         try:
-            await self.provider.userinfo(account.tokens.access_token)
+            await client.userinfo(account.tokens.access_token)
         except OAuthError:
             return True
         except ProviderUnavailable:
@@ -498,8 +518,8 @@ class SessionManager:
 
     async def _expire(self, account: Account) -> None:
         """End a session whose token expired and cannot be renewed: status agrees with GetToken."""
-        if self.provider is None:
-            reason = "no identity provider is configured"
+        if self._client(account) is None:
+            reason = "its identity provider is no longer configured"
         elif account.tokens.refresh_in_doubt:
             reason = "the provider never answered its last renewal"
         else:
@@ -521,7 +541,7 @@ class SessionManager:
         """Whether the daemon may send the account's refresh token."""
         tokens = account.tokens
         return (
-            self.provider is not None
+            self._client(account) is not None
             and tokens.refresh_token is not None
             and not (tokens.refresh_in_doubt)
         )
@@ -535,7 +555,9 @@ class SessionManager:
         return self._accounts.get(account.info.id) is account
 
     def _backoff_reason(self, account: Account) -> str:
-        return account.refusal or self.degraded_reason or "the last renewal failed"
+        link = self.providers.of(account.info.id)
+        degraded = link.degraded_reason if link is not None else ""
+        return account.refusal or degraded or "the last renewal failed"
 
     def _note_use(self, account: Account, actor: Actor, tokens: TokenSet, audience: str) -> None:
         """Count the use; audit each token the first time a process gets it.
@@ -581,20 +603,23 @@ class SessionManager:
         """No refresh for a while (schedule.retry_after_failure); seconds until the next."""
         account.failures += 1
         account.retry_at = retry_after_failure(self._clock(), account.failures)
-        if not self.degraded_reason:
-            self._publish(EventKind.DEGRADED, "", f"degraded: {reason}")
-        self.degraded_reason = reason
+        link = self._link(account)
+        if not link.degraded_reason:
+            prefix = f"{link.alias}: " if link.alias else ""
+            self._publish(EventKind.DEGRADED, "", f"degraded: {prefix}{reason}")
+        link.degraded_reason = reason
         return round(account.retry_at - self._clock(), 1)
 
     def _provider_answered(self, account: Account) -> None:
         account.failures = 0
         account.retry_at = 0.0
         account.refusal = ""
-        self.last_provider_contact = self._clock()
-        if self.degraded_reason:
-            self.degraded_reason = ""
-            log.info("the identity provider answers again")
-            self._publish(EventKind.RECOVERED, "", "the identity provider answers again")
+        link = self._link(account)
+        link.last_contact = self._clock()
+        if link.degraded_reason:
+            link.degraded_reason = ""
+            log.info(f"{link.name} answers again", extra={"provider": link.alias})
+            self._publish(EventKind.RECOVERED, "", f"{link.name} answers again")
 
     # -- the background keeper's work -------------------------------------------------
 
@@ -604,8 +629,6 @@ class SessionManager:
         A renewal runs on in its own task (it may wait minutes for the provider); when
         it ends, it wakes the keeper (`changed`).
         """
-        if self.provider is None:
-            return BACKOFF_MAX_SECONDS
         now = self._clock()
         for account in list(self._accounts.values()):
             renewable = self._renewable(account)
@@ -621,10 +644,12 @@ class SessionManager:
 
     async def _revalidate(self, account: Account) -> None:
         """Ask the provider whether the session still stands (contract I2, within 60 s)."""
-        assert self.provider is not None  # noqa: S101 - tend() checked
+        client = self._client(account)
         account.revalidate_at = next_revalidation(self._clock(), self.revalidate_seconds)
+        if client is None:
+            return  # a provider no longer configured: its accounts are not restored
         try:
-            await self.provider.userinfo(account.tokens.access_token)
+            await client.userinfo(account.tokens.access_token)
             rejected = False
         except ProviderUnavailable as error:
             self._provider_failed(account, str(error))
@@ -632,7 +657,7 @@ class SessionManager:
         except OAuthError:
             rejected = True
         if account.refusal:  # answering is not renewing: the refusal's backoff goes on
-            self.last_provider_contact = self._clock()
+            self._link(account).last_contact = self._clock()
         else:
             self._provider_answered(account)
         if rejected and self._renewable(account):
@@ -661,19 +686,17 @@ class SessionManager:
         workspace_id: str = "",
         owner: str = "",
         authorize_params: Mapping[str, str] | None = None,
+        provider: str = "",
     ) -> SignInStart:
         """An id for a sign-in begun over the API; the browser carries it through the flow.
 
         The owner (see accounts.owner_key) is the only watcher told how it goes until
         it ends with an account, which then only those who may see it are told of.
         The authorize parameters (login_hint, prompt, ...) stay here, looked up by the
-        id when the browser arrives: a page address cannot add any.
+        id when the browser arrives: a page address cannot add any; nor can it choose
+        another provider than the one (by alias; "" the default) chosen here.
         """
-        if not self.issuer:
-            raise NotConfigured(
-                "no identity provider is configured: set issuer "
-                "(--issuer, SIGNIN_BROKER_ISSUER or `issuer` in config.toml)"
-            )
+        link = self.providers.named(provider)  # NotConfigured when there is no such one
         now = self._clock()
         self._sign_ins = {
             sign_in_id: begun
@@ -686,6 +709,7 @@ class SessionManager:
             workspace_id,
             owner,
             dict(authorize_params or {}),
+            link.alias,
         )
         self._sign_ins[started.sign_in_id] = started
         return started
@@ -697,16 +721,18 @@ class SessionManager:
 
     async def complete_sign_in(self, signed_in: SignedIn, actor: Actor = DAEMON) -> AccountInfo:
         """Record a validated sign-in as an account (replacing that tenant's old session)."""
-        claims = await self._profile_claims(signed_in)
+        link = self.providers.named(signed_in.provider or MAIN_NAME)
+        claims = await self._profile_claims(link, signed_in)
         platform_user_id = str(claims["sub"])
         workspace_id = signed_in.workspace_id
-        account_id = account_id_of(platform_user_id, workspace_id)
+        account_id = account_id_of(platform_user_id, workspace_id, link.alias)
         now = self._clock()
         previous = self._accounts.get(account_id)
         info = AccountInfo(
             id=account_id,
             platform_user_id=platform_user_id,
             workspace_id=workspace_id,
+            provider=link.alias,
             display_name=_text(claims, "name") or _text(claims, "preferred_username"),
             email=_text(claims, "email"),
             is_default=previous.info.is_default if previous else not self._accounts,
@@ -718,7 +744,12 @@ class SessionManager:
                 "the provider issued no refresh token: sign in again when the token expires",
                 extra={"account": account_id, "expires_in_s": int(tokens.expires_at - now)},
             )
-        account = Account(info=info, tokens=tokens, apps=previous.apps if previous else {})
+        account = Account(
+            info=info,
+            tokens=tokens,
+            apps=previous.apps if previous else {},
+            client_id=signed_in.client_id,
+        )
         account.revalidate_at = next_revalidation(now, self.revalidate_seconds)
         await self._persist(account, tokens)
         self._accounts[account_id] = account
@@ -740,13 +771,13 @@ class SessionManager:
         )
         return self._info(account)
 
-    async def _profile_claims(self, signed_in: SignedIn) -> dict[str, Any]:
+    async def _profile_claims(self, link: ProviderLink, signed_in: SignedIn) -> dict[str, Any]:
         """The id_token's claims, completed from userinfo when name or email is missing."""
         claims = dict(signed_in.claims)
-        if ("name" in claims and "email" in claims) or self.provider is None:
+        if "name" in claims and "email" in claims:
             return claims
         try:
-            extra = await self.provider.userinfo(signed_in.tokens.access_token)
+            extra = await link.client.userinfo(signed_in.tokens.access_token)
         except (OAuthError, ProviderUnavailable) as error:
             log.info("userinfo not available for the profile", extra={"reason": str(error)})
             return claims
@@ -780,10 +811,9 @@ class SessionManager:
             return SignOutResult(False, await self.logout_url(page_url, None))
         account = self._resolve(account_id, entitlement)
         await self._end(account, EventKind.SIGNED_OUT, "signed out", actor)
-        revocation, error = await self._revoke_at_provider(account.tokens)
-        return SignOutResult(
-            True, await self.logout_url(page_url, account.tokens.id_token), revocation, error
-        )
+        revocation, error = await self._revoke_at_provider(account, account.tokens)
+        logout_url = await self.logout_url(page_url, account.tokens.id_token, account.info.id)
+        return SignOutResult(True, logout_url, revocation, error)
 
     async def remove_account(
         self,
@@ -805,9 +835,9 @@ class SessionManager:
             )
         )
         await self._end(account, EventKind.SIGNED_OUT, "the account was removed", actor)
-        await self._revoke_at_provider(account.tokens)
+        await self._revoke_at_provider(account, account.tokens)
         await self.audit.forget_account(account.info.id)
-        return await self.logout_url(page_url, account.tokens.id_token)
+        return await self.logout_url(page_url, account.tokens.id_token, account.info.id)
 
     async def set_default(
         self, account_id: str, *, actor: Actor, entitlement: Entitlement = EVERYTHING
@@ -825,10 +855,13 @@ class SessionManager:
         )
         return self._info(chosen)
 
-    async def _revoke_at_provider(self, tokens: TokenSet) -> tuple[Revocation, str]:
+    async def _revoke_at_provider(
+        self, account: Account, tokens: TokenSet
+    ) -> tuple[Revocation, str]:
         """Revoke the refresh and access token; what the provider did, and why it failed."""
-        if self.provider is None:
-            return Revocation.FAILED, "no identity provider is configured"
+        client = self._client(account)
+        if client is None:
+            return Revocation.FAILED, "its identity provider is no longer configured"
         failure = ""
         for token, hint in (
             (tokens.refresh_token, "refresh_token"),
@@ -837,7 +870,7 @@ class SessionManager:
             if token is None:
                 continue
             try:
-                offered = await self.provider.revoke(token, hint)
+                offered = await client.revoke(token, hint)
             except ProviderUnavailable as error:
                 log.warning(
                     "could not revoke a token at the provider", extra={"reason": str(error)}
@@ -852,7 +885,7 @@ class SessionManager:
                 return Revocation.NOT_OFFERED, ""
         return (Revocation.FAILED, failure) if failure else (Revocation.REVOKED, "")
 
-    async def logout_url(self, page_url: str, id_token: str | None) -> str:
+    async def logout_url(self, page_url: str, id_token: str | None, account_id: str = "") -> str:
         """Where a browser ends its session at the provider, back to the page at page_url after.
 
         With an id_token, a one-time link to the loopback page (session.signout), which
@@ -860,25 +893,32 @@ class SessionManager:
         """
         if not page_url:
             return ""
-        target = await self.provider_logout_url(page_url + "/", id_token)
+        target = await self.provider_logout_url(page_url + "/", id_token, account_id)
         return self.logout_links.create(page_url, target) if target and id_token else target
 
     async def provider_logout_url(
-        self, post_logout_redirect_uri: str = "", id_token_hint: str | None = None
+        self,
+        post_logout_redirect_uri: str = "",
+        id_token_hint: str | None = None,
+        account_id: str = "",
     ) -> str:
-        """The provider's end-session address for a browser (contract: {idp_url}/logout)."""
-        if self.provider is None or not self.issuer:
+        """The end-session address of the account's provider (contract: {idp_url}/logout).
+
+        Without an account, the default provider's.
+        """
+        link = self.providers.of(account_id) if account_id else self.providers.default
+        if link is None:
             return ""
         try:
-            endpoint = (await self.provider.metadata()).end_session_endpoint
+            endpoint = (await link.client.metadata()).end_session_endpoint
         except ProviderUnavailable:
             endpoint = ""
-        params = {"client_id": self.provider.client_id}
+        params = {"client_id": link.client.client_id}
         if id_token_hint:
             params["id_token_hint"] = id_token_hint
         if post_logout_redirect_uri:
             params["post_logout_redirect_uri"] = post_logout_redirect_uri
-        return f"{endpoint or self.issuer.rstrip('/') + '/logout'}?{urlencode(params)}"
+        return f"{endpoint or link.issuer.rstrip('/') + '/logout'}?{urlencode(params)}"
 
     async def _end(self, account: Account, kind: EventKind, detail: str, actor: Actor) -> None:
         """Forget the account, its stored state with it, and hand the default on."""
@@ -908,7 +948,8 @@ class SessionManager:
         """Write the account with these tokens before anyone is handed them."""
         if self.store is None:
             return
-        record = replace(account, tokens=tokens).to_record(self.issuer or "")
+        link = self.providers.of(account.info.id)
+        record = replace(account, tokens=tokens).to_record(link.issuer if link else "")
         try:
             await asyncio.to_thread(self.store.save, account.info.id, record)
         except Exception:
@@ -936,9 +977,17 @@ class SessionManager:
                     extra={"account": account_id, "reason": str(error)},
                 )
                 continue
-            if record.get("issuer") != self.issuer:
+            link = self.providers.of(account.info.id)
+            if link is None or record.get("issuer") != link.issuer:
                 log.info(
-                    "a stored session belongs to another provider", extra={"account": account_id}
+                    "a stored session belongs to a provider that is not configured (now)",
+                    extra={"account": account_id, "issuer": record.get("issuer")},
+                )
+                continue
+            if link.client_for(account.client_id) is None:
+                log.info(
+                    "a stored session belongs to a client that is not configured (now)",
+                    extra={"account": account_id, "client_id": account.client_id},
                 )
                 continue
             account.revalidate_at = first_revalidation(self._clock(), self.revalidate_seconds)
@@ -961,6 +1010,17 @@ class SessionManager:
         if account is None or not entitlement.sees(account_id):
             raise AccountNotFound
         return account
+
+    def _link(self, account: Account) -> ProviderLink:
+        """The account's provider (only accounts of configured providers are kept)."""
+        link = self.providers.of(account.info.id)
+        assert link is not None  # noqa: S101 - restore and sign-in keep no other
+        return link
+
+    def _client(self, account: Account) -> Provider | None:
+        """The client that renews the account's tokens; None when it is not configured."""
+        link = self.providers.of(account.info.id)
+        return link.client_for(account.client_id) if link is not None else None
 
     def _info(self, account: Account) -> AccountInfo:
         return replace(

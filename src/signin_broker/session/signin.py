@@ -128,6 +128,8 @@ class SignedIn:
     claims: dict[str, Any] = field(repr=False)
     sign_in_id: str  # the BeginSignIn it completes; "" when begun in the browser
     workspace_id: str = ""
+    provider: str = ""  # the alias of the provider it signed in at ("" the main one)
+    client_id: str = ""  # the client the tokens were issued to
 
 
 class SignInFlow:
@@ -139,7 +141,9 @@ class SignInFlow:
         scopes: tuple[str, ...],
         source: SignInSecrets,
         authorize_params: Mapping[str, str] | None = None,
+        alias: str = "",
     ) -> None:
+        self.alias = alias  # of the provider (session.providers)
         self._provider = provider
         self._scopes = scopes
         self._source = source
@@ -212,7 +216,14 @@ class SignInFlow:
             raise IdTokenInvalid(
                 f"the identity provider did not confirm workspace {pending.workspace_id}"
             )
-        return SignedIn(tokens, claims, pending.sign_in_id, pending.workspace_id)
+        return SignedIn(
+            tokens,
+            claims,
+            pending.sign_in_id,
+            pending.workspace_id,
+            self.alias,
+            self._provider.client_id,
+        )
 
     def _forget_expired(self) -> None:
         cutoff = time.time() - PENDING_TTL_SECONDS

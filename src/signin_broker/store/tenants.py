@@ -1,15 +1,18 @@
 """Tenant keys: every stored record names its account, and a store refuses anything else.
 
 A key is `user:<platform_user_id>` or `user:<platform_user_id>:workspace:<workspace_id>`
-(contract 2.9). The store's read and write helpers take one and fail closed on an
-empty or malformed key (contract 4.4): there is no unscoped read.
+(contract 2.9), prefixed with `<alias>/` for an account of a provider other than the
+main one (`work/user:1001`): the same `sub` at two providers is two people. The
+store's read and write helpers take one and fail closed on an empty or malformed key
+(contract 4.4): there is no unscoped read.
 """
 
 from __future__ import annotations
 
 import re
 
-TENANT_KEY = re.compile(r"user:[^:\s]+(?::workspace:[^:\s]+)?")
+PROVIDER_ALIAS = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+TENANT_KEY = re.compile(rf"(?:{PROVIDER_ALIAS.pattern}/)?user:[^:\s]+(?::workspace:[^:\s]+)?")
 
 
 class MissingTenantKey(ValueError):
@@ -20,6 +23,7 @@ def tenant_key(account: str) -> str:
     """The account's key when it is a well-formed tenant key; MissingTenantKey otherwise."""
     if not TENANT_KEY.fullmatch(account):
         raise MissingTenantKey(
-            f"{account!r} is not a tenant key (user:<id>[:workspace:<id>]): no unscoped access"
+            f"{account!r} is not a tenant key ([<alias>/]user:<id>[:workspace:<id>]):"
+            " no unscoped access"
         )
     return account

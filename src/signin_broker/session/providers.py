@@ -1,0 +1,92 @@
+"""The identity providers the daemon signs in at: a main one, and others under short aliases.
+
+People have a work and a personal identity. Each provider has its own client settings
+and its own accounts, whose ids carry its alias (`work/user:1001`; the main
+provider's have none, as the contract writes them). A provider whose client allows
+only one grant type may have a second client for device sign-ins; an account's
+tokens are always renewed by the client they were issued to (RFC 6749 6), so the
+account remembers which one that was. Each provider has its own health: one that
+does not answer degrades only its own accounts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .accounts import provider_of
+from .errors import NotConfigured
+
+if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
+    from .device import DeviceFlow
+    from .oidc import Provider
+    from .signin import SignInFlow
+
+MAIN = ""  # the alias of the main provider (the top-level settings)
+MAIN_NAME = "main"  # how a person names the main provider (no other may be called so)
+
+
+@dataclass(eq=False)
+class ProviderLink:
+    """One provider as the daemon uses it: its clients, its sign-in flows, its health."""
+
+    alias: str
+    issuer: str
+    client: Provider  # browser sign-ins, renewals, revocation, userinfo
+    device_client: Provider  # device sign-ins: `client` unless a second client is set
+    sign_in: SignInFlow
+    device: DeviceFlow
+    degraded_reason: str = ""  # why it is considered unreachable; "" when it answers
+    last_contact: float = 0.0
+    is_default: bool = field(default=False)
+
+    @property
+    def name(self) -> str:
+        """How messages name it: its alias, or "the identity provider" for the main one."""
+        return f"provider {self.alias}" if self.alias else "the identity provider"
+
+    def client_for(self, client_id: str) -> Provider | None:
+        """The client an account's tokens were issued to ("" is the main one); None if gone."""
+        if client_id in ("", self.client.client_id):
+            return self.client
+        return self.device_client if client_id == self.device_client.client_id else None
+
+
+class Providers:
+    """The configured providers by alias, and which one a sign-in goes to by default."""
+
+    def __init__(self, links: Iterable[ProviderLink] = (), default: str = MAIN) -> None:
+        self._links = {link.alias: link for link in links}
+        self.default_alias = default if default in self._links else next(iter(self._links), "")
+        for link in self._links.values():
+            link.is_default = link.alias == self.default_alias
+
+    def __iter__(self) -> Iterator[ProviderLink]:
+        """The providers, the default one first."""
+        return iter(sorted(self._links.values(), key=lambda link: not link.is_default))
+
+    def __bool__(self) -> bool:
+        return bool(self._links)
+
+    @property
+    def default(self) -> ProviderLink | None:
+        """Where a sign-in that names no provider goes; None when none is configured."""
+        return self._links.get(self.default_alias)
+
+    def named(self, alias: str) -> ProviderLink:
+        """The provider with this alias ("" for the default one); NotConfigured otherwise."""
+        link = self.default if not alias else self._links.get(MAIN if alias == MAIN_NAME else alias)
+        if link is not None:
+            return link
+        if not self._links:
+            raise NotConfigured(
+                "no identity provider is configured: set issuer "
+                "(--issuer, SIGNIN_BROKER_ISSUER or `issuer` in config.toml)"
+            )
+        known = ", ".join(link.alias or MAIN_NAME for link in self)
+        raise NotConfigured(f"no identity provider is called {alias!r}; configured: {known}")
+
+    def of(self, account_id: str) -> ProviderLink | None:
+        """The provider an account belongs to, by its id; None when it is not configured."""
+        return self._links.get(provider_of(account_id))
