@@ -13,7 +13,7 @@ import pytest
 
 from signin_broker.session import manager
 from signin_broker.session.accounts import Account, SignInState
-from signin_broker.session.errors import AnswerLost, SignInRequired
+from signin_broker.session.errors import AnswerLost, ProviderUnavailable, SignInRequired
 from signin_broker.session.events import EventKind
 from signin_broker.session.tokens import TokenSet
 from support.refreshing import (
@@ -94,7 +94,7 @@ def test_a_refresh_whose_answer_is_lost_is_never_sent_again_and_lasts_until_expi
 
 
 def test_no_answer_within_the_bound_is_an_answer_lost(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(manager, "REFRESH_ANSWER_SECONDS", 0.05)
+    monkeypatch.setattr(manager, "REFRESH_ANSWER_SECONDS", 0.02)
 
     async def run() -> None:
         clock, provider = Clock(), ScriptedProvider()
@@ -102,9 +102,12 @@ def test_no_answer_within_the_bound_is_an_answer_lost(monkeypatch: pytest.Monkey
         session, events = await signed_in(clock, provider)
         clock.now += 0.8 * 3600
         assert (await session.get_token("", (), 0)).access_token == "at-0"
-        await asyncio.sleep(0.2)
+        renewal = session._accounts[ACCOUNT].refresh_task
+        assert renewal is not None
+        await asyncio.wait([renewal], timeout=10)  # ends at the 20 ms bound
+        await settle()
         assert session._accounts[ACCOUNT].tokens.refresh_in_doubt
-        assert "no answer within 0.05 s" in session.degraded_reason
+        assert "no answer within 0.02 s" in session.degraded_reason
         clock.now += 120
         await session.tend()
         assert provider.refreshes == ["rt-0"]
@@ -178,3 +181,55 @@ def test_in_doubt_and_kept_survive_a_restart_and_from_refresh_does_not() -> None
     restored = TokenSet.from_record(tokens.to_record())
     assert restored.refresh_in_doubt and restored.refresh_kept
     assert not restored.from_refresh  # restored tokens may be renewed once for a min_ttl
+
+
+def test_a_daemon_stopped_while_a_refresh_waits_never_sends_that_refresh_token_again() -> None:
+    """The write-ahead: the store says "in doubt" from the moment the refresh is sent."""
+
+    async def run() -> None:
+        clock, provider = Clock(), ScriptedProvider()
+        provider.stall = asyncio.Event()
+        store = stored_account(clock)
+        session, _ = await signed_in(clock, provider, store)
+        clock.now += 0.8 * 3600
+        await session.get_token("", (), 0)  # starts the renewal, which stalls
+        await settle()
+        assert provider.refreshes == ["rt-0"]
+        assert store.records[ACCOUNT]["tokens"]["refresh_in_doubt"] is True
+        # The daemon stops here (SIGKILL, or SIGTERM after its grace): a new one starts.
+        restarted_provider = ScriptedProvider()
+        again, events = await signed_in(clock, restarted_provider, store)
+        assert (await again.get_token("", (), 0)).access_token == "at-0"  # still valid
+        clock.now += 0.19 * 3600
+        await again.tend()
+        assert restarted_provider.refreshes == []  # rt-0 may be spent: never sent again
+        clock.now += 0.02 * 3600  # past the expiry: the person must sign in again
+        await again.tend()
+        assert again.state() is SignInState.SIGNED_OUT
+        assert EventKind.REVOKED not in events.kinds()
+        provider.stall.set()
+        await settle()
+
+    asyncio.run(run())
+
+
+def test_a_refresh_answered_or_refused_leaves_no_doubt_in_the_store() -> None:
+    async def run() -> None:
+        clock, provider = Clock(), ScriptedProvider()
+        store = stored_account(clock)
+        session, _ = await signed_in(clock, provider, store)
+        clock.now += 0.8 * 3600
+        provider.failure = ProviderUnavailable("HTTP 503")
+        await session.get_token("", (), 0)
+        await settle()
+        assert store.records[ACCOUNT]["tokens"]["refresh_in_doubt"] is False
+        assert store.records[ACCOUNT]["tokens"]["refresh_token"] == "rt-0"
+        provider.failure = None
+        clock.now += 600
+        await session.tend()
+        await settle()
+        assert provider.refreshes == ["rt-0", "rt-0"]  # unspent: sent again after the backoff
+        assert store.records[ACCOUNT]["tokens"]["refresh_token"] == "rt-2"
+        assert store.records[ACCOUNT]["tokens"]["refresh_in_doubt"] is False
+
+    asyncio.run(run())

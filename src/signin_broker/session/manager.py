@@ -417,7 +417,9 @@ class SessionManager:
         Once sent, its answer is awaited however slow the provider is, within
         REFRESH_ANSWER_SECONDS: a rotating provider that stalls, then completes the
         refresh, would otherwise leave the daemon holding a spent refresh token. A token
-        whose answer never came is never sent again (TokenSet.refresh_in_doubt).
+        whose answer never came is never sent again (TokenSet.refresh_in_doubt). That
+        includes a daemon stopped while it waited: the store says "in doubt" until the
+        answer is stored (a write-ahead), so the next start does not send it again.
         """
         tokens, client = account.tokens, self._client(account)
         assert client is not None and tokens.refresh_token is not None  # noqa: S101 - checked by callers
@@ -425,6 +427,8 @@ class SessionManager:
             raise SignInRequired
         if tokens.refresh_in_doubt:  # a renewal ahead in the queue lost its answer
             raise ProviderUnavailable(ANSWER_LOST)
+        if not tokens.refresh_kept:  # a rotating provider spends it
+            await self._persist(account, replace(tokens, refresh_in_doubt=True))
         try:
             async with asyncio.timeout(REFRESH_ANSWER_SECONDS):
                 response = await client.refresh(
@@ -438,15 +442,32 @@ class SessionManager:
             await self._answer_lost(account, f"a renewal got no answer ({reason})")
             raise AnswerLost(reason) from None
         except ProviderUnavailable as error:
+            await self._not_spent(account, tokens)  # not sent, or a server error: unspent
             self._provider_failed(account, str(error))
             raise
         except OAuthError as error:
             self._link(account).last_contact = self._clock()
             if error.error == "invalid_grant" and self._current(account):
                 await self._provider_ended(account, "it refused the refresh token (invalid_grant)")
+            await self._not_spent(account, tokens)
             raise
         self._provider_answered(account)
         return response
+
+    async def _not_spent(self, account: Account, tokens: TokenSet) -> None:
+        """Take back the write-ahead of a refresh the provider refused or never received."""
+        if not tokens.refresh_kept and self._current(account):
+            await self._persist(account, tokens)
+
+    async def finish_renewals(self, timeout: float) -> None:
+        """Give the renewals under way up to timeout to be answered and stored (at a stop)."""
+        running = [
+            account.refresh_task
+            for account in self._accounts.values()
+            if account.refresh_task is not None and not account.refresh_task.done()
+        ]
+        if running:
+            await asyncio.wait(running, timeout=timeout)
 
     async def _answer_lost(self, account: Account, reason: str) -> None:
         """A renewal whose answer never came: its refresh token may be spent (unless kept)."""
@@ -977,6 +998,12 @@ class SessionManager:
                     extra={"account": account_id, "reason": str(error)},
                 )
                 continue
+            if account.tokens.refresh_in_doubt:
+                log.warning(
+                    "a renewal got no answer before the daemon stopped: its refresh token"
+                    " is not sent again; the session lasts until the access token expires",
+                    extra={"account": account_id},
+                )
             link = self.providers.of(account.info.id)
             if link is None or record.get("issuer") != link.issuer:
                 log.info(
