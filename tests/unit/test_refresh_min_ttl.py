@@ -68,3 +68,42 @@ def test_a_min_ttl_within_the_lifetime_still_renews_when_the_token_falls_short()
         assert len(provider.refreshes) == 2
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("audience", ["", API], ids=["main", "down-scoped"])
+def test_min_ttl_just_under_the_lifetime_renews_once_a_quarter_lifetime_not_every_second(
+    audience: str,
+) -> None:
+    """60 s tokens and min_ttl 59: one renewal a second before; now one per 15 s at most."""
+
+    async def run() -> None:
+        clock = Clock()
+        provider, tokens = sixty_second_session(clock)
+        session, _ = await signed_in(clock, provider, stored_account(clock, tokens))
+        served, refused = 0, 0
+        for _ in range(60):  # a minute of one call a second
+            clock.now += 1
+            try:
+                await session.get_token("", (), 59, audience=audience)
+                served += 1
+            except TokenLifetimeTooShort as error:
+                refused += 1
+                assert "min_ttl_seconds 59 would renew them every few seconds" in str(error)
+                assert "ask for at most 30 s" in str(error)
+        assert len(provider.refreshes) <= 5  # 60 / 15 + the first
+        assert served >= 4 and refused > 0
+
+    asyncio.run(run())
+
+
+def test_min_ttl_of_half_the_lifetime_is_served_as_often_as_it_is_asked() -> None:
+    async def run() -> None:
+        clock = Clock()
+        provider, tokens = sixty_second_session(clock)
+        session, _ = await signed_in(clock, provider, stored_account(clock, tokens))
+        for _ in range(120):
+            clock.now += 1
+            assert (await session.get_token("", (), 30)).expires_at - clock.now >= 30
+        assert len(provider.refreshes) <= 120 // 30 + 1  # one per 30 s, no more
+
+    asyncio.run(run())

@@ -65,13 +65,18 @@ class TokenTooShortLived(SessionError):
 
 
 class TokenLifetimeTooShort(SessionError):
-    """The caller asks for a token to last longer than the provider's tokens ever do."""
+    """The caller asks for a token to last longer than the provider's tokens ever do, or
+    so nearly as long that serving it would renew them every few seconds."""
 
     def __init__(self, lifetime: float, min_ttl: int) -> None:
-        super().__init__(
-            f"the provider issues tokens valid for {round(lifetime)} s;"
-            f" min_ttl_seconds {min_ttl} cannot be met"
-        )
+        if min_ttl >= lifetime:
+            why = f"min_ttl_seconds {min_ttl} cannot be met"
+        else:  # see TokenSet.renewal_would_hammer
+            why = (
+                f"min_ttl_seconds {min_ttl} would renew them every few seconds; ask for at"
+                f" most {int(lifetime // 2)} s"
+            )
+        super().__init__(f"the provider issues tokens valid for {round(lifetime)} s; {why}")
 
 
 class TooManyNewTokens(SessionError):

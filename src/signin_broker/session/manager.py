@@ -280,8 +280,7 @@ class SessionManager:
         now = self._clock()
         if not tokens.wants_refresh(now, min_ttl):
             return tokens  # the common case: no lock, no await
-        if tokens.from_refresh and not tokens.is_due(now) and tokens.lifetime <= min_ttl:
-            # Just renewed and still too short: so would the next one be (issue 14, #5).
+        if tokens.renewal_would_hammer(now, min_ttl):  # issue 14, finding 5
             raise TokenLifetimeTooShort(tokens.lifetime, min_ttl)
         if not self._renewable(account):
             return await self._unrenewable(account, min_ttl)
@@ -345,7 +344,7 @@ class SessionManager:
         now = self._clock()
         if cached is not None and not cached.wants_refresh(now, min_ttl):
             return cached  # no provider round trip while it is good
-        if cached is not None and not cached.is_due(now) and cached.lifetime <= min_ttl:
+        if cached is not None and cached.renewal_would_hammer(now, min_ttl):
             raise TokenLifetimeTooShort(cached.lifetime, min_ttl)  # as in _main_token
         if not self._renewable(account):
             raise TokenTooShortLived(0 if cached is None else max(0, int(cached.expires_at - now)))

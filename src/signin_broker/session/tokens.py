@@ -92,6 +92,19 @@ class TokenSet:
         """At or past 75 % of the lifetime, or not lasting min_ttl seconds more."""
         return self.is_due(now) or not self.lasts(now, min_ttl)
 
+    def renewal_would_hammer(self, now: float, min_ttl: float) -> bool:
+        """Whether renewing these just-renewed tokens for a caller's min_ttl is refused.
+
+        Past the lifetime no renewal helps. Past half of it a caller could make one
+        renewal a second (60 s tokens, min_ttl 59): it gets one per quarter of the
+        lifetime at most, while the schedule alone renews once per three quarters.
+        """
+        if not self.from_refresh or self.is_due(now):
+            return False
+        if self.lifetime <= min_ttl:
+            return True
+        return 2 * min_ttl > self.lifetime and now - self.issued_at < self.lifetime / 4
+
     def refresh_due_at(self, early_fraction: float = 0.0) -> float:
         """When the background loop renews: at 75 % of the lifetime, minus a jitter share."""
         return self.issued_at + (REFRESH_AT_FRACTION - early_fraction) * self.lifetime
