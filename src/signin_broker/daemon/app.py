@@ -194,7 +194,11 @@ async def _provider_link(
         # The files and method set are the main client's: the device client is public
         # unless the keyring holds a secret for it (`client-secret set --client-id`).
         device = replace(
-            provider, client_auth="auto", client_secret_file=None, client_private_key_file=None
+            provider,
+            client_auth="auto",
+            client_secret_file=None,
+            client_private_key_file=None,
+            client_certificate_file=None,
         )
         device_auth = await asyncio.to_thread(
             _client_auth, settings, device, provider.device_client_id
@@ -232,6 +236,7 @@ def _client_auth(settings: Settings, provider: ProviderSettings, client_id: str)
         assertion_audience=provider.client_assertion_audience,
         keyring=KeyringKeyStore if settings.key_store == "keyring" else None,
         provider=provider.alias,
+        certificate_file=provider.client_certificate_file,
     )
 
 

@@ -40,6 +40,7 @@ PROVIDER_KEYS = (
     "client_auth",
     "client_secret_file",
     "client_private_key_file",
+    "client_certificate_file",
     "client_key_id",
     "client_assertion_audience",
     "scopes",
@@ -78,6 +79,7 @@ class ProviderSettings:
     client_auth: str  # auto or one of client_auth.METHODS
     client_secret_file: Path | None
     client_private_key_file: Path | None
+    client_certificate_file: Path | None
     client_key_id: str
     client_assertion_audience: str
     scopes: tuple[str, ...]
@@ -94,6 +96,7 @@ class Settings:
     client_auth: str  # auto or one of client_auth.METHODS
     client_secret_file: Path | None
     client_private_key_file: Path | None
+    client_certificate_file: Path | None
     client_key_id: str
     client_assertion_audience: str
     scopes: tuple[str, ...]
@@ -181,6 +184,10 @@ def _private_key_file(value: object) -> Path | None:
     except client_auth.ClientAuthError as error:
         raise ValueError(str(error).removeprefix("client_private_key_file: ")) from None
     return path
+
+
+def _optional_path(value: object) -> Path | None:
+    return _absolute_path(value) if _text(value) else None
 
 
 def _key_id(value: object) -> str:
@@ -358,6 +365,14 @@ OPTIONS: tuple[_Option, ...] = (
         "client_private_key_file",
         "a 0600 PEM file with the client's private key (RSA, EC or Ed25519): private_key_jwt",
         _private_key_file,
+        lambda: "",
+        "PATH",
+    ),
+    _Option(
+        "client_certificate_file",
+        "the PEM certificate of that key, for providers that find the key by its thumbprint"
+        " (Microsoft Entra ID's certificate credentials: x5t and x5t#S256 in each assertion)",
+        _optional_path,
         lambda: "",
         "PATH",
     ),
@@ -583,6 +598,14 @@ def _check_client_auth(provider: ProviderSettings) -> None:
             f"client_auth{where} is none (a public client), yet a client secret or key file"
             " is set; remove it, or choose the method that uses it"
         )
+    if provider.client_certificate_file is not None:
+        try:
+            client_auth.certificate_headers(
+                provider.client_certificate_file,
+                client_auth.read_private_key(key) if key is not None else None,
+            )
+        except client_auth.ClientAuthError as error:
+            raise SettingsError(f"{error}{where}") from None
 
 
 def _pick(

@@ -156,6 +156,42 @@ def read_private_key(path: Path) -> PrivateKey:
     )
 
 
+def certificate_headers(path: Path, key: PrivateKey | None) -> dict[str, str]:
+    """The x5t and x5t#S256 of the key's PEM certificate, for each assertion's header.
+
+    Microsoft Entra ID finds a certificate credential by these thumbprints (RFC 7515
+    4.1.7 and 4.1.8) rather than by a kid. The certificate must be the key's.
+    """
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+
+    if key is None:
+        raise ClientAuthError("client_certificate_file needs client_private_key_file, its key")
+    try:
+        with path.open("rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)
+        certificate = x509.load_pem_x509_certificate(data[:MAX_FILE_BYTES])
+    except OSError as error:
+        raise ClientAuthError(f"client_certificate_file: {path}: {error.strerror}") from None
+    except ValueError:
+        raise ClientAuthError(f"client_certificate_file: {path} is not a PEM certificate") from None
+    spki = serialization.PublicFormat.SubjectPublicKeyInfo
+    if certificate.public_key().public_bytes(
+        serialization.Encoding.DER, spki
+    ) != key.public_key().public_bytes(serialization.Encoding.DER, spki):
+        raise ClientAuthError(
+            f"client_certificate_file: {path} is not the certificate of client_private_key_file"
+        )
+    der = certificate.public_bytes(serialization.Encoding.DER)
+
+    def thumbprint(algorithm: hashes.HashAlgorithm) -> str:
+        digest = hashes.Hash(algorithm)
+        digest.update(der)
+        return base64.urlsafe_b64encode(digest.finalize()).rstrip(b"=").decode()
+
+    return {"x5t": thumbprint(hashes.SHA1()), "x5t#S256": thumbprint(hashes.SHA256())}  # noqa: S303 - a name, as RFC 7515 4.1.7 defines it
+
+
 def signing_algorithms(key: PrivateKey) -> tuple[str, ...]:
     """The JWS algorithms this key can sign with, the most widely accepted first."""
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -175,6 +211,7 @@ class ClientCredentials:
     secret_source: str = ""
     private_key: PrivateKey | None = field(default=None, repr=False)
     key_id: str = ""
+    certificate: dict[str, str] = field(default_factory=dict)  # x5t, x5t#S256
 
 
 def load_client_auth(
@@ -187,6 +224,7 @@ def load_client_auth(
     assertion_audience: str,
     keyring: Callable[[], KeyStore] | None,
     provider: str = "",
+    certificate_file: Path | None = None,
 ) -> ClientAuth:
     """The client's authentication as configured; one that refuses every request if it cannot work.
 
@@ -203,6 +241,7 @@ def load_client_auth(
             key_id=key_id,
             keyring=keyring,
             provider=provider,
+            certificate_file=certificate_file,
         )
     except ClientAuthError as error:
         log.error("client authentication cannot work", extra={"reason": str(error)})  # noqa: TRY400 - no traceback
@@ -219,6 +258,7 @@ def load_credentials(
     key_id: str = "",
     keyring: Callable[[], KeyStore] | None,
     provider: str = "",
+    certificate_file: Path | None = None,
 ) -> ClientCredentials:
     """Read the credentials `setting` may use; ClientAuthError when a needed one is missing.
 
@@ -244,7 +284,10 @@ def load_credentials(
         raise ClientAuthError(
             "client_auth = private_key_jwt needs client_private_key_file (a 0600 PEM file)"
         )
-    return ClientCredentials(secret, source, private_key, key_id)
+    certificate = (
+        certificate_headers(certificate_file, private_key) if certificate_file is not None else {}
+    )
+    return ClientCredentials(secret, source, private_key, key_id, certificate)
 
 
 def _keyring_secret(name: str, setting: str, keyring: Callable[[], KeyStore] | None) -> str | None:
@@ -381,8 +424,10 @@ class ClientAuth:
             "iat": now,
             "exp": now + ASSERTION_SECONDS,
         }
-        headers = {"kid": self._credentials.key_id} if self._credentials.key_id else None
-        return jwt.encode(claims, key, algorithm=_algorithm(key, metadata), headers=headers)
+        headers = dict(self._credentials.certificate)
+        if self._credentials.key_id:
+            headers["kid"] = self._credentials.key_id
+        return jwt.encode(claims, key, algorithm=_algorithm(key, metadata), headers=headers or None)
 
     def _audience(self, metadata: ProviderMetadata) -> str:
         """The token endpoint (OpenID Connect Core 9), or the issuer if the provider asks for it."""
@@ -399,6 +444,8 @@ class ClientAuth:
         if method == PRIVATE_KEY_JWT and key is not None:
             described["algorithm"] = _algorithm(key, metadata)
             described["audience"] = self._audience(metadata)
+            if self._credentials.certificate:
+                described["x5t#S256"] = self._credentials.certificate["x5t#S256"]
         return described
 
 
