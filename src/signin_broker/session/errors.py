@@ -65,8 +65,10 @@ class TokenTooShortLived(SessionError):
 
 
 class TokenLifetimeTooShort(SessionError):
-    """The caller asks for a token to last longer than the provider's tokens ever do, or
-    so nearly as long that serving it would renew them every few seconds."""
+    """The caller asks for a token to last (nearly) as long as the provider's tokens do.
+
+    Serving a min_ttl close to the lifetime would renew them every few seconds.
+    """
 
     def __init__(self, lifetime: float, min_ttl: int) -> None:
         if min_ttl >= lifetime:

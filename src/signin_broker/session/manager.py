@@ -458,15 +458,15 @@ class SessionManager:
         if not tokens.refresh_kept and self._current(account):
             await self._persist(account, tokens)
 
-    async def finish_renewals(self, timeout: float) -> None:
-        """Give the renewals under way up to timeout to be answered and stored (at a stop)."""
+    async def finish_renewals(self, grace: float) -> None:
+        """Give the renewals under way up to grace seconds to be answered and stored (a stop)."""
         running = [
             account.refresh_task
             for account in self._accounts.values()
             if account.refresh_task is not None and not account.refresh_task.done()
         ]
         if running:
-            await asyncio.wait(running, timeout=timeout)
+            await asyncio.wait(running, timeout=grace)
 
     async def _answer_lost(self, account: Account, reason: str) -> None:
         """A renewal whose answer never came: its refresh token may be spent (unless kept)."""
