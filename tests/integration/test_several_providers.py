@@ -42,7 +42,7 @@ def work() -> Iterator[StubProvider]:
 
 
 def config(folder: Path, personal: StubProvider, work: StubProvider, *extra: str) -> Path:
-    path = folder / "several.toml"
+    path = folder.parent / "several.toml"
     path.write_text(
         "\n".join(
             [
