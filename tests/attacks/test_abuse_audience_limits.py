@@ -148,8 +148,8 @@ async def manager(clock: Clock) -> tuple[SessionManager, Provider]:
     )
     record = Account(AccountInfo("user:1001", "1001", is_default=True), tokens).to_record(issuer)
     provider = Provider()
-    session = SessionManager(providers_of(issuer, provider), store=Store(record), clock=clock)
-    await session.restore()
+    session = SessionManager(clock=clock)
+    await session.start(providers_of(issuer, provider), Store(record), "test")
     return session, provider
 
 
@@ -178,7 +178,7 @@ def test_the_session_manager_bounds_grants_and_cache_of_an_audience_flood() -> N
         for i in range(FLOOD):
             clock.now += 1
             await session.get_token("", (), 0, audience=audience(FLOOD + 1 + i), actor=flooder)
-            assert len(session._accounts["user:1001"].scoped) <= MAX_SCOPED_TOKENS
+            assert len(session.registry.get("user:1001").scoped) <= MAX_SCOPED_TOKENS
         assert provider.grants == GRANT_BURST + 1 + FLOOD
 
     asyncio.run(flood())
@@ -190,7 +190,7 @@ def test_an_app_over_its_budget_still_gets_a_cached_token_due_for_renewal() -> N
 
     async def renew_when_over_budget() -> None:
         session, provider = await manager(clock)
-        session._grants = GrantBudget(clock, burst=1, per_second=1e-6)
+        session.keeper._grants = GrantBudget(clock, burst=1, per_second=1e-6)
         first = await session.get_token("", (), 0, audience=audience(0), actor=app)
         clock.now += 0.8 * 3600  # past the 75 % mark: due for renewal, still valid
         again = await session.get_token("", (), 0, audience=audience(0), actor=app)

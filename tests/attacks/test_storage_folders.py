@@ -57,7 +57,6 @@ def test_a_symlinked_accounts_folder_is_refused(socket_path: Path, folder: Path)
     assert "symlink" in output
 
 
-@pytest.mark.real
 @pytest.mark.parametrize("which", ["state", "accounts"])
 def test_state_folders_owned_by_another_user_are_refused(socket_path: Path, which: str) -> None:
     intruder = pwd.getpwnam(other_user())

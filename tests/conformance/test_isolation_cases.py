@@ -2,9 +2,11 @@
 
 Tenants are accounts (`user:<id>`, `user:<id>:workspace:<wid>`); the caller is an app,
 identified by the kernel; what an app may see is the user's app policy. Each app here
-is a separate process (support.apps). T1 beyond these lives in test_callers.py (other
-OS users, the private socket); T10 and T12 concern org-scoped tables, which the
-broker does not have. T11's record is a pending device (QR) sign-in.
+is a separate process (support.apps). The isolation table's ids carry the prefix iso_
+(iso_T7 is row-level isolation; plain T7 is the sign-in table's deep link). iso_T1
+beyond these lives in test_callers.py (other OS users, the private socket); iso_T10
+and iso_T12 concern org-scoped tables, which the broker does not have. iso_T11's record
+is a pending device (QR) sign-in.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ def test_I3_a_second_app_arrives_signed_in_without_its_own_oauth_flow(
     daemon.stop()
 
 
-def test_T1_an_app_the_user_denied_is_refused_and_sees_nothing(
+def test_iso_T1_an_app_the_user_denied_is_refused_and_sees_nothing(
     people: StubProvider, socket_path: Path, tmp_path: Path
 ) -> None:
     daemon = daemon_with_accounts(people, socket_path, workspace=False)
@@ -81,7 +83,7 @@ def test_T1_an_app_the_user_denied_is_refused_and_sees_nothing(
     daemon.stop()
 
 
-def test_T2_an_app_sees_only_the_accounts_it_is_allowed(
+def test_iso_T2_an_app_sees_only_the_accounts_it_is_allowed(
     people: StubProvider, socket_path: Path, tmp_path: Path
 ) -> None:
     daemon = daemon_with_accounts(people, socket_path, workspace=False)
@@ -95,7 +97,7 @@ def test_T2_an_app_sees_only_the_accounts_it_is_allowed(
     daemon.stop()
 
 
-def test_T3_another_account_is_not_found_exactly_like_a_missing_one(
+def test_iso_T3_another_account_is_not_found_exactly_like_a_missing_one(
     people: StubProvider, socket_path: Path, tmp_path: Path
 ) -> None:
     daemon = daemon_with_accounts(people, socket_path, workspace=False)
@@ -107,7 +109,7 @@ def test_T3_another_account_is_not_found_exactly_like_a_missing_one(
     daemon.stop()
 
 
-def test_T4_a_write_naming_another_account_is_refused_and_changes_nothing(
+def test_iso_T4_a_write_naming_another_account_is_refused_and_changes_nothing(
     people: StubProvider, socket_path: Path, tmp_path: Path
 ) -> None:
     daemon = daemon_with_accounts(people, socket_path, workspace=False)
@@ -125,7 +127,7 @@ def test_T4_a_write_naming_another_account_is_refused_and_changes_nothing(
     daemon.stop()
 
 
-def test_T5_a_workspace_account_is_seen_by_the_apps_allowed_to_it(
+def test_iso_T5_a_workspace_account_is_seen_by_the_apps_allowed_to_it(
     people: StubProvider, socket_path: Path, tmp_path: Path
 ) -> None:
     daemon = daemon_with_accounts(people, socket_path)
@@ -145,7 +147,7 @@ def test_T5_a_workspace_account_is_seen_by_the_apps_allowed_to_it(
     daemon.stop()
 
 
-def test_T6_a_workspace_account_is_not_found_for_apps_not_allowed_to_it(
+def test_iso_T6_a_workspace_account_is_not_found_for_apps_not_allowed_to_it(
     people: StubProvider, socket_path: Path, tmp_path: Path
 ) -> None:
     daemon = daemon_with_accounts(people, socket_path)
@@ -157,7 +159,7 @@ def test_T6_a_workspace_account_is_not_found_for_apps_not_allowed_to_it(
     daemon.stop()
 
 
-def test_T6_a_workspace_the_user_is_not_a_member_of_gives_no_account(
+def test_iso_T6_a_workspace_the_user_is_not_a_member_of_gives_no_account(
     people: StubProvider, socket_path: Path
 ) -> None:
     daemon = DaemonProcess(socket_path, "--issuer", people.issuer).start()
@@ -172,7 +174,7 @@ def test_T6_a_workspace_the_user_is_not_a_member_of_gives_no_account(
     daemon.stop()
 
 
-def test_T7_the_stores_refuse_any_access_without_a_tenant_key(tmp_path: Path) -> None:
+def test_iso_T7_the_stores_refuse_any_access_without_a_tenant_key(tmp_path: Path) -> None:
     vault = Vault(tmp_path / "accounts", FileKeyStore(tmp_path / "state.key"))
     vault.save(ALICE_ID, {"secret": "kept"})
     for key in ("", "1001", "workspace:7", "user:", "user:1001:", "*"):
@@ -185,7 +187,7 @@ def test_T7_the_stores_refuse_any_access_without_a_tenant_key(tmp_path: Path) ->
     assert vault.load(ALICE_ID) == {"secret": "kept"}
 
 
-def test_T8_the_daemons_audit_reads_use_the_tenant_and_actor_indexes(
+def test_iso_T8_the_daemons_audit_reads_use_the_tenant_and_actor_indexes(
     people: StubProvider, socket_path: Path, tmp_path: Path
 ) -> None:
     daemon = daemon_with_accounts(people, socket_path, workspace=False)
@@ -210,7 +212,7 @@ def test_T8_the_daemons_audit_reads_use_the_tenant_and_actor_indexes(
 
 
 @pytest.mark.parametrize("retention_days", ["30", "0"])
-def test_T9_removing_an_account_records_it_first_then_deletes_all_of_it(
+def test_iso_T9_removing_an_account_records_it_first_then_deletes_all_of_it(
     people: StubProvider, socket_path: Path, retention_days: str
 ) -> None:
     daemon = daemon_with_accounts(
@@ -251,7 +253,7 @@ def test_T9_removing_an_account_records_it_first_then_deletes_all_of_it(
     assert removal and session_end and removal[0] < session_end[0]  # recorded before cleanup
 
 
-def test_T11_a_device_sign_in_is_not_found_from_a_caller_of_another_account(
+def test_iso_T11_a_device_sign_in_is_not_found_from_a_caller_of_another_account(
     people: StubProvider, socket_path: Path, tmp_path: Path
 ) -> None:
     daemon = daemon_with_accounts(people, socket_path, workspace=False)

@@ -49,7 +49,7 @@ def test_other_user_cannot_even_open_the_socket(daemon: DaemonProcess) -> None:
     assert outcome == {"connected": False, "errno": errno.EACCES}
 
 
-def test_T1_other_user_is_closed_before_any_handler_runs(daemon: DaemonProcess) -> None:
+def test_iso_T1_other_user_is_closed_before_any_handler_runs(daemon: DaemonProcess) -> None:
     """Even with the folder and socket opened up by mistake, the kernel check refuses them.
 
     The connection is closed at accept, before a byte is read (as ssh-agent does), so

@@ -214,9 +214,8 @@ def test_accounts_of_a_provider_taken_out_of_the_config_wait_until_it_is_back(
 ) -> None:
     conf = config(socket_path.parent, personal, work)
     args = ("--config", str(conf), "--key-store", "file")
-    with DaemonProcess(socket_path, *args) as daemon:
-        with Browser() as browser:
-            sign_in(browser, daemon, "/user/login?provider=work")
+    with DaemonProcess(socket_path, *args) as daemon, Browser() as browser:
+        sign_in(browser, daemon, "/user/login?provider=work")
     conf.write_text(f'issuer = "{personal.issuer}"\n')
     with DaemonProcess(socket_path, *args) as daemon, BrokerClient(socket_path) as client:
         assert client.accounts() == []

@@ -19,7 +19,6 @@ from signin_broker.testing.daemon import short_temp_dir
 from support.providers import checks
 from support.providers.node import NodeOidcProvider
 
-pytestmark = pytest.mark.real
 ACCESS_TOKEN_TTL = 20
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from signin_broker.daemon.apps import AppDenied, AppGate, UnknownApp
 from signin_broker.daemon.callers import INTERPRETER, Caller, script_of
-from signin_broker.daemon.policy import AppRule, Decision, PolicyFile, parse, render
+from signin_broker.daemon.policy import AppRule, Decision, PolicyError, PolicyFile, parse, render
 
 
 @pytest.mark.parametrize(
@@ -51,7 +51,7 @@ def test_the_policy_file_survives_a_round_trip() -> None:
 
 def test_an_app_listed_twice_is_an_error() -> None:
     text = render([AppRule("/a", Decision.ALLOW)]) + render([AppRule("/a", Decision.DENY)])
-    with pytest.raises(Exception, match="listed twice"):
+    with pytest.raises(PolicyError, match="listed twice"):
         parse(text)
 
 

@@ -237,7 +237,7 @@ def test_daemon_wide_rows_are_kept_apart_from_tenant_rows(log: AuditLog) -> None
 
 
 @pytest.mark.parametrize("key", MALFORMED_KEYS)
-def test_T7_scoped_access_without_a_tenant_key_is_refused(
+def test_iso_T7_scoped_access_without_a_tenant_key_is_refused(
     log: AuditLog, path: Path, key: str
 ) -> None:
     log.record([entry("user:42"), entry("")])
@@ -258,13 +258,15 @@ def test_T7_scoped_access_without_a_tenant_key_is_refused(
     assert raw(path).execute("SELECT * FROM audit_log ORDER BY id").fetchall() == before
 
 
-def test_T7_an_empty_account_list_is_refused(log: AuditLog) -> None:
+def test_iso_T7_an_empty_account_list_is_refused(log: AuditLog) -> None:
     log.record([entry("user:42")])
     with pytest.raises(MissingTenantKey):
         log.for_app(APP_A.app, [])
 
 
-def test_T7_the_queries_match_nothing_when_the_tenant_is_unset(log: AuditLog, path: Path) -> None:
+def test_iso_T7_the_queries_match_nothing_when_the_tenant_is_unset(
+    log: AuditLog, path: Path
+) -> None:
     log.record([entry("user:42"), entry("")])
     unset = {"account": None, "accounts": None, "app": APP_A.app, "before_id": None, "limit": 9}
     with raw(path) as db:
@@ -305,7 +307,7 @@ def plan(db: sqlite3.Connection, sql: str, before_id: int | None) -> list[str]:
     ],
     ids=["for_account", "for_app", "daemon_wide"],
 )
-def test_T8_reads_use_the_index_not_a_scan(
+def test_iso_T8_reads_use_the_index_not_a_scan(
     log: AuditLog,
     clock: Clock,
     path: Path,
@@ -323,7 +325,7 @@ def test_T8_reads_use_the_index_not_a_scan(
     assert not [detail for detail in details if detail.startswith("SCAN audit_log")], details
 
 
-def test_T9_deleted_tenant_is_purged_after_retention_and_others_stay(
+def test_iso_T9_deleted_tenant_is_purged_after_retention_and_others_stay(
     log: AuditLog, clock: Clock, path: Path
 ) -> None:
     log.record(

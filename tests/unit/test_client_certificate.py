@@ -90,7 +90,7 @@ def test_each_assertion_carries_the_thumbprints_of_the_keys_certificate(tmp_path
     assertion = parse_qs(form)["client_assertion"][0]
     header = jwt.get_unverified_header(assertion)
     der = certificate.public_bytes(serialization.Encoding.DER)
-    assert header["x5t"] == b64(hashlib.sha1(der).digest())  # noqa: S324 - RFC 7515 4.1.7
+    assert header["x5t"] == b64(hashlib.sha1(der).digest())
     assert header["x5t#S256"] == b64(hashlib.sha256(der).digest())
     jwt.decode(
         assertion, private.public_key(), algorithms=["RS256"], audience=metadata.token_endpoint

@@ -12,7 +12,7 @@ from signin_broker.session.client_auth import secret_name
 from signin_broker.store.tenants import MissingTenantKey, tenant_key
 
 
-def settings_of(tmp_path: Path, text: str, *argv: str):  # noqa: ANN201 - Settings
+def settings_of(tmp_path: Path, text: str, *argv: str):
     config = tmp_path / "config.toml"
     config.write_text(text)
     return load(["--config", str(config), *argv], environ={})

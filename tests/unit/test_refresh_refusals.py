@@ -11,7 +11,7 @@ import logging
 
 import pytest
 
-from signin_broker.session import manager
+from signin_broker.session import renewal
 from signin_broker.session.accounts import SignInState
 from signin_broker.session.errors import OAuthError, ProviderUnreachable, SignInRequired
 from signin_broker.session.events import EventKind
@@ -22,7 +22,7 @@ BARE_400 = OAuthError("invalid_request", "", 400)
 
 @pytest.fixture(autouse=True)
 def _short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(manager, "RENEWAL_WAIT_SECONDS", 0.01)
+    monkeypatch.setattr(renewal, "RENEWAL_WAIT_SECONDS", 0.01)
 
 
 def test_a_refusal_with_userinfo_rejecting_the_token_ends_the_session(
@@ -41,7 +41,7 @@ def test_a_refusal_with_userinfo_rejecting_the_token_ends_the_session(
             await session.get_token("", (), 0)
         assert provider.refreshes == ["rt-0"]
 
-    with caplog.at_level(logging.WARNING, logger=manager.__name__):
+    with caplog.at_level(logging.WARNING, logger=renewal.__name__):
         asyncio.run(run())
     (ended,) = [r for r in caplog.records if r.getMessage() == "the provider ended the session"]
     assert ended.account == ACCOUNT  # type: ignore[attr-defined]
@@ -90,7 +90,7 @@ def test_a_renewal_after_refusals_ends_the_backoff() -> None:
             clock.now += 2
             await session.tend()
             await settle()
-        assert session._accounts[ACCOUNT].tokens.access_token == "at-2"
+        assert session.registry.get(ACCOUNT).tokens.access_token == "at-2"
         assert session.degraded_reason == ""
         assert EventKind.RECOVERED in events.kinds()
 

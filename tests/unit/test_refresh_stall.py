@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from signin_broker.session import manager
+from signin_broker.session import renewal
 from signin_broker.session.accounts import Account, SignInState
 from signin_broker.session.errors import AnswerLost, ProviderUnavailable, SignInRequired
 from signin_broker.session.events import EventKind
@@ -31,7 +31,7 @@ LOST = AnswerLost("the token request failed: ReadTimeout")
 @pytest.fixture(autouse=True)
 def _short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     """Callers with a good token wait 10 ms for a renewal, not 2 s."""
-    monkeypatch.setattr(manager, "RENEWAL_WAIT_SECONDS", 0.01)
+    monkeypatch.setattr(renewal, "RENEWAL_WAIT_SECONDS", 0.01)
 
 
 def test_a_stalled_refresh_is_awaited_and_its_late_answer_stored_and_used() -> None:
@@ -47,7 +47,7 @@ def test_a_stalled_refresh_is_awaited_and_its_late_answer_stored_and_used() -> N
             clock.now += 30
             await session.tend()
         assert provider.refreshes == ["rt-0"]
-        assert provider.answer_within == [manager.REFRESH_ANSWER_SECONDS]  # not 10 s
+        assert provider.answer_within == [renewal.REFRESH_ANSWER_SECONDS]  # not 10 s
         provider.stall.set()  # the provider wakes up and answers
         await settle()
         assert (await session.get_token("", (), 0)).access_token == "at-1"
@@ -94,7 +94,7 @@ def test_a_refresh_whose_answer_is_lost_is_never_sent_again_and_lasts_until_expi
 
 
 def test_no_answer_within_the_bound_is_an_answer_lost(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(manager, "REFRESH_ANSWER_SECONDS", 0.02)
+    monkeypatch.setattr(renewal, "REFRESH_ANSWER_SECONDS", 0.02)
 
     async def run() -> None:
         clock, provider = Clock(), ScriptedProvider()
@@ -102,11 +102,11 @@ def test_no_answer_within_the_bound_is_an_answer_lost(monkeypatch: pytest.Monkey
         session, events = await signed_in(clock, provider)
         clock.now += 0.8 * 3600
         assert (await session.get_token("", (), 0)).access_token == "at-0"
-        renewal = session._accounts[ACCOUNT].refresh_task
-        assert renewal is not None
-        await asyncio.wait([renewal], timeout=10)  # ends at the 20 ms bound
+        under_way = session.registry.get(ACCOUNT).refresh_task
+        assert under_way is not None
+        await asyncio.wait([under_way], timeout=10)  # ends at the 20 ms bound
         await settle()
-        assert session._accounts[ACCOUNT].tokens.refresh_in_doubt
+        assert session.registry.get(ACCOUNT).tokens.refresh_in_doubt
         assert "no answer within 0.02 s" in session.degraded_reason
         clock.now += 120
         await session.tend()
@@ -124,12 +124,12 @@ def test_a_refresh_token_the_provider_keeps_is_sent_again_after_a_lost_answer() 
         session, _ = await signed_in(clock, provider)
         clock.now += 0.8 * 3600
         assert (await session.get_token("", (), 0)).access_token == "at-1"
-        assert session._accounts[ACCOUNT].tokens.refresh_kept
+        assert session.registry.get(ACCOUNT).tokens.refresh_kept
         clock.now += 0.8 * 3600
         provider.failure = LOST
         await session.get_token("", (), 0)
         await settle()
-        assert not session._accounts[ACCOUNT].tokens.refresh_in_doubt
+        assert not session.registry.get(ACCOUNT).tokens.refresh_in_doubt
         provider.failure = None
         clock.now += 5  # past the backoff
         assert (await session.get_token("", (), 0)).access_token == "at-3"

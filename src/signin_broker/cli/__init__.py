@@ -1,1 +1,1 @@
-"""The bundled `signin-broker` command, built on the client SDK."""
+"""The bundled `signin-broker` command, so people and shell scripts use the daemon without code."""

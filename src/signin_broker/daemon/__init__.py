@@ -1,1 +1,1 @@
-"""The signin-brokerd process: settings, lifecycle, socket, caller checks, gRPC service."""
+"""The signin-brokerd process, which serves one user's sign-in and tokens to the apps it lets in."""

@@ -17,7 +17,7 @@ from grpclib.health.check import ServiceStatus
 from grpclib.health.service import Health
 from grpclib.reflection.service import ServerReflection
 
-from ..session.manager import SessionManager, keep
+from ..session.manager import SessionManager
 from ..session.providers import MAIN_NAME, Providers
 from ..v1 import broker_pb2
 from .apps import AppGate
@@ -133,11 +133,10 @@ async def _start_sessions(
     await asyncio.to_thread(importlib.import_module, "signin_broker.daemon.web")
     from .web import SignInSite
 
-    session.store, session.storage = await asyncio.to_thread(_open_store, settings)
+    store, storage = await asyncio.to_thread(_open_store, settings)
     links = [await _provider_link(settings, provider, session) for provider in settings.providers]
-    session.providers = Providers(links, settings.default_alias)
-    await session.restore()
-    keeper = asyncio.get_running_loop().create_task(keep(session))
+    await session.start(Providers(links, settings.default_alias), store, storage)
+    keeper = asyncio.get_running_loop().create_task(session.keep())
     site = SignInSite(web_socket, session, own_uid=os.geteuid())
     await site.start()
     log.info("sign-in page ready", extra={"web": site.base_url + "/", "storage": session.storage})
@@ -218,7 +217,7 @@ async def _provider_link(
             provider.authorize_params,
             provider.alias,
         ),
-        device=DeviceFlow(device_client, provider.scopes, session, provider.alias),
+        device=DeviceFlow(device_client, provider.scopes, session.lifecycle, provider.alias),
     )
 
 

@@ -17,7 +17,7 @@ import os
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -128,7 +128,7 @@ class DaemonInfo:
     started_at: float
     web_url: str  # the loopback page, e.g. http://127.0.0.1:8765
     started_by: str = "manual"  # "socket activation", "service manager" or "manual"
-    pid: int = os.getpid()
+    pid: int = field(default_factory=os.getpid)
 
 
 Response = TypeVar("Response")
@@ -137,11 +137,16 @@ Response = TypeVar("Response")
 def _unary(
     method: Callable[[Any, Any], Awaitable[Response]],
 ) -> Callable[[Any, Any], Awaitable[Response]]:
-    """Map the errors of a unary method onto gRPC statuses."""
+    """Wait until the sessions are ready; map the errors of a unary method onto gRPC statuses.
+
+    The daemon serves apps while it still loads the OAuth stack and restores the stored
+    accounts (daemon.app): a call meanwhile waits for that, not for a sign-in.
+    """
 
     @functools.wraps(method)
     async def mapped(self: Any, request: Any) -> Response:
         try:
+            await self._session.ready.wait()
             return await method(self, request)
         except (SessionError, InvalidRequest) as error:
             raise GRPCError(_status_of(error), str(error)) from None
@@ -205,7 +210,6 @@ class TokenBrokerServicer:
     async def GetStatus(self, request: pb.GetStatusRequest) -> pb.GetStatusResponse:
         """Describe the daemon, the sign-in state and the caller."""
         caller = current_caller()
-        await self._session.restored.wait()
         visible = await self._apps.visible(caller)
         default_id = self._session.default_for(visible)
         default = self._session.account(default_id, visible)
@@ -235,7 +239,6 @@ class TokenBrokerServicer:
     @_unary
     async def ListAccounts(self, request: pb.ListAccountsRequest) -> pb.ListAccountsResponse:
         """List the accounts, default first."""
-        await self._session.restored.wait()
         visible = await self._apps.readable(current_caller())
         return pb.ListAccountsResponse(
             accounts=[_account(a) for a in self._session.accounts(visible)]
@@ -259,7 +262,6 @@ class TokenBrokerServicer:
             raise InvalidRequest(f"provider must be at most {MAX_PROVIDER_LENGTH} characters")
         caller = current_caller()
         account, _ = await self._writable(request.account, caller)
-        await self._session.restored.wait()  # the providers are set up by then
         owner = owner_key(account, _actor(caller).app)
         provider = request.provider
         if account and not provider:  # signing in again: at the account's own provider
@@ -312,7 +314,6 @@ class TokenBrokerServicer:
         """End an account's session."""
         caller = current_caller()
         account, entitlement = await self._writable(request.account, caller)
-        await self._session.restored.wait()  # the providers are set up by then
         signing_out = account or self._session.default_for(entitlement)
         for link in self._session.providers:
             await link.device.cancel(signing_out, "signed out")
@@ -330,7 +331,6 @@ class TokenBrokerServicer:
     async def GetSignInQr(self, request: pb.GetSignInQrRequest) -> pb.GetSignInQrResponse:
         """The QR code of a pending device sign-in the caller owns; NOT_FOUND otherwise."""
         caller = current_caller()
-        await self._session.restored.wait()
         owners = self._owners(caller, await self._apps.readable(caller))
         started = next(
             (
@@ -419,7 +419,6 @@ class TokenBrokerServicer:
     ) -> pb.ListAuditEventsResponse:
         """Recent audit rows of the accounts the caller may see, newest first."""
         caller = current_caller()
-        await self._session.restored.wait()
         if not 0 <= request.limit <= MAX_AUDIT_ROWS or request.before_id < 0:
             raise InvalidRequest(f"limit must be 0 to {MAX_AUDIT_ROWS} and before_id at least 0")
         visible = await self._apps.readable(caller)
@@ -474,6 +473,7 @@ class TokenBrokerServicer:
             await self._apps.readable(caller)
         except SessionError as error:
             raise GRPCError(_status_of(error), str(error)) from None
+        await self._session.ready.wait()  # the snapshot tells the restored state
         with self._session.events.subscribe() as subscription:
             yield self._snapshot(await self._apps.visible(caller), time.time())
             while True:

@@ -1,1 +1,1 @@
-"""Service-manager files shipped in the package (see cli/_service.py)."""
+"""Service-manager files in the wheel, so `signin-broker install-service` can start the daemon."""

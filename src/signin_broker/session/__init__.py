@@ -1,1 +1,1 @@
-"""The OAuth side of the daemon: accounts, their tokens, and the events they produce."""
+"""The user's sessions with their identity providers: sign-in, accounts, fresh tokens, events."""

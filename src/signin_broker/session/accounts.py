@@ -13,6 +13,8 @@ from .schedule import refresh_early_fraction
 from .tokens import TokenSet
 
 RECORD_VERSION = 1
+# How long a sign-in begun over the API may take (signin.PENDING_TTL_SECONDS agrees).
+SIGN_IN_SECONDS = 600
 
 
 class SignInState(enum.Enum):

@@ -18,12 +18,15 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .accounts import SIGN_IN_SECONDS
 from .errors import IdTokenInvalid, OAuthError, ProviderUnavailable
-from .manager import SIGN_IN_SECONDS, SessionManager
 from .oidc import DeviceAuthorization, Provider, TokenResponse
 from .signin import SignedIn
+
+if TYPE_CHECKING:
+    from .lifecycle import SessionLifecycle
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +74,7 @@ class DeviceFlow:
         self,
         provider: Provider,
         scopes: tuple[str, ...],
-        session: SessionManager,
+        session: SessionLifecycle,
         alias: str = "",
     ) -> None:
         self.alias = alias  # of the provider (session.providers)

@@ -19,6 +19,7 @@ from .accounts import provider_of
 from .errors import NotConfigured
 
 if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
+    from .accounts import Account
     from .device import DeviceFlow
     from .oidc import Provider
     from .signin import SignInFlow
@@ -70,6 +71,23 @@ class Providers:
         return bool(self._links)
 
     @property
+    def degraded_reason(self) -> str:
+        """Why providers are considered unreachable, each named when there are several."""
+        several = len(self._links) > 1
+        return "; ".join(
+            f"{link.alias or MAIN_NAME}: {link.degraded_reason}"
+            if several
+            else link.degraded_reason
+            for link in self
+            if link.degraded_reason
+        )
+
+    @property
+    def last_contact(self) -> float:
+        """When a provider last answered (0 when none has yet)."""
+        return max((link.last_contact for link in self), default=0.0)
+
+    @property
     def default(self) -> ProviderLink | None:
         """Where a sign-in that names no provider goes; None when none is configured."""
         return self._links.get(self.default_alias)
@@ -90,3 +108,8 @@ class Providers:
     def of(self, account_id: str) -> ProviderLink | None:
         """The provider an account belongs to, by its id; None when it is not configured."""
         return self._links.get(provider_of(account_id))
+
+    def client_of(self, account: Account) -> Provider | None:
+        """The client that renews the account's tokens; None when it is not configured."""
+        link = self.of(account.info.id)
+        return link.client_for(account.client_id) if link is not None else None

@@ -35,5 +35,6 @@ def first_revalidation(now: float, interval: float) -> float:
 
 def retry_after_failure(now: float, failures: int) -> float:
     """Exponential backoff with jitter after `failures` failures in a row (1, 2, 4 ... 60 s)."""
-    backoff = min(BACKOFF_MAX_SECONDS, BACKOFF_FIRST_SECONDS * 2.0 ** (failures - 1))
+    doublings = min(max(failures - 1, 0), 32)  # 2.0 ** 1024 would overflow: a day's outage
+    backoff = min(BACKOFF_MAX_SECONDS, BACKOFF_FIRST_SECONDS * 2.0**doublings)
     return now + backoff * random.uniform(0.8, 1.2)  # noqa: S311

@@ -22,8 +22,8 @@ from typing import Any, Protocol
 from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
+from .accounts import SIGN_IN_SECONDS
 from .errors import IdTokenInvalid
-from .manager import SIGN_IN_SECONDS
 from .oidc import Provider, ProviderMetadata, TokenResponse
 
 PENDING_TTL_SECONDS = SIGN_IN_SECONDS

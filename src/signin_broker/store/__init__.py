@@ -1,1 +1,1 @@
-"""What the daemon keeps across restarts: encrypted account state, and the keys that open it."""
+"""What the daemon keeps on disk across restarts: encrypted accounts, their keys, the audit log."""

@@ -73,15 +73,17 @@ class KeyringKeyStore:
         """Remove a secret from the keyring."""
         from keyring.errors import PasswordDeleteError
 
-        with contextlib.suppress(PasswordDeleteError):
-            self._call(self._keyring.delete_password, SERVICE, name)
+        # Backends raise PasswordDeleteError when there is none: not a refusal here.
+        self._call(self._keyring.delete_password, SERVICE, name, absent=PasswordDeleteError)
 
     @staticmethod
-    def _call(function: object, *args: str) -> str | None:
+    def _call(function: object, *args: str, absent: type[Exception] | tuple[()] = ()) -> str | None:
         from keyring.errors import KeyringError
 
         try:
             result = function(*args)  # type: ignore[operator]
+        except absent:
+            return None
         except KeyringError as error:
             raise KeyStoreUnavailable(f"the keyring refused: {error}") from error
         return result if isinstance(result, str) else None

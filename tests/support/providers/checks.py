@@ -177,7 +177,9 @@ def a_stalled_refresh_is_awaited(provider: RealProvider, socket_path: Path) -> N
         assert refused is None or _try_again(refused), refused
         events.wait_for(EventKind.REFRESHED, timeout=30)
         renewed = token_of(app)
-        time.sleep(max(0.0, renewed.seconds_left() - (ttl - 3)))  # let it age 3 s
+        # Let it age past a quarter of its lifetime: a just-renewed token is renewed again
+        # for a caller's min_ttl no sooner (TokenSet.renewal_would_hammer).
+        time.sleep(max(0.0, renewed.seconds_left() - (ttl - ttl // 4 - 1)))
         again = token_of(app, min_ttl_seconds=ttl - 2)  # a refresh with the rotated token
         after = app.status()
     # The still-valid token, every time; on a loaded machine the daemon's own renewal may

@@ -1,1 +1,1 @@
-"""Service-manager files shipped in the package (see cli/_service.py)."""
+"""The launchd agent that `install-service` writes on macOS."""

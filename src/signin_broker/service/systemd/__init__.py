@@ -1,1 +1,1 @@
-"""Service-manager files shipped in the package (see cli/_service.py)."""
+"""The systemd user units (a socket and its service) that `install-service` writes on Linux."""

@@ -1,0 +1,283 @@
+"""Sessions begun and ended: sign-ins over the API, their outcome, sign-out and removal.
+
+A sign-in begun over the API gets an id the browser or the device flow carries; its
+owner alone hears how it goes (session.accounts.owner_key). A completed sign-in
+becomes an account of the provider it went to, replacing that tenant's old session.
+Ending one revokes its tokens at the provider (RFC 7009) and says truly what the
+provider did. The id_token never leaves the daemon: a sign-out hands out a one-time
+link to the loopback page instead of the provider's logout URL with the hint
+(session.signout).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+from ..store.audit import Action, Actor, AuditEntry
+from .accounts import (
+    EVERYTHING,
+    SIGN_IN_SECONDS,
+    Account,
+    AccountInfo,
+    Entitlement,
+    SignInStart,
+    SignOutResult,
+    account_id_of,
+)
+from .errors import OAuthError, ProviderUnavailable
+from .events import EventKind, SessionEvent
+from .ports import AuditSink, daemon_actor
+from .providers import MAIN_NAME
+from .registry import AccountRegistry
+from .revocation import revoke
+from .schedule import next_revalidation
+from .signout import LogoutLinks
+from .tokens import TokenSet
+
+if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
+    from .providers import ProviderLink
+    from .signin import SignedIn
+
+log = logging.getLogger(__name__)
+
+
+class SessionLifecycle:
+    """Begins, completes and ends sessions; the registry keeps what they leave."""
+
+    def __init__(
+        self,
+        registry: AccountRegistry,
+        audit: AuditSink,
+        *,
+        revalidate_seconds: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._registry = registry
+        self._audit = audit
+        self._revalidate_seconds = revalidate_seconds
+        self._clock = clock
+        self._sign_ins: dict[str, SignInStart] = {}  # begun over the API, by id
+        self.logout_links = LogoutLinks(clock)
+
+    def new_sign_in(
+        self,
+        workspace_id: str = "",
+        owner: str = "",
+        authorize_params: Mapping[str, str] | None = None,
+        provider: str = "",
+    ) -> SignInStart:
+        """An id for a sign-in begun over the API; the browser carries it through the flow.
+
+        The owner (see accounts.owner_key) is the only watcher told how it goes until
+        it ends with an account, which then only those who may see it are told of.
+        The authorize parameters (login_hint, prompt, ...) stay here, looked up by the
+        id when the browser arrives: a page address cannot add any; nor can it choose
+        another provider than the one (by alias; "" the default) chosen here.
+        """
+        link = self._registry.providers.named(provider)  # NotConfigured when there is no such one
+        now = self._clock()
+        self._sign_ins = {
+            sign_in_id: begun
+            for sign_in_id, begun in self._sign_ins.items()
+            if begun.expires_at > now
+        }
+        started = SignInStart(
+            secrets.token_urlsafe(16),
+            now + SIGN_IN_SECONDS,
+            workspace_id,
+            owner,
+            dict(authorize_params or {}),
+            link.alias,
+        )
+        self._sign_ins[started.sign_in_id] = started
+        return started
+
+    def sign_in_started(self, sign_in_id: str) -> SignInStart | None:
+        """A sign-in begun over the API and not yet expired, by its id."""
+        begun = self._sign_ins.get(sign_in_id)
+        return begun if begun is not None and begun.expires_at > self._clock() else None
+
+    async def complete_sign_in(
+        self, signed_in: SignedIn, actor: Actor | None = None
+    ) -> AccountInfo:
+        """Record a validated sign-in as an account (replacing that tenant's old session)."""
+        link = self._registry.providers.named(signed_in.provider or MAIN_NAME)
+        claims = await self._profile_claims(link, signed_in)
+        platform_user_id = str(claims["sub"])
+        workspace_id = signed_in.workspace_id
+        account_id = account_id_of(platform_user_id, workspace_id, link.alias)
+        now = self._clock()
+        previous = self._registry.get(account_id)
+        info = AccountInfo(
+            id=account_id,
+            platform_user_id=platform_user_id,
+            workspace_id=workspace_id,
+            provider=link.alias,
+            display_name=_text(claims, "name") or _text(claims, "preferred_username"),
+            email=_text(claims, "email"),
+            is_default=previous.info.is_default if previous else not self._registry.all(),
+            signed_in_at=now,
+        )
+        tokens = TokenSet.issued(signed_in.tokens, now, ())
+        if tokens.refresh_token is None:  # status shows it too: no next renewal
+            log.warning(
+                "the provider issued no refresh token: sign in again when the token expires",
+                extra={"account": account_id, "expires_in_s": int(tokens.expires_at - now)},
+            )
+        account = Account(
+            info=info,
+            tokens=tokens,
+            apps=previous.apps if previous else {},
+            client_id=signed_in.client_id,
+        )
+        account.revalidate_at = next_revalidation(now, self._revalidate_seconds)
+        await self._registry.add(account)
+        self._audit.record(
+            AuditEntry(
+                actor or daemon_actor(),
+                Action.UPDATE if previous else Action.CREATE,
+                "account",
+                account_id,
+                payload={"event": "signed in", "scopes": list(tokens.scopes)},
+            )
+        )
+        self._publish(
+            EventKind.SIGNED_IN,
+            account_id,
+            f"signed in as {info.display_name or platform_user_id}",
+            signed_in.sign_in_id,
+        )
+        return self._registry.info(account)
+
+    async def _profile_claims(self, link: ProviderLink, signed_in: SignedIn) -> dict[str, Any]:
+        """The id_token's claims, completed from userinfo when name or email is missing."""
+        claims = dict(signed_in.claims)
+        if "name" in claims and "email" in claims:
+            return claims
+        try:
+            extra = await link.client.userinfo(signed_in.tokens.access_token)
+        except (OAuthError, ProviderUnavailable) as error:
+            log.info("userinfo not available for the profile", extra={"reason": str(error)})
+            return claims
+        if extra.get("sub") == claims["sub"]:  # OpenID Connect Core 5.3.2
+            return {**extra, **claims}
+        return claims
+
+    def sign_in_failed(self, sign_in_id: str, detail: str) -> None:
+        """Tell watchers that a sign-in attempt failed, and why (no secrets in detail)."""
+        self._publish(EventKind.SIGN_IN_FAILED, "", detail, sign_in_id)
+
+    def sign_in_progress(self, sign_in_id: str, detail: str) -> None:
+        """Tell watchers how a sign-in that takes a while stands (a device sign-in)."""
+        self._publish(EventKind.SIGN_IN_PROGRESS, "", detail, sign_in_id)
+
+    async def sign_out(
+        self,
+        account_id: str,
+        page_url: str = "",
+        *,
+        actor: Actor | None = None,
+        entitlement: Entitlement = EVERYTHING,
+    ) -> SignOutResult:
+        """End the account's session here and at the provider; not an error when there is none.
+
+        The tokens are revoked at the provider (RFC 7009) where it offers revocation; the
+        result also carries where a browser ends its session there (see logout_url).
+        """
+        if not account_id and not self._registry.default_for(entitlement):
+            return SignOutResult(False, await self.logout_url(page_url, None))
+        account = self._registry.resolve(account_id, entitlement)
+        await self._registry.end(
+            account, EventKind.SIGNED_OUT, "signed out", actor or daemon_actor()
+        )
+        client = self._registry.providers.client_of(account)
+        revocation, error = await revoke(client, account.tokens)
+        logout_url = await self.logout_url(page_url, account.tokens.id_token, account.info.id)
+        return SignOutResult(True, logout_url, revocation, error)
+
+    async def remove_account(
+        self,
+        account_id: str,
+        page_url: str = "",
+        *,
+        actor: Actor,
+        entitlement: Entitlement = EVERYTHING,
+    ) -> str:
+        """Sign the account out and delete all the daemon keeps of it; see logout_url.
+
+        The audit row of the removal is written before anything is deleted (contract 3).
+        """
+        account = self._registry.resolve(account_id, entitlement)
+        await self._audit.record_now(
+            AuditEntry(
+                actor, Action.DELETE, "account", account.info.id, payload={"event": "removed"}
+            )
+        )
+        await self._registry.end(account, EventKind.SIGNED_OUT, "the account was removed", actor)
+        await revoke(self._registry.providers.client_of(account), account.tokens)
+        await self._audit.forget_account(account.info.id)
+        return await self.logout_url(page_url, account.tokens.id_token, account.info.id)
+
+    async def set_default(
+        self, account_id: str, *, actor: Actor, entitlement: Entitlement = EVERYTHING
+    ) -> AccountInfo:
+        """Make the account the one used when a request names none."""
+        chosen = self._registry.resolve(account_id, entitlement)
+        await self._registry.set_default(chosen)
+        self._audit.record(
+            AuditEntry(actor, Action.UPDATE, "account", chosen.info.id, payload={"default": True})
+        )
+        return self._registry.info(chosen)
+
+    async def logout_url(self, page_url: str, id_token: str | None, account_id: str = "") -> str:
+        """Where a browser ends its session at the provider, back to the page at page_url after.
+
+        With an id_token, a one-time link to the loopback page (session.signout), which
+        alone sends the browser on with the id_token_hint; "" without a page to serve it.
+        """
+        if not page_url:
+            return ""
+        target = await self.provider_logout_url(page_url + "/", id_token, account_id)
+        return self.logout_links.create(page_url, target) if target and id_token else target
+
+    async def provider_logout_url(
+        self,
+        post_logout_redirect_uri: str = "",
+        id_token_hint: str | None = None,
+        account_id: str = "",
+    ) -> str:
+        """The end-session address of the account's provider (contract: {idp_url}/logout).
+
+        Without an account, the default provider's.
+        """
+        providers = self._registry.providers
+        link = providers.of(account_id) if account_id else providers.default
+        if link is None:
+            return ""
+        try:
+            endpoint = (await link.client.metadata()).end_session_endpoint
+        except ProviderUnavailable:
+            endpoint = ""
+        params = {"client_id": link.client.client_id}
+        if id_token_hint:
+            params["id_token_hint"] = id_token_hint
+        if post_logout_redirect_uri:
+            params["post_logout_redirect_uri"] = post_logout_redirect_uri
+        return f"{endpoint or link.issuer.rstrip('/') + '/logout'}?{urlencode(params)}"
+
+    def _publish(self, kind: EventKind, account: str, detail: str, sign_in_id: str = "") -> None:
+        begun = self._sign_ins.get(sign_in_id) if sign_in_id else None
+        owner = begun.owner if begun is not None else ""
+        self._registry.events.publish(
+            SessionEvent(kind, account=account, detail=detail, sign_in_id=sign_in_id, owner=owner)
+        )
+
+
+def _text(claims: dict[str, Any], name: str) -> str:
+    value = claims.get(name)
+    return value if isinstance(value, str) else ""

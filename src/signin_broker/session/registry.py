@@ -1,0 +1,235 @@
+"""The signed-in accounts: who may see which, the default one, and their encrypted records.
+
+Only the registry adds, changes or forgets an account, and each change is written to
+the store before anyone is handed what it changed. A session ends here (signed out,
+revoked, expired, removed): its record goes, the default passes to the account
+signed in longest, and watchers are told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from ..store.audit import Action, Actor, AuditEntry
+from .accounts import EVERYTHING, Account, AccountInfo, Entitlement, SignInState
+from .errors import AccountNotFound, SignInRequired
+from .events import EventBus, EventKind, SessionEvent
+from .ports import AccountStore, AuditSink
+from .providers import Providers
+from .schedule import first_revalidation
+from .tokens import TokenSet
+
+log = logging.getLogger(__name__)
+
+
+class AccountRegistry:
+    """The accounts by id, as the store keeps them; every other part asks here."""
+
+    def __init__(
+        self,
+        events: EventBus,
+        audit: AuditSink,
+        *,
+        revalidate_seconds: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.events = events
+        self.audit = audit
+        self.providers = Providers()  # set by start()
+        self.store: AccountStore | None = None
+        self.storage = "memory only"
+        self.changed = asyncio.Event()  # wakes the keeper: an account came or went
+        self._revalidate_seconds = revalidate_seconds
+        self._clock = clock
+        self._accounts: dict[str, Account] = {}
+
+    # -- what callers may see -----------------------------------------------------------
+
+    def state(self, entitlement: Entitlement = EVERYTHING) -> SignInState:
+        """NOT_CONFIGURED without a provider, else whether an account it sees is signed in."""
+        if not self.providers:
+            return SignInState.NOT_CONFIGURED
+        if any(entitlement.sees(account_id) for account_id in self._accounts):
+            return SignInState.SIGNED_IN
+        return SignInState.SIGNED_OUT
+
+    def accounts(self, entitlement: Entitlement = EVERYTHING) -> list[AccountInfo]:
+        """The signed-in accounts the caller may see, default first."""
+        infos = [self.info(a) for a in self._accounts.values() if entitlement.sees(a.info.id)]
+        return sorted(infos, key=lambda a: (not a.is_default, a.signed_in_at))
+
+    def account(self, account_id: str, entitlement: Entitlement = EVERYTHING) -> AccountInfo | None:
+        """One account by id, or None (also when the caller may not see it)."""
+        account = self._accounts.get(account_id)
+        if account is None or not entitlement.sees(account_id):
+            return None
+        return self.info(account)
+
+    @property
+    def default_account(self) -> str:
+        """The id of the default account, or "" when none is signed in."""
+        return next((a.info.id for a in self._accounts.values() if a.info.is_default), "")
+
+    def default_for(self, entitlement: Entitlement) -> str:
+        """The account an empty `account` means for this caller ("" when it sees none).
+
+        That is the default when the caller may see it, else the first account it may
+        see that was signed in.
+        """
+        default = self.default_account
+        if default and entitlement.sees(default):
+            return default
+        visible = self.accounts(entitlement)
+        return visible[0].id if visible else ""
+
+    def resolve(self, account_id: str, entitlement: Entitlement) -> Account:
+        """The account the caller means; one it may not see is as absent as a missing one."""
+        if not account_id:
+            account_id = self.default_for(entitlement)
+            if not account_id:
+                raise SignInRequired
+        account = self._accounts.get(account_id)
+        if account is None or not entitlement.sees(account_id):
+            raise AccountNotFound
+        return account
+
+    def info(self, account: Account) -> AccountInfo:
+        """What may be said of the account, with its token's expiry and next renewal."""
+        return replace(
+            account.info,
+            access_token_expires_at=int(account.tokens.expires_at),
+            next_refresh_at=int(account.refresh_at) if self.renewable(account) else 0,
+            apps=tuple(sorted(account.apps.values(), key=lambda a: -a.last_used)),
+        )
+
+    # -- the accounts the other parts work on --------------------------------------------
+
+    def all(self) -> list[Account]:
+        """Every signed-in account (a copy: the keeper may end some as it goes)."""
+        return list(self._accounts.values())
+
+    def get(self, account_id: str) -> Account | None:
+        """The account with this id, if signed in."""
+        return self._accounts.get(account_id)
+
+    def is_current(self, account: Account) -> bool:
+        """Whether the account is still signed in (not ended, nor replaced by a new sign-in)."""
+        return self._accounts.get(account.info.id) is account
+
+    def renewable(self, account: Account) -> bool:
+        """Whether the daemon may send the account's refresh token."""
+        tokens = account.tokens
+        return (
+            self.providers.client_of(account) is not None
+            and tokens.refresh_token is not None
+            and not tokens.refresh_in_doubt
+        )
+
+    # -- changes ----------------------------------------------------------------------
+
+    async def add(self, account: Account) -> Account | None:
+        """Store and add a signed-in account; the one it replaces (same id), if any."""
+        previous = self._accounts.get(account.info.id)
+        await self.persist(account)
+        self._accounts[account.info.id] = account
+        self.changed.set()
+        return previous
+
+    async def persist(self, account: Account, tokens: TokenSet | None = None) -> None:
+        """Write the account (with these tokens, if given) before anyone is handed them."""
+        if self.store is None:
+            return
+        link = self.providers.of(account.info.id)
+        kept = account if tokens is None else replace(account, tokens=tokens)
+        record = kept.to_record(link.issuer if link is not None else "")
+        try:
+            await asyncio.to_thread(self.store.save, account.info.id, record)
+        except Exception:
+            log.exception("could not store the session", extra={"account": account.info.id})
+
+    async def set_default(self, chosen: Account) -> None:
+        """Make the account the one used when a request names none."""
+        for account in self._accounts.values():
+            is_default = account is chosen
+            if account.info.is_default != is_default:
+                account.info = replace(account.info, is_default=is_default)
+                await self.persist(account)
+
+    async def end(self, account: Account, kind: EventKind, detail: str, actor: Actor) -> bool:
+        """Forget the account and its stored state, and hand the default on; False if gone."""
+        removed = self._accounts.pop(account.info.id, None)
+        if removed is None:
+            return False
+        self.audit.record(
+            AuditEntry(actor, Action.DELETE, "session", account.info.id, payload={"event": detail})
+        )
+        if removed.info.is_default and self._accounts:
+            heir = min(self._accounts.values(), key=lambda a: a.info.signed_in_at)
+            heir.info = replace(heir.info, is_default=True)
+            await self.persist(heir)
+        if self.store is not None:
+            try:
+                await asyncio.to_thread(self.store.delete, account.info.id)
+            except Exception:
+                log.exception(
+                    "could not remove the stored state", extra={"account": account.info.id}
+                )
+        self.changed.set()
+        self.events.publish(SessionEvent(kind, account=account.info.id, detail=detail))
+        return True
+
+    # -- start -------------------------------------------------------------------------
+
+    async def restore(self) -> None:
+        """Bring back the stored accounts of the configured providers and clients."""
+        if self.store is None:
+            return
+        for account_id in await asyncio.to_thread(self.store.accounts):
+            account = await self._restored(account_id)
+            if account is not None:
+                account.revalidate_at = first_revalidation(self._clock(), self._revalidate_seconds)
+                self._accounts[account.info.id] = account
+        if self._accounts and not self.default_account:
+            first = min(self._accounts.values(), key=lambda a: a.info.signed_in_at)
+            first.info = replace(first.info, is_default=True)
+        if self._accounts:
+            log.info("sessions restored", extra={"accounts": sorted(self._accounts)})
+
+    async def _restored(self, account_id: str) -> Account | None:
+        """One stored account, if it can be read and its provider and client are configured."""
+        assert self.store is not None  # noqa: S101 - restore() checked
+        try:
+            record = await asyncio.to_thread(self.store.load, account_id)
+            if record is None:
+                return None
+            account = Account.from_record(record)
+        except Exception as error:
+            log.warning(
+                "a stored session could not be restored",
+                extra={"account": account_id, "reason": str(error)},
+            )
+            return None
+        if account.tokens.refresh_in_doubt:
+            log.warning(
+                "a renewal got no answer before the daemon stopped: its refresh token"
+                " is not sent again; the session lasts until the access token expires",
+                extra={"account": account_id},
+            )
+        link = self.providers.of(account.info.id)
+        if link is None or record.get("issuer") != link.issuer:
+            log.info(
+                "a stored session belongs to a provider that is not configured (now)",
+                extra={"account": account_id, "issuer": record.get("issuer")},
+            )
+            return None
+        if link.client_for(account.client_id) is None:
+            log.info(
+                "a stored session belongs to a client that is not configured (now)",
+                extra={"account": account_id, "client_id": account.client_id},
+            )
+            return None
+        return account

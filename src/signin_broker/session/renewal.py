@@ -1,0 +1,566 @@
+"""Tokens on demand and ahead of time: renewal, re-validation and the provider's health.
+
+An account's tokens are renewed at 75 % of their lifetime, once however many callers
+ask at the same moment: one refresh task per account is shared by all of them, and
+every call that spends a refresh token runs under the account's lock, because a
+rotated refresh token may be spent only once. A rotated refresh token is written to
+the encrypted store before the new access token is handed out.
+
+When the provider cannot be reached the daemon keeps serving a still-valid token,
+says so (`degraded`), and tries again with exponential backoff and jitter; a refused
+refresh backs off the same way. A refresh, once sent, is awaited for minutes rather
+than abandoned, since a provider that stalls may still complete it and rotate the
+refresh token; one whose answer never came is not sent again, and its session lasts
+until the access token expires. The provider ends a session by refusing the refresh
+token (`invalid_grant`), or by refusing a refresh and the access token (userinfo) both.
+
+Down-scoped tokens (fewer scopes, or an audience) are cached per account within
+bounds, and each app has a budget of scoped grants at the provider (session.limits).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ..store.audit import Action, Actor, AuditEntry
+from .accounts import EVERYTHING, Account, AppUse, Entitlement, IssuedToken
+from .errors import (
+    AnswerLost,
+    OAuthError,
+    ProviderRefused,
+    ProviderUnavailable,
+    ProviderUnreachable,
+    ScopeNotGranted,
+    SignInRequired,
+    TokenLifetimeTooShort,
+    TokenTooShortLived,
+    TooManyNewTokens,
+)
+from .events import EventKind, SessionEvent
+from .limits import GrantBudget, ScopedKey
+from .ports import AuditSink, daemon_actor
+from .registry import AccountRegistry
+from .revocation import revoke
+from .schedule import (
+    BACKOFF_FIRST_SECONDS,
+    BACKOFF_MAX_SECONDS,
+    next_revalidation,
+    retry_after_failure,
+)
+from .tokens import TokenSet
+
+if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
+    from .oidc import TokenResponse
+    from .providers import ProviderLink
+
+log = logging.getLogger(__name__)
+
+# A caller whose token is still good waits this long for a renewal, then gets the
+# current token while the renewal goes on: an outage never stalls the apps.
+RENEWAL_WAIT_SECONDS = 2.0
+# A caller whose token no longer serves it waits this long, then is told to try again.
+CALLER_WAIT_SECONDS = 10.0
+# How long the answer to a refresh, once sent, is awaited (issue 14, finding 1).
+REFRESH_ANSWER_SECONDS = 180.0
+RENEWAL_PENDING = "the provider has not answered a renewal yet"
+ANSWER_LOST = "the provider never answered the last renewal"
+
+
+class TokenKeeper:
+    """Hands out the accounts' tokens, renewing and re-validating them at the provider."""
+
+    def __init__(
+        self,
+        registry: AccountRegistry,
+        audit: AuditSink,
+        *,
+        revalidate_seconds: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._registry = registry
+        self._audit = audit
+        self._revalidate_seconds = revalidate_seconds
+        self._clock = clock
+        self._grants = GrantBudget(clock)
+
+    async def get_token(
+        self,
+        account_id: str,
+        scopes: Sequence[str],
+        min_ttl: int,
+        *,
+        audience: str = "",
+        actor: Actor | None = None,
+        entitlement: Entitlement = EVERYTHING,
+    ) -> IssuedToken:
+        """A token of the account (default when empty) valid for min_ttl seconds more.
+
+        TokenLifetimeTooShort when the provider's tokens never last that long: after at
+        most one renewal, so such a caller costs the provider nothing more.
+
+        With scopes narrower than the sign-in's, or an audience, the token is a
+        down-scoped one, kept until it wants renewing like any other; each one the
+        provider is asked for counts against the app's budget (TooManyNewTokens). A
+        caller limited to some scopes gets a token of those scopes when it names none.
+        """
+        account = self._registry.resolve(account_id, entitlement)
+        if entitlement.scopes is not None and not scopes:
+            scopes = sorted(entitlement.scopes & frozenset(account.tokens.scopes))
+        missing = [scope for scope in scopes if scope not in account.tokens.scopes]
+        if missing:
+            raise ScopeNotGranted(missing, account.info.id)
+        wanted = frozenset(scopes)
+        if audience or (wanted and wanted != frozenset(account.tokens.scopes)):
+            app = actor.app if actor is not None else ""
+            tokens = await self._scoped_token(account, (wanted, audience), min_ttl, app)
+        else:
+            tokens = await self._main_token(account, min_ttl)
+        if actor is not None:
+            self._note_use(account, actor, tokens, audience)
+        return IssuedToken(
+            access_token=tokens.access_token,
+            token_type=tokens.token_type,
+            expires_at=int(tokens.expires_at),
+            scopes=tokens.scopes,
+            account=account.info.id,
+        )
+
+    async def _main_token(  # noqa: PLR0911 - each return is a different situation
+        self, account: Account, min_ttl: int
+    ) -> TokenSet:
+        tokens = account.tokens
+        now = self._clock()
+        if not tokens.wants_refresh(now, min_ttl):
+            return tokens  # the common case: no lock, no await
+        if tokens.renewal_would_hammer(now, min_ttl):  # issue 14, finding 5
+            raise TokenLifetimeTooShort(tokens.lifetime, min_ttl)
+        if not self._registry.renewable(account):
+            return await self._unrenewable(account, min_ttl)
+        if now < account.retry_at and not self._refreshing(account):
+            # Backing off: do not hammer a failing (or refusing) provider.
+            return self._without_renewal(account, min_ttl, self._backoff_reason(account))
+        task = self._start_refresh(account)
+        wait = RENEWAL_WAIT_SECONDS if tokens.lasts(now, min_ttl) else CALLER_WAIT_SECONDS
+        try:
+            renewed = await asyncio.wait_for(asyncio.shield(task), wait)
+        except TimeoutError:
+            return self._without_renewal(account, min_ttl, RENEWAL_PENDING)  # it carries on
+        except ProviderUnavailable as error:
+            return self._without_renewal(account, min_ttl, str(error))
+        except OAuthError:
+            if not self._registry.is_current(account):
+                raise SignInRequired from None  # the provider ended the session
+            return self._without_renewal(account, min_ttl, self._backoff_reason(account))
+        if not self._registry.is_current(account):
+            raise SignInRequired  # signed out while the provider answered
+        if renewed.lifetime < min_ttl:
+            raise TokenLifetimeTooShort(renewed.lifetime, min_ttl)
+        return renewed
+
+    def _start_refresh(self, account: Account) -> asyncio.Task[TokenSet]:
+        """The account's renewal under way, or a new one: one at a time, whoever asks."""
+        task = account.refresh_task
+        if task is None or task.done():
+            task = asyncio.get_running_loop().create_task(self._refresh_main(account))
+            task.add_done_callback(self._refresh_ended)
+            account.refresh_task = task
+        return task
+
+    def _refresh_ended(self, task: asyncio.Task[TokenSet]) -> None:
+        """Wake the keeper; the task dealt with its outcome, awaited by a caller or not."""
+        if not task.cancelled():
+            task.exception()  # retrieved, so asyncio does not report it as lost
+        self._registry.changed.set()
+
+    async def _refresh_main(self, account: Account) -> TokenSet:
+        """Renew the main token; shared by every caller waiting at that moment."""
+        async with account.refresh_lock:
+            try:
+                response = await self._spend_refresh_token(account)
+            except OAuthError as error:
+                await self._refused(account, error)
+                raise
+            renewed = account.tokens.renewed(response, self._clock())
+            if not self._registry.is_current(
+                account
+            ):  # signed out while the provider took its time
+                await revoke(self._registry.providers.client_of(account), renewed)
+                return renewed
+            await self._registry.persist(account, renewed)
+            account.tokens = renewed
+        self._publish(EventKind.REFRESHED, account.info.id, "the access token was renewed")
+        return renewed
+
+    async def _scoped_token(
+        self, account: Account, key: ScopedKey, min_ttl: int, app: str
+    ) -> TokenSet:
+        cached = account.scoped.get(key)
+        now = self._clock()
+        if cached is not None and not cached.wants_refresh(now, min_ttl):
+            return cached  # no provider round trip while it is good
+        if cached is not None and cached.renewal_would_hammer(now, min_ttl):
+            raise TokenLifetimeTooShort(cached.lifetime, min_ttl)  # as in _main_token
+        if not self._registry.renewable(account):
+            raise TokenTooShortLived(0 if cached is None else max(0, int(cached.expires_at - now)))
+        try:
+            self._grants.take(app)  # before the lock: a refused flood does not queue there
+        except TooManyNewTokens:
+            if cached is not None and cached.lasts(now, min_ttl):
+                return cached  # due for renewal, but still good enough for this caller
+            raise
+        try:
+            async with self._refresh_turn(account):
+                token = await self._fetch_scoped(account, key, min_ttl)
+        except ProviderUnreachable:
+            if cached is not None and cached.lasts(self._clock(), min_ttl):
+                return cached
+            raise
+        if token.lifetime < min_ttl:
+            raise TokenLifetimeTooShort(token.lifetime, min_ttl)
+        return token
+
+    @contextlib.asynccontextmanager
+    async def _refresh_turn(self, account: Account) -> AsyncIterator[None]:
+        """The account's lock, waited for no longer than a caller waits for a renewal."""
+        try:
+            async with asyncio.timeout(CALLER_WAIT_SECONDS):
+                await account.refresh_lock.acquire()
+        except TimeoutError:
+            raise ProviderUnreachable(RENEWAL_PENDING) from None
+        try:
+            yield
+        finally:
+            account.refresh_lock.release()
+
+    async def _fetch_scoped(self, account: Account, key: ScopedKey, min_ttl: int) -> TokenSet:
+        """A new down-scoped token (the caller holds the account's lock)."""
+        cached = account.scoped.get(key)
+        if cached is not None and not cached.wants_refresh(self._clock(), min_ttl):
+            return cached  # a caller ahead in the queue fetched it
+        scopes, audience = key
+        try:
+            response = await self._spend_refresh_token(
+                account, " ".join(sorted(scopes)) if scopes else None, audience or None
+            )
+        except ProviderUnavailable as error:
+            raise ProviderUnreachable(str(error)) from None
+        except OAuthError as error:
+            if error.error == "invalid_grant":
+                raise SignInRequired from None
+            raise ProviderRefused(error.error) from None
+        now = self._clock()
+        requested = tuple(sorted(scopes)) if scopes else account.tokens.scopes
+        token = replace(TokenSet.issued(response, now, requested), from_refresh=True)
+        rotated = account.tokens.rotated(response)
+        if not self._registry.is_current(account):  # signed out while the provider took its time
+            client = self._registry.providers.client_of(account)
+            await revoke(client, replace(token, refresh_token=rotated.refresh_token))
+            raise SignInRequired
+        await self._registry.persist(account, rotated)
+        account.tokens = rotated
+        account.scoped.put(key, token, now)
+        return token
+
+    async def _spend_refresh_token(
+        self, account: Account, scope: str | None = None, resource: str | None = None
+    ) -> TokenResponse:
+        """One refresh_token grant (caller holds the account's lock); tracks provider health.
+
+        Once sent, its answer is awaited however slow the provider is, within
+        REFRESH_ANSWER_SECONDS: a rotating provider that stalls, then completes the
+        refresh, would otherwise leave the daemon holding a spent refresh token. A token
+        whose answer never came is never sent again (TokenSet.refresh_in_doubt). That
+        includes a daemon stopped while it waited: the store says "in doubt" until the
+        answer is stored (a write-ahead), so the next start does not send it again.
+        """
+        tokens, client = account.tokens, self._registry.providers.client_of(account)
+        assert client is not None and tokens.refresh_token is not None  # noqa: S101 - checked by callers
+        if not self._registry.is_current(account):  # signed out while this waited for the lock
+            raise SignInRequired
+        if tokens.refresh_in_doubt:  # a renewal ahead in the queue lost its answer
+            raise ProviderUnavailable(ANSWER_LOST)
+        if not tokens.refresh_kept:  # a rotating provider spends it
+            await self._registry.persist(account, replace(tokens, refresh_in_doubt=True))
+        try:
+            async with asyncio.timeout(REFRESH_ANSWER_SECONDS):
+                response = await client.refresh(
+                    tokens.refresh_token,
+                    scope=scope,
+                    resource=resource,
+                    answer_within=REFRESH_ANSWER_SECONDS,
+                )
+        except (TimeoutError, AnswerLost) as error:
+            reason = str(error) or f"no answer within {REFRESH_ANSWER_SECONDS:g} s"
+            await self._answer_lost(account, f"a renewal got no answer ({reason})")
+            raise AnswerLost(reason) from None
+        except ProviderUnavailable as error:
+            await self._not_spent(account, tokens)  # not sent, or a server error: unspent
+            self._provider_failed(account, str(error))
+            raise
+        except OAuthError as error:
+            self._link(account).last_contact = self._clock()
+            if error.error == "invalid_grant" and self._registry.is_current(account):
+                await self._provider_ended(account, "it refused the refresh token (invalid_grant)")
+            await self._not_spent(account, tokens)
+            raise
+        self._provider_answered(account)
+        return response
+
+    async def _not_spent(self, account: Account, tokens: TokenSet) -> None:
+        """Take back the write-ahead of a refresh the provider refused or never received."""
+        if not tokens.refresh_kept and self._registry.is_current(account):
+            await self._registry.persist(account, tokens)
+
+    async def finish_renewals(self, grace: float) -> None:
+        """Give the renewals under way up to grace seconds to be answered and stored (a stop)."""
+        running = [
+            account.refresh_task
+            for account in self._registry.all()
+            if account.refresh_task is not None and not account.refresh_task.done()
+        ]
+        if running:
+            await asyncio.wait(running, timeout=grace)
+
+    async def _answer_lost(self, account: Account, reason: str) -> None:
+        """A renewal whose answer never came: its refresh token may be spent (unless kept)."""
+        if not account.tokens.refresh_kept and self._registry.is_current(account):
+            doubtful = replace(account.tokens, refresh_in_doubt=True)
+            await self._registry.persist(account, doubtful)
+            account.tokens = doubtful
+            log.warning(
+                "the refresh token is not sent again: the provider may have spent it;"
+                " the session lasts until the access token expires",
+                extra={
+                    "account": account.info.id,
+                    "reason": reason,
+                    "expires_in_s": round(doubtful.expires_at - self._clock()),
+                },
+            )
+        self._provider_failed(account, reason)
+
+    async def _refused(self, account: Account, error: OAuthError) -> None:
+        """A refused renewal: the session has ended if userinfo rejects the token too.
+
+        Else it backs off like an outage: a provider's bare 400 is neither taken for the
+        end of a session it still accepts, nor retried at once (issue 14, finding 10).
+        """
+        if error.error == "invalid_grant" or not self._registry.is_current(account):
+            return  # _spend_refresh_token ended the session
+        reason = f"the provider refused to renew the token ({error.error}, HTTP {error.status})"
+        if await self._token_rejected(account):
+            await self._provider_ended(account, f"{reason} and rejects the access token")
+            return
+        account.refusal = reason
+        log.warning(
+            "the provider refused a refresh",
+            extra={
+                "flow": "oauth",
+                "reason": reason,
+                "retry_in_s": self._back_off(account, reason),
+            },
+        )
+
+    async def _token_rejected(self, account: Account) -> bool:
+        """Whether the provider's userinfo rejects the access token (no answer: no)."""
+        client = self._registry.providers.client_of(account)
+        assert client is not None  # noqa: S101 - it answered a refresh
+        try:
+            await client.userinfo(account.tokens.access_token)
+        except OAuthError:
+            return True
+        except ProviderUnavailable:
+            pass  # no evidence either way
+        return False
+
+    async def _provider_ended(self, account: Account, reason: str) -> None:
+        """The provider ended the session: say why in the log, and end it here (REVOKED)."""
+        log.warning(
+            "the provider ended the session", extra={"account": account.info.id, "reason": reason}
+        )
+        await self._registry.end(
+            account, EventKind.REVOKED, "the provider ended the session", daemon_actor()
+        )
+
+    async def _unrenewable(self, account: Account, min_ttl: int) -> TokenSet:
+        """The token of a session that cannot be renewed, while it serves; none after expiry."""
+        tokens, now = account.tokens, self._clock()
+        if tokens.lasts(now, min_ttl):
+            return tokens
+        if tokens.is_valid(now):
+            raise TokenTooShortLived(int(tokens.expires_at - now))
+        await self._expire(account)
+        raise SignInRequired
+
+    async def _expire(self, account: Account) -> None:
+        """End a session whose token expired and cannot be renewed: status agrees with GetToken."""
+        if self._registry.providers.client_of(account) is None:
+            reason = "its identity provider is no longer configured"
+        elif account.tokens.refresh_in_doubt:
+            reason = "the provider never answered its last renewal"
+        else:
+            reason = "the provider issued no refresh token"
+        log.warning(
+            "the session ended: its access token expired and cannot be renewed",
+            extra={"account": account.info.id, "reason": reason},
+        )
+        detail = f"the access token expired and cannot be renewed ({reason}); sign in again"
+        await self._registry.end(account, EventKind.SIGNED_OUT, detail, daemon_actor())
+
+    def _without_renewal(self, account: Account, min_ttl: int, reason: str) -> TokenSet:
+        """The current token while a renewal is pending or failed, if it serves the caller."""
+        if account.tokens.lasts(self._clock(), min_ttl):
+            return account.tokens
+        raise ProviderUnreachable(reason)
+
+    @staticmethod
+    def _refreshing(account: Account) -> bool:
+        return account.refresh_task is not None and not account.refresh_task.done()
+
+    def _backoff_reason(self, account: Account) -> str:
+        link = self._registry.providers.of(account.info.id)
+        degraded = link.degraded_reason if link is not None else ""
+        return account.refusal or degraded or "the last renewal failed"
+
+    def _note_use(self, account: Account, actor: Actor, tokens: TokenSet, audience: str) -> None:
+        """Count the use; audit each token the first time a process gets it.
+
+        An app asking again for a token it already holds is counted, not audited
+        again: a busy app would otherwise write a row per request, and the row adds
+        nothing that the first one did not say.
+        """
+        previous = account.apps.get(actor.app)
+        grant = (actor.pid, hash(tokens.access_token), audience)  # str caches its hash
+        account.apps[actor.app] = AppUse(
+            executable=actor.app,
+            last_pid=actor.pid,
+            last_used=self._clock(),
+            tokens_issued=(previous.tokens_issued if previous else 0) + 1,
+            last_grant=grant,
+        )
+        if previous is not None and previous.last_grant == grant:
+            return
+        payload: dict[str, object] = {
+            "scopes": list(tokens.scopes),
+            "expires_at": int(tokens.expires_at),
+        }
+        if audience:
+            payload["audience"] = audience
+        self._audit.record(
+            AuditEntry(actor, Action.ISSUE_TOKEN, "token", account.info.id, payload=payload)
+        )
+
+    def _provider_failed(self, account: Account, reason: str) -> None:
+        log.warning(
+            "the identity provider is not answering",
+            extra={
+                "flow": "oauth",
+                "reason": reason,
+                "retry_in_s": self._back_off(account, reason),
+            },
+        )
+
+    def _back_off(self, account: Account, reason: str) -> float:
+        """No refresh for a while (schedule.retry_after_failure); seconds until the next."""
+        account.failures += 1
+        account.retry_at = retry_after_failure(self._clock(), account.failures)
+        link = self._link(account)
+        if not link.degraded_reason:
+            prefix = f"{link.alias}: " if link.alias else ""
+            self._publish(EventKind.DEGRADED, "", f"degraded: {prefix}{reason}")
+        link.degraded_reason = reason
+        return round(account.retry_at - self._clock(), 1)
+
+    def _provider_answered(self, account: Account) -> None:
+        account.failures = 0
+        account.retry_at = 0.0
+        account.refusal = ""
+        link = self._link(account)
+        link.last_contact = self._clock()
+        if link.degraded_reason:
+            link.degraded_reason = ""
+            log.info(f"{link.name} answers again", extra={"provider": link.alias})
+            self._publish(EventKind.RECOVERED, "", f"{link.name} answers again")
+
+    async def tend(self) -> float:
+        """Renew, re-validate and expire what is due; return the seconds until something is.
+
+        A renewal runs on in its own task (it may wait minutes for the provider); when
+        it ends, it wakes the keeper (`changed`).
+        """
+        now = self._clock()
+        for account in self._registry.all():
+            renewable = self._registry.renewable(account)
+            if not renewable and not account.tokens.is_valid(now):
+                await self._expire(account)
+            elif now < account.retry_at:
+                continue
+            elif renewable and now >= account.refresh_at and not self._refreshing(account):
+                self._start_refresh(account)
+            elif now >= account.revalidate_at:
+                await self._revalidate(account)
+        return self._next_due() - self._clock()
+
+    async def _revalidate(self, account: Account) -> None:
+        """Ask the provider whether the session still stands (contract I2, within 60 s)."""
+        client = self._registry.providers.client_of(account)
+        account.revalidate_at = next_revalidation(self._clock(), self._revalidate_seconds)
+        if client is None:
+            return  # a provider no longer configured: its accounts are not restored
+        try:
+            await client.userinfo(account.tokens.access_token)
+            rejected = False
+        except ProviderUnavailable as error:
+            self._provider_failed(account, str(error))
+            return
+        except OAuthError:
+            rejected = True
+        if account.refusal:  # answering is not renewing: the refusal's backoff goes on
+            self._link(account).last_contact = self._clock()
+        else:
+            self._provider_answered(account)
+        if rejected and self._registry.renewable(account):
+            self._start_refresh(account)  # the refresh decides
+        elif rejected:
+            await self._provider_ended(account, "it rejects the access token")
+
+    def _next_due(self) -> float:
+        now = self._clock()
+        moments = [BACKOFF_MAX_SECONDS + now]
+        for account in self._registry.all():
+            if account.retry_at > now:
+                moments.append(account.retry_at)
+                continue
+            moments.append(account.revalidate_at)
+            if not self._registry.renewable(account):
+                moments.append(account.tokens.expires_at)
+            elif not self._refreshing(account):
+                moments.append(account.refresh_at)
+        return min(moments)
+
+    def _link(self, account: Account) -> ProviderLink:
+        """The account's provider (only accounts of configured providers are kept)."""
+        link = self._registry.providers.of(account.info.id)
+        assert link is not None  # noqa: S101 - restore and sign-in keep no other
+        return link
+
+    def _publish(self, kind: EventKind, account: str, detail: str) -> None:
+        self._registry.events.publish(SessionEvent(kind, account=account, detail=detail))
+
+
+async def keep(keeper: TokenKeeper, changed: asyncio.Event) -> None:
+    """The background keeper: renew ahead of time and re-validate, until cancelled."""
+    while True:
+        changed.clear()  # before tend(): what changes meanwhile wakes the next wait
+        try:
+            delay = await keeper.tend()
+        except Exception:
+            log.exception("the session keeper failed; trying again shortly")
+            delay = BACKOFF_FIRST_SECONDS
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(changed.wait(), max(0.05, min(delay, BACKOFF_MAX_SECONDS)))
