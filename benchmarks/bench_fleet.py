@@ -17,7 +17,6 @@ import random
 from collections import Counter
 
 from signin_broker.session import schedule
-from signin_broker.session.tokens import REFRESH_AT_FRACTION
 
 TOKEN_LIFETIME = 3600.0
 REVALIDATE_SECONDS = 60.0
@@ -25,8 +24,7 @@ REVALIDATE_SECONDS = 60.0
 
 def renewal_after(issued_at: float) -> float:
     """When a daemon renews a token issued at issued_at (TokenSet.refresh_due_at)."""
-    early = schedule.refresh_early_fraction()
-    return issued_at + (REFRESH_AT_FRACTION - early) * TOKEN_LIFETIME
+    return schedule.renewal_due_at(issued_at, TOKEN_LIFETIME, schedule.refresh_early_fraction())
 
 
 def simulate(devices: int, minutes: int, scenario: str) -> Counter[int]:
@@ -40,13 +38,9 @@ def simulate(devices: int, minutes: int, scenario: str) -> Counter[int]:
             issued[device] = 0.0
             revalidate = schedule.next_revalidation(0.0, REVALIDATE_SECONDS)
         else:  # restart together: tokens issued at any time in the hour before
-            issued[device] = -random.uniform(0, TOKEN_LIFETIME * REFRESH_AT_FRACTION)
+            issued[device] = -random.uniform(0, TOKEN_LIFETIME * schedule.REFRESH_AT_FRACTION)
             revalidate = schedule.first_revalidation(0.0, REVALIDATE_SECONDS)
-        refresh = (
-            issued[device]
-            + (REFRESH_AT_FRACTION - schedule.refresh_early_fraction()) * TOKEN_LIFETIME
-        )
-        heapq.heappush(events, (max(refresh, 0.0), device, "refresh"))
+        heapq.heappush(events, (max(renewal_after(issued[device]), 0.0), device, "refresh"))
         heapq.heappush(events, (revalidate, device, "revalidate"))
     while events:
         when, device, kind = heapq.heappop(events)

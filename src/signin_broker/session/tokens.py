@@ -1,4 +1,4 @@
-"""An account's tokens and the rule for when to renew them.
+"""An account's tokens, and whether they want renewing now (the timing is session.schedule's).
 
 The contract's rule (5.1.5, 8): renew once the access token has lived 75 % of its
 lifetime, or sooner when a caller needs it to last longer than it will.
@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from . import schedule
+
 if TYPE_CHECKING:
     from .oidc import TokenResponse
-
-REFRESH_AT_FRACTION = 0.75
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +86,7 @@ class TokenSet:
 
     def is_due(self, now: float) -> bool:
         """At or past 75 % of the lifetime: renewed whoever asks."""
-        return now >= self.issued_at + REFRESH_AT_FRACTION * self.lifetime
+        return now >= schedule.renewal_due_at(self.issued_at, self.lifetime)
 
     def wants_refresh(self, now: float, min_ttl: float = 0) -> bool:
         """At or past 75 % of the lifetime, or not lasting min_ttl seconds more."""
@@ -101,13 +101,11 @@ class TokenSet:
         """
         if not self.from_refresh or self.is_due(now):
             return False
-        if self.lifetime <= min_ttl:
-            return True
-        return 2 * min_ttl > self.lifetime and now - self.issued_at < self.lifetime / 4
+        return not schedule.min_ttl_renewal_allowed(now - self.issued_at, self.lifetime, min_ttl)
 
     def refresh_due_at(self, early_fraction: float = 0.0) -> float:
         """When the background loop renews: at 75 % of the lifetime, minus a jitter share."""
-        return self.issued_at + (REFRESH_AT_FRACTION - early_fraction) * self.lifetime
+        return schedule.renewal_due_at(self.issued_at, self.lifetime, early_fraction)
 
     def to_record(self) -> dict[str, Any]:
         """A JSON-able form for the encrypted store."""
