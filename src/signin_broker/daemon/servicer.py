@@ -14,13 +14,11 @@ import functools
 import json
 import logging
 import os
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 import psutil
 from grpclib.const import Status
@@ -31,16 +29,14 @@ from ..session.accounts import (
     AccountInfo,
     Entitlement,
     Revocation,
-    SignInStart,
     SignInState,
     owner_key,
-    provider_of,
 )
 from ..session.errors import (
     AccountNotFound,
+    InvalidSignIn,
     NotConfigured,
     ProviderRefused,
-    ProviderUnavailable,
     ProviderUnreachable,
     ScopeNotGranted,
     SessionError,
@@ -50,7 +46,7 @@ from ..session.errors import (
 )
 from ..session.events import EventKind, SessionEvent, WatcherDropped
 from ..session.manager import SessionManager
-from ..session.providers import MAIN_NAME, ProviderLink
+from ..session.providers import ProviderLink
 from ..session.validation import (
     MAX_MIN_TTL_SECONDS,
     check_account,
@@ -73,6 +69,7 @@ log = logging.getLogger(__name__)
 
 _STATUS_OF: dict[type[SessionError], Status] = {
     SignInRequired: Status.UNAUTHENTICATED,
+    InvalidSignIn: Status.INVALID_ARGUMENT,
     AccountNotFound: Status.NOT_FOUND,
     NotConfigured: Status.FAILED_PRECONDITION,
     ScopeNotGranted: Status.FAILED_PRECONDITION,
@@ -89,6 +86,11 @@ _DECISION = {
     Decision.ASK: pb.APP_DECISION_ASK,
 }
 _DECISION_OF = {value: key for key, value in _DECISION.items()}
+_DEVICE_OF = {  # None: the daemon chooses (session.lifecycle.browser_at_hand)
+    pb.SIGN_IN_METHOD_UNSPECIFIED: None,
+    pb.SIGN_IN_METHOD_BROWSER: False,
+    pb.SIGN_IN_METHOD_DEVICE_CODE: True,
+}
 MAX_AUDIT_ROWS = 1000
 MAX_PROVIDER_LENGTH = 32  # an alias (store.tenants.PROVIDER_ALIAS)
 MAX_REDIRECT_TO_LENGTH = 2048  # the loopback pages refuse longer parameters anyway
@@ -248,75 +250,43 @@ class TokenBrokerServicer:
     async def BeginSignIn(self, request: pb.BeginSignInRequest) -> pb.BeginSignInResponse:
         """Start a sign-in for an app the user allows; only it hears how the sign-in goes."""
         workspace_id = _checked(check_workspace_id, request.workspace_id)
-        method = request.method or (
-            pb.SIGN_IN_METHOD_BROWSER if _browser_at_hand() else pb.SIGN_IN_METHOD_DEVICE_CODE
-        )
         if len(request.redirect_to) > MAX_REDIRECT_TO_LENGTH:
             raise InvalidRequest(f"redirect_to must be at most {MAX_REDIRECT_TO_LENGTH} characters")
         authorize_params = _checked(check_authorize_params, dict(request.authorize_params))
-        if method == pb.SIGN_IN_METHOD_DEVICE_CODE and (request.redirect_to or authorize_params):
-            raise InvalidRequest(
-                "redirect_to and authorize_params apply to a browser sign-in, not a device one"
-            )
         if len(request.provider) > MAX_PROVIDER_LENGTH:
             raise InvalidRequest(f"provider must be at most {MAX_PROVIDER_LENGTH} characters")
         caller = current_caller()
         account, _ = await self._writable(request.account, caller)
-        owner = owner_key(account, _actor(caller).app)
-        provider = request.provider
-        if account and not provider:  # signing in again: at the account's own provider
-            provider = provider_of(account) or MAIN_NAME
-        elif account and self._session.providers.named(provider).alias != provider_of(account):
-            raise InvalidRequest(f"account {account} is not an account of provider {provider}")
-        started = self._session.new_sign_in(workspace_id, owner, authorize_params, provider)
-        if method == pb.SIGN_IN_METHOD_DEVICE_CODE:
-            return await self._begin_device_sign_in(started, owner)
-        url = f"{self._info.web_url}{BEGIN_PATH}?sign_in={started.sign_in_id}"
-        if started.workspace_id:
-            url += f"&workspace_id={started.workspace_id}"
-        if request.redirect_to:
-            url += f"&redirect_to={quote(request.redirect_to, safe='')}"
-        return pb.BeginSignInResponse(
-            sign_in_id=started.sign_in_id,
-            sign_in_url=url,
-            expires_at_unix=int(started.expires_at),
+        begun = await self._session.begin_sign_in(
+            account=account,
+            app=_actor(caller).app,
+            device=_DEVICE_OF[request.method],
+            workspace_id=workspace_id,
+            authorize_params=authorize_params,
+            redirect_to=request.redirect_to,
+            provider=request.provider,
+            begin_url=self._info.web_url + BEGIN_PATH,
+        )
+        response = pb.BeginSignInResponse(
+            sign_in_id=begun.start.sign_in_id,
+            sign_in_url=begun.url,
+            expires_at_unix=int(begun.start.expires_at),
             method=pb.SIGN_IN_METHOD_BROWSER,
         )
-
-    async def _begin_device_sign_in(self, begun: SignInStart, owner: str) -> pb.BeginSignInResponse:
-        # the OAuth stack loads after ready
-        from ..session.device import DeviceSignInFailed, NoDeviceSignIn
-
-        flow = self._session.providers.named(begun.provider or MAIN_NAME).device
-        try:
-            started = await flow.begin(begun.sign_in_id, owner, begun.workspace_id)
-        except NoDeviceSignIn as error:
-            raise NotConfigured(str(error)) from None
-        except DeviceSignInFailed as error:
-            raise NotConfigured(
-                f"the identity provider refused a device sign-in ({error})"
-            ) from None
-        except ProviderUnavailable as error:
-            raise ProviderUnreachable(str(error)) from None
-        return pb.BeginSignInResponse(
-            sign_in_id=started.sign_in_id,
-            sign_in_url=started.verification_uri_complete or started.verification_uri,
-            expires_at_unix=int(started.expires_at),
-            method=pb.SIGN_IN_METHOD_DEVICE_CODE,
-            verification_uri=started.verification_uri,
-            verification_uri_complete=started.verification_uri_complete,
-            user_code=started.user_code,
-            interval_seconds=started.interval,
-        )
+        if begun.device is not None:
+            response.method = pb.SIGN_IN_METHOD_DEVICE_CODE
+            response.expires_at_unix = int(begun.device.expires_at)
+            response.verification_uri = begun.device.verification_uri
+            response.verification_uri_complete = begun.device.verification_uri_complete
+            response.user_code = begun.device.user_code
+            response.interval_seconds = begun.device.interval
+        return response
 
     @_unary
     async def SignOut(self, request: pb.SignOutRequest) -> pb.SignOutResponse:
         """End an account's session."""
         caller = current_caller()
         account, entitlement = await self._writable(request.account, caller)
-        signing_out = account or self._session.default_for(entitlement)
-        for link in self._session.providers:
-            await link.device.cancel(signing_out, "signed out")
         result = await self._session.sign_out(
             account, self._info.web_url, actor=_actor(caller), entitlement=entitlement
         )
@@ -332,14 +302,7 @@ class TokenBrokerServicer:
         """The QR code of a pending device sign-in the caller owns; NOT_FOUND otherwise."""
         caller = current_caller()
         owners = self._owners(caller, await self._apps.readable(caller))
-        started = next(
-            (
-                found
-                for link in self._session.providers
-                if (found := link.device.find(request.sign_in_id, owners)) is not None
-            ),
-            None,
-        )
+        started = self._session.device_sign_in(request.sign_in_id, owners)
         if started is None:
             raise AccountNotFound
         svg = request.format != pb.QR_FORMAT_PNG
@@ -511,13 +474,6 @@ def _checked(check: Callable[[Any], Any], value: Any) -> Any:
         return check(value)
     except ValueError as error:
         raise InvalidRequest(str(error)) from None
-
-
-def _browser_at_hand() -> bool:
-    """Whether the user's session can show a browser (else a device sign-in is offered)."""
-    return sys.platform in ("darwin", "win32") or bool(
-        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
-    )
 
 
 def _actor(caller: Caller) -> Actor:

@@ -30,6 +30,10 @@ class NotConfigured(SessionError):
     """The daemon lacks a setting that this request needs."""
 
 
+class InvalidSignIn(SessionError):
+    """A sign-in asked for something that cannot go together (e.g. device and redirect_to)."""
+
+
 class ProviderUnreachable(SessionError):
     """The provider did not renew a token that no longer serves the caller; it may later."""
 

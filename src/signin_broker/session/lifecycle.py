@@ -12,11 +12,14 @@ link to the loopback page instead of the provider's logout URL with the hint
 from __future__ import annotations
 
 import logging
+import os
 import secrets
+import sys
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from ..store.audit import Action, Actor, AuditEntry
 from .accounts import (
@@ -28,8 +31,16 @@ from .accounts import (
     SignInStart,
     SignOutResult,
     account_id_of,
+    owner_key,
+    provider_of,
 )
-from .errors import OAuthError, ProviderUnavailable
+from .errors import (
+    InvalidSignIn,
+    NotConfigured,
+    OAuthError,
+    ProviderUnavailable,
+    ProviderUnreachable,
+)
 from .events import EventKind, SessionEvent
 from .ports import AuditSink, daemon_actor
 from .providers import MAIN_NAME
@@ -40,10 +51,27 @@ from .signout import LogoutLinks
 from .tokens import TokenSet
 
 if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
+    from .device import DeviceStart
     from .providers import ProviderLink
     from .signin import SignedIn
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class BegunSignIn:
+    """A sign-in begun over the API, and where the person completes it."""
+
+    start: SignInStart
+    url: str  # the loopback page's address, or the provider's verification address
+    device: DeviceStart | None = None  # a device sign-in's code; None for a browser one
+
+
+def browser_at_hand() -> bool:
+    """Whether the user's session can show a browser (else a device sign-in is offered)."""
+    return sys.platform in ("darwin", "win32") or bool(
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    )
 
 
 class SessionLifecycle:
@@ -63,6 +91,74 @@ class SessionLifecycle:
         self._clock = clock
         self._sign_ins: dict[str, SignInStart] = {}  # begun over the API, by id
         self.logout_links = LogoutLinks(clock)
+
+    async def begin_sign_in(
+        self,
+        *,
+        account: str,
+        app: str,
+        device: bool | None,
+        workspace_id: str = "",
+        authorize_params: Mapping[str, str] | None = None,
+        redirect_to: str = "",
+        provider: str = "",
+        begin_url: str,
+    ) -> BegunSignIn:
+        """Begin a sign-in for an app: in the browser, at begin_url, or on another device.
+
+        Without a choice, a device sign-in where no browser can be shown. Signing an
+        account in again goes to its own provider, and belongs to that account; a new
+        account's sign-in belongs to the app that began it (accounts.owner_key).
+        """
+        if device is None:
+            device = not browser_at_hand()
+        if device and (redirect_to or authorize_params):
+            raise InvalidSignIn(
+                "redirect_to and authorize_params apply to a browser sign-in, not a device one"
+            )
+        if account:
+            own = provider_of(account)
+            if not provider:
+                provider = own or MAIN_NAME
+            elif self._registry.providers.named(provider).alias != own:
+                raise InvalidSignIn(f"account {account} is not an account of provider {provider}")
+        started = self.new_sign_in(
+            workspace_id, owner_key(account, app), authorize_params, provider
+        )
+        if device:
+            return await self._begin_device_sign_in(started)
+        query = {"sign_in": started.sign_in_id}
+        if started.workspace_id:
+            query["workspace_id"] = started.workspace_id
+        if redirect_to:
+            query["redirect_to"] = redirect_to
+        return BegunSignIn(started, f"{begin_url}?{urlencode(query, safe='', quote_via=quote)}")
+
+    async def _begin_device_sign_in(self, begun: SignInStart) -> BegunSignIn:
+        from .device import DeviceSignInFailed, NoDeviceSignIn  # the OAuth stack is loaded
+
+        flow = self._registry.providers.named(begun.provider or MAIN_NAME).device
+        try:
+            started = await flow.begin(begun.sign_in_id, begun.owner, begun.workspace_id)
+        except NoDeviceSignIn as error:
+            raise NotConfigured(str(error)) from None
+        except DeviceSignInFailed as error:
+            raise NotConfigured(
+                f"the identity provider refused a device sign-in ({error})"
+            ) from None
+        except ProviderUnavailable as error:
+            raise ProviderUnreachable(str(error)) from None
+        return BegunSignIn(
+            begun, started.verification_uri_complete or started.verification_uri, started
+        )
+
+    def device_sign_in(self, sign_in_id: str, owners: frozenset[str]) -> DeviceStart | None:
+        """A pending device sign-in of one of these owners (else, for the caller, none)."""
+        for link in self._registry.providers:
+            found = link.device.find(sign_in_id, owners)
+            if found is not None:
+                return found
+        return None
 
     def new_sign_in(
         self,
@@ -189,7 +285,10 @@ class SessionLifecycle:
         The tokens are revoked at the provider (RFC 7009) where it offers revocation; the
         result also carries where a browser ends its session there (see logout_url).
         """
-        if not account_id and not self._registry.default_for(entitlement):
+        signing_out = account_id or self._registry.default_for(entitlement)
+        for link in self._registry.providers:  # its device sign-in would sign it in again
+            await link.device.cancel(signing_out, "signed out")
+        if not signing_out:
             return SignOutResult(False, await self.logout_url(page_url, None))
         account = self._registry.resolve(account_id, entitlement)
         await self._registry.end(

@@ -26,13 +26,14 @@ from .accounts import (
     SignOutResult,
 )
 from .events import EventBus
-from .lifecycle import SessionLifecycle
+from .lifecycle import BegunSignIn, SessionLifecycle
 from .ports import AccountStore, AuditSink, NoAudit
 from .providers import Providers
 from .registry import AccountRegistry
 from .renewal import TokenKeeper, keep
 
 if TYPE_CHECKING:
+    from .device import DeviceStart
     from .signin import SignedIn
     from .signout import LogoutLinks
 
@@ -157,15 +158,33 @@ class SessionManager:
         """The one-time sign-out links the loopback page redeems."""
         return self.lifecycle.logout_links
 
-    def new_sign_in(
+    async def begin_sign_in(
         self,
+        *,
+        account: str,
+        app: str,
+        device: bool | None,
         workspace_id: str = "",
-        owner: str = "",
         authorize_params: Mapping[str, str] | None = None,
+        redirect_to: str = "",
         provider: str = "",
-    ) -> SignInStart:
-        """See SessionLifecycle.new_sign_in."""
-        return self.lifecycle.new_sign_in(workspace_id, owner, authorize_params, provider)
+        begin_url: str,
+    ) -> BegunSignIn:
+        """See SessionLifecycle.begin_sign_in."""
+        return await self.lifecycle.begin_sign_in(
+            account=account,
+            app=app,
+            device=device,
+            workspace_id=workspace_id,
+            authorize_params=authorize_params,
+            redirect_to=redirect_to,
+            provider=provider,
+            begin_url=begin_url,
+        )
+
+    def device_sign_in(self, sign_in_id: str, owners: frozenset[str]) -> DeviceStart | None:
+        """See SessionLifecycle.device_sign_in."""
+        return self.lifecycle.device_sign_in(sign_in_id, owners)
 
     def sign_in_started(self, sign_in_id: str) -> SignInStart | None:
         """See SessionLifecycle.sign_in_started."""
