@@ -151,9 +151,22 @@ def stored_account(clock: Clock, tokens: TokenSet | None = None) -> Store:
     return store
 
 
+class NoDeviceSignIns:
+    """A provider's device flow with nothing pending (these tests sign in no one)."""
+
+    async def cancel(self, owner: str | None, reason: str) -> None:
+        pass
+
+    def find(self, sign_in_id: str, owners: frozenset[str]) -> None:
+        return None
+
+    def pending(self) -> list[object]:
+        return []
+
+
 def providers_of(issuer: str, provider: object) -> Providers:
-    """The main provider only, served by a scripted one (no sign-in flows: not used here)."""
-    link = ProviderLink("", issuer, provider, provider, None, None)  # type: ignore[arg-type]
+    """The main provider only, served by a scripted one (no browser sign-in: not used here)."""
+    link = ProviderLink("", issuer, provider, provider, None, NoDeviceSignIns())  # type: ignore[arg-type]
     return Providers([link])
 
 
