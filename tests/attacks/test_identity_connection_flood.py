@@ -13,7 +13,7 @@ import select
 import subprocess
 from pathlib import Path
 
-from signin_broker.daemon.transport import MAX_CONNECTIONS_PER_PROCESS
+from signin_broker.daemon.api.transport import MAX_CONNECTIONS_PER_PROCESS
 from signin_broker.testing import StubProvider
 from support.apps import App, outcome
 from support.identity import Script

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import signin_broker
-from signin_broker.daemon.policy import AppRule, Decision
+from signin_broker.daemon.apps.policy import AppRule, Decision
 from signin_broker.testing import StubProvider
 from support.apps import App, outcome, write_policy
 from support.identity import auditor, namespaces_available

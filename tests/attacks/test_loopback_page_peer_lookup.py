@@ -17,7 +17,7 @@ from contextlib import closing
 
 import pytest
 
-from signin_broker.daemon.peercred import loopback_tcp_peer_uid
+from signin_broker.daemon.callers.peercred import loopback_tcp_peer_uid
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sock_diag")
 

@@ -195,7 +195,7 @@ def test_a_broken_policy_file_is_reported_and_the_last_good_policy_stays(
     ],
 )
 def test_policy_file_mistakes_are_named(text: str, reason: str) -> None:
-    from signin_broker.daemon.policy import PolicyError, parse
+    from signin_broker.daemon.apps.policy import PolicyError, parse
 
     with pytest.raises(PolicyError, match=reason):
         parse(text)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from signin_broker.daemon.policy import AppRule, Decision, render
+from signin_broker.daemon.apps.policy import AppRule, Decision, render
 
 APP_SOURCE = '''\
 """A test app: one broker call, its outcome as JSON on stdout."""

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from signin_broker.daemon.policy import AppRule, Decision
+from signin_broker.daemon.apps.policy import AppRule, Decision
 from support.real import unavailable
 
 # Python source for hostile scripts: `relay(upstream, folder)` gives a path grpcio can dial;

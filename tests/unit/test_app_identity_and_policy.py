@@ -7,9 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from signin_broker.daemon.apps import AppDenied, AppGate, UnknownApp
-from signin_broker.daemon.callers import INTERPRETER, Caller, script_of
-from signin_broker.daemon.policy import AppRule, Decision, PolicyError, PolicyFile, parse, render
+from signin_broker.daemon.apps.gate import AppDenied, AppGate, UnknownApp
+from signin_broker.daemon.apps.policy import (
+    AppRule,
+    Decision,
+    PolicyError,
+    PolicyFile,
+    parse,
+    render,
+)
+from signin_broker.daemon.callers.identity import INTERPRETER, Caller, script_of
 
 
 @pytest.mark.parametrize(

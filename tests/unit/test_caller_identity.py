@@ -12,7 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from signin_broker.daemon.callers import (
+from signin_broker.daemon.api.transport import CallerConnection, ConnectionTable
+from signin_broker.daemon.callers.identity import (
     MAX_FLATPAK_INFO_BYTES,
     SNAP_LABEL,
     Caller,
@@ -24,7 +25,6 @@ from signin_broker.daemon.callers import (
     identify_caller,
     script_of,
 )
-from signin_broker.daemon.transport import CallerConnection, ConnectionTable
 
 # -- the script an interpreter runs, and whether a pin may rest on its path --------------
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from signin_broker.daemon.callers import identify_caller
-from signin_broker.daemon.peercred import open_peer_pidfd, read_peer_credentials
+from signin_broker.daemon.callers.identity import identify_caller
+from signin_broker.daemon.callers.peercred import open_peer_pidfd, read_peer_credentials
 
 
 def test_peer_credentials_are_this_process() -> None:

@@ -11,8 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from signin_broker.daemon.callers import Caller
-from signin_broker.daemon.pins import Unpinnable, file_sha256, pinned_program, running_sha256
+from signin_broker.daemon.callers.identity import Caller
+from signin_broker.daemon.callers.pins import (
+    Unpinnable,
+    file_sha256,
+    pinned_program,
+    running_sha256,
+)
 
 
 def script_caller(script: str, *, absolute: bool = True) -> Caller:

@@ -6,7 +6,7 @@ import os
 import socket
 from pathlib import Path
 
-from signin_broker.daemon.systemd import Notifier, listen_fds, watchdog_seconds
+from signin_broker.daemon.host.systemd import Notifier, listen_fds, watchdog_seconds
 
 
 def test_sockets_are_taken_only_when_they_are_for_this_process() -> None:

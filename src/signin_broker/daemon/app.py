@@ -20,27 +20,27 @@ from grpclib.reflection.service import ServerReflection
 from ..session.manager import SessionManager
 from ..session.providers import MAIN_NAME, Providers
 from ..v1 import broker_pb2
-from .apps import AppGate
-from .audit_trail import AuditTrail
-from .instance import Instance, loopback_base_url
-from .policy import Decision, PolicyFile
-from .servicer import DaemonInfo, TokenBrokerServicer
-from .settings import ProviderSettings, Settings
-from .systemd import Notifier, watchdog_seconds
-from .transport import (
-    LISTEN_BACKLOG,
+from .api.servicer import DaemonInfo, TokenBrokerServicer
+from .api.transport import (
     CheckedServer,
     ConnectionTable,
     ServiceHandlers,
     TransportGate,
 )
+from .apps.gate import AppGate
+from .apps.policy import Decision, PolicyFile
+from .audit_trail import AuditTrail
+from .host.instance import LISTEN_BACKLOG, Instance, loopback_base_url
+from .host.systemd import Notifier, watchdog_seconds
+from .settings import ProviderSettings, Settings
+from .web.pages import BEGIN_PATH
 
 if TYPE_CHECKING:
     from ..session.client_auth import ClientAuth
     from ..session.providers import ProviderLink
     from ..session.signin import SignInSecrets
     from ..store.vault import Vault
-    from .web import SignInSite
+    from .web.site import SignInSite
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +66,12 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
         PolicyFile(settings.app_policy), Decision(settings.new_apps), settings.ask_timeout_seconds
     )
     notifier = Notifier()
+    web_url = loopback_base_url(web_socket)
     info = DaemonInfo(
         instance.socket_path,
         started_at,
-        web_url=loopback_base_url(web_socket),
+        web_url=web_url,
+        sign_in_url=web_url + BEGIN_PATH,
         started_by=_started_by(instance, notifier),
     )
     servicer = TokenBrokerServicer(session, info, apps, audit)
@@ -130,8 +132,8 @@ async def _start_sessions(
     already served (a GetToken meanwhile waits for the restore, not for a sign-in).
     The page's port is already bound: a browser that comes early waits in the backlog.
     """
-    await asyncio.to_thread(importlib.import_module, "signin_broker.daemon.web")
-    from .web import SignInSite
+    await asyncio.to_thread(importlib.import_module, "signin_broker.daemon.web.site")
+    from .web.site import SignInSite
 
     store, storage = await asyncio.to_thread(_open_store, settings)
     links = [await _provider_link(settings, provider, session) for provider in settings.providers]

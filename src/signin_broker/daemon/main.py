@@ -18,9 +18,10 @@ from pathlib import Path
 os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
 from ..store.files import UnsafeStorage, private_folder
-from . import logs, systemd
+from . import logs
 from .app import serve
-from .instance import Instance, InstanceError, adopt, claim, listen_loopback
+from .host import systemd
+from .host.instance import Instance, InstanceError, adopt, claim, listen_loopback
 from .settings import SettingsError, load
 
 log = logging.getLogger("signin_broker.daemon")

@@ -5,7 +5,7 @@ in, what callers may see, the encrypted records), the token keeper (tokens on de
 and ahead of time, renewal, re-validation, provider health) and the session
 lifecycle (sign-ins, sign-out, removal). The manager builds them together and starts
 them once, when the providers and the store are loaded: `ready` is set then, and the
-API waits for it before any call (daemon.servicer).
+API waits for it before any call (daemon.api.servicer).
 """
 
 from __future__ import annotations

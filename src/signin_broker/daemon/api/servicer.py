@@ -24,15 +24,15 @@ import psutil
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
-from .._version import __version__
-from ..session.accounts import (
+from ..._version import __version__
+from ...session.accounts import (
     AccountInfo,
     Entitlement,
     Revocation,
     SignInState,
     owner_key,
 )
-from ..session.errors import (
+from ...session.errors import (
     AccountNotFound,
     InvalidSignIn,
     NotConfigured,
@@ -44,10 +44,10 @@ from ..session.errors import (
     TokenTooShortLived,
     TooManyNewTokens,
 )
-from ..session.events import EventKind, SessionEvent, WatcherDropped
-from ..session.manager import SessionManager
-from ..session.providers import ProviderLink
-from ..session.validation import (
+from ...session.events import EventKind, SessionEvent, WatcherDropped
+from ...session.manager import SessionManager
+from ...session.providers import ProviderLink
+from ...session.validation import (
     MAX_MIN_TTL_SECONDS,
     check_account,
     check_audience,
@@ -55,14 +55,13 @@ from ..session.validation import (
     check_scopes,
     check_workspace_id,
 )
-from ..store.audit import Action, Actor, AuditEntry, AuditRow
-from ..v1 import broker_pb2 as pb
-from .apps import AppDenied, AppGate, AppView, UnknownApp
-from .audit_trail import AuditTrail
-from .callers import Caller
-from .pages import BEGIN_PATH
-from .policy import Decision
-from .qr import qr_image
+from ...store.audit import Action, Actor, AuditEntry, AuditRow
+from ...v1 import broker_pb2 as pb
+from ..apps.gate import AppDenied, AppGate, AppView, UnknownApp
+from ..apps.policy import Decision
+from ..audit_trail import AuditTrail
+from ..callers.identity import Caller
+from ..qr import qr_image
 from .transport import current_caller
 
 log = logging.getLogger(__name__)
@@ -129,6 +128,7 @@ class DaemonInfo:
     socket_path: Path
     started_at: float
     web_url: str  # the loopback page, e.g. http://127.0.0.1:8765
+    sign_in_url: str  # where the page begins a browser sign-in (web.pages.BEGIN_PATH)
     started_by: str = "manual"  # "socket activation", "service manager" or "manual"
     pid: int = field(default_factory=os.getpid)
 
@@ -265,7 +265,7 @@ class TokenBrokerServicer:
             authorize_params=authorize_params,
             redirect_to=request.redirect_to,
             provider=request.provider,
-            begin_url=self._info.web_url + BEGIN_PATH,
+            begin_url=self._info.sign_in_url,
         )
         response = pb.BeginSignInResponse(
             sign_in_id=begun.start.sign_in_id,

@@ -17,7 +17,7 @@ import hashlib
 import os
 import stat
 
-from .callers import Caller
+from .identity import Caller
 
 MAX_PROGRAM_BYTES = 1 << 30
 _CACHE_SIZE = 128

@@ -22,11 +22,12 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..locations import MAX_SOCKET_PATH_BYTES
-from .settings import HttpAddress
-from .transport import LISTEN_BACKLOG
+from ...locations import MAX_SOCKET_PATH_BYTES
+from ..settings import HttpAddress
 
 log = logging.getLogger(__name__)
+
+LISTEN_BACKLOG = 1024  # connections the kernel queues while the daemon is busy
 
 
 class InstanceError(Exception):

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..session.validation import check_scope
-from ..store.files import write_atomically
+from ...session.validation import check_scope
+from ...store.files import write_atomically
 
 log = logging.getLogger(__name__)
 

@@ -35,8 +35,8 @@ from grpclib.exceptions import GRPCError
 from grpclib.protocol import H2Protocol
 from grpclib.server import Server, Stream
 
-from .callers import Caller, identify_caller
-from .logs import Throttled
+from ..callers.identity import Caller, identify_caller
+from ..logs import Throttled
 
 log = logging.getLogger(__name__)
 # Callers decide how often these happen, so they are logged a few times a minute at most.
@@ -48,7 +48,6 @@ _FULL = Throttled(log, "connection limit reached: closing one to make room")
 MAX_CONNECTIONS = 4096  # all callers together
 MAX_CONNECTIONS_PER_PROCESS = 64  # one process: a few channels are plenty
 MAX_REQUEST_BYTES = 64 * 1024  # requests are a few hundred bytes; more is an attack or a bug
-LISTEN_BACKLOG = 1024
 
 
 class CallerConnection:

@@ -29,18 +29,18 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ..session.errors import IdTokenInvalid, NotConfigured, OAuthError, ProviderUnavailable
-from ..session.manager import SessionManager
-from ..session.providers import MAIN_NAME
-from ..session.signin import PendingSignIn, SignInFlow
-from ..session.signout import LINK_PATH as LOGOUT_LINK_PATH
-from ..session.validation import check_workspace_id
-from ..store.audit import Actor
+from ...session.errors import IdTokenInvalid, NotConfigured, OAuthError, ProviderUnavailable
+from ...session.manager import SessionManager
+from ...session.providers import MAIN_NAME
+from ...session.signin import PendingSignIn, SignInFlow
+from ...session.signout import LINK_PATH as LOGOUT_LINK_PATH
+from ...session.validation import check_workspace_id
+from ...store.audit import Actor
+from ..callers.peercred import loopback_tcp_peer_uid
+from ..host.instance import loopback_base_url
+from ..logs import Throttled
+from ..qr import qr_svg_markup
 from . import pages
-from .instance import loopback_base_url
-from .logs import Throttled
-from .peercred import loopback_tcp_peer_uid
-from .qr import qr_svg_markup
 
 log = logging.getLogger(__name__)
 CLIENT_REFUSED = (

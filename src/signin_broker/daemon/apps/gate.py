@@ -22,10 +22,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..session.accounts import NOTHING, Entitlement
-from ..session.errors import SessionError
-from .callers import Caller
-from .pins import Unpinnable, file_sha256, running_sha256
+from ...session.accounts import NOTHING, Entitlement
+from ...session.errors import SessionError
+from ..callers.identity import Caller
+from ..callers.pins import Unpinnable, file_sha256, running_sha256
 from .policy import AppRule, Decision, PolicyFile
 
 log = logging.getLogger(__name__)

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from html import escape
 from urllib.parse import quote
 
-from .._version import __version__
-from ..session.accounts import AccountInfo
-from ..session.providers import MAIN_NAME
+from ..._version import __version__
+from ...session.accounts import AccountInfo
+from ...session.providers import MAIN_NAME
 
 BEGIN_PATH = "/auth/oauth2/id-provider"
 

@@ -1,0 +1,1 @@
+"""How the daemon lives on the machine: one instance, its socket, the service manager."""
