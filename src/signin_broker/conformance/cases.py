@@ -22,11 +22,27 @@ import httpx2
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 from ..testing.browser import location, query_of
-from .stage import CALLBACK, PERSON, Skip, Stage
+from .stage import BEGIN, CALLBACK, PERSON, Skip, Stage
 from .surfaces import OUTCOME_SECONDS, Attempt, Surface, Verdict
 
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 OFF_ORIGIN = "https://evil.example/steal"
+# Where a sign-in must never send the browser (N4): other origins, and what a browser
+# reads as one ("//", "/\\"), a script, and a path that is not absolute.
+OFF_ORIGIN_TARGETS = (
+    OFF_ORIGIN,
+    "//evil.example/steal",
+    "/\\evil.example",
+    "http://127.0.0.1:1/elsewhere",
+    "javascript:alert(1)",
+    "dashboard",
+)
+# Rule 2: the sign-in path's slug is exactly id-provider; these are not it.
+SLUG_LOOKALIKES = (
+    "/auth/oauth2/ID-Provider",
+    "/auth/oauth2/idprovider",
+    "/auth/oauth2/id_provider",
+)
 DEEP_LINK = "/dashboard?tab=apps&q=a%20b"
 REVOCATION_LIMIT_SECONDS = 60  # contract I2
 
@@ -154,6 +170,7 @@ def check_authorize_request(stage: Stage, answer: httpx2.Response) -> dict[str, 
     scopes = set(query.get("scope", "").split())
     expect({"openid", "profile", "email"} <= scopes, "scope lacks openid profile email")
     expect(len(query.get("state", "")) >= 16, "state is missing or shorter than 16 characters")
+    expect(query.get("nonce"), "no nonce")
     expect(query.get("code_challenge_method") == "S256", "PKCE method is not S256")
     challenge = query.get("code_challenge", "")
     expect(re.fullmatch(r"[A-Za-z0-9_-]{43}", challenge), "no S256 code_challenge")
@@ -190,6 +207,10 @@ def t1(stage: Stage, surface: Surface) -> None:
         expect(attempt.expires_at_unix > time.time(), "the sign-in expired at once")
         return
     check_authorize_request(stage, authorize_redirect(stage, attempt))
+    if surface.name == "web":
+        for path in SLUG_LOOKALIKES:
+            answer = stage.browser.get(stage.web_url + path)
+            expect(answer.status_code == 404, f"{path} answered {answer.status_code}, not 404")
 
 
 def t2(stage: Stage, surface: Surface) -> None:
@@ -232,6 +253,9 @@ def t2(stage: Stage, surface: Surface) -> None:
         expect(verdict.text == "/dashboard", "not sent to the authenticated home")
     later = surface.request(stage)
     expect(later is not None and PERSON.sub in later, "a later request has no user context")
+    if surface.name == "web":
+        shown = later or ""
+        expect(PERSON.name in shown and PERSON.email in shown, "the dashboard lacks the user")
 
 
 def expect_handled_like_t3(stage: Stage, verdict: Verdict) -> None:
@@ -240,6 +264,7 @@ def expect_handled_like_t3(stage: Stage, verdict: Verdict) -> None:
     if verdict.response is not None:
         expect(verdict.response.status_code == 200, "the error is not a user-facing page")
         expect("Sign-in failed" in verdict.text, "the page does not say the sign-in failed")
+        expect("did not accept the sign-in code" in verdict.text, "the page does not say why")
         expect(not verdict.response.headers.get_list("set-cookie"), "a cookie was set")
     else:
         expect("invalid_code" in verdict.text, f"the user is not told why: {_said(verdict)}")
@@ -261,6 +286,9 @@ def t4(stage: Stage, surface: Surface) -> None:
     for _ in range(2):
         answer = surface.request(stage)
         expect(answer is not None and PERSON.sub in answer, "the request is not served as the user")
+        if surface.name == "web":
+            shown = answer or ""
+            expect(f"Signed in as {PERSON.name}" in shown, "the page does not name the user")
     expect(sign_in_starts(stage) == starts, "the request started another sign-in")
 
 
@@ -271,6 +299,9 @@ def t5(stage: Stage, surface: Surface) -> None:
     the browser is also sent to the provider's logout address.
     """
     sign_in(stage, surface)
+    if surface.name == "web":
+        logout_is_a_same_origin_post(stage)
+    cookie = dict(stage.browser.cookies.get(urlsplit(stage.web_url).netloc, {}))
     verdict = surface.sign_out(stage)
     expect(verdict.ok, f"sign-out failed: {_said(verdict)}")
     found = stage.discovery
@@ -279,6 +310,7 @@ def t5(stage: Stage, surface: Surface) -> None:
             verdict.text.startswith(str(found["end_session_endpoint"])),
             "the browser is not sent to the provider's logout",
         )
+        web_logout_ends_the_cookie(stage, verdict.response, cookie)
     revocation = _path(found["revocation_endpoint"])
     expect(
         any(r.path == revocation for r in stage.provider.requests),
@@ -287,13 +319,47 @@ def t5(stage: Stage, surface: Surface) -> None:
     expect(surface.request(stage) is None, "still signed in after logout")
 
 
+def logout_is_a_same_origin_post(stage: Stage) -> None:
+    """GET /logout only asks to confirm; a POST from another site is refused."""
+    page = stage.browser.get(stage.web_url + "/logout")
+    expect(page.status_code == 200 and 'method="post"' in page.text, "GET /logout is no form")
+    for forged in ({"Origin": "https://evil.example"}, {"Sec-Fetch-Site": "cross-site"}):
+        answer = stage.browser.post(stage.web_url + "/logout", headers=forged)
+        expect(answer.status_code == 403, f"a cross-site logout answered {answer.status_code}")
+    expect(stage.browser.get(stage.web_url + "/dashboard").status_code == 200, "signed out")
+
+
+def web_logout_ends_the_cookie(
+    stage: Stage, answer: httpx2.Response, cookie: dict[str, str]
+) -> None:
+    """The cookie is cleared, the provider sends the browser home, and the old one is dead."""
+    cleared = answer.headers.get_list("set-cookie")
+    expect(len(cleared) == 1 and "max-age=0" in cleared[0].lower(), "the cookie is not cleared")
+    target = location(answer)
+    expect(
+        query_of(target).get("post_logout_redirect_uri") == stage.web_url + "/",
+        "the provider is not asked to send the browser back home",
+    )
+    back = stage.browser.follow(stage.browser.get(target))
+    expect('data-cta="sign-in"' in back.text, "the browser does not land on the landing")
+    replay = httpx2.get(
+        stage.web_url + "/dashboard",
+        headers={"Cookie": "; ".join(f"{k}={v}" for k, v in cookie.items())},
+    )
+    expect(
+        replay.status_code == 302 and location(replay).startswith(BEGIN + "?redirect_to="),
+        "the old session cookie still works after logout",
+    )
+
+
 def t6(stage: Stage, surface: Surface) -> None:
     """Home is the landing (sign-in call) when anonymous and the dashboard when signed in."""
     signed_in, shown = surface.home(stage)
     expect(not signed_in, "home shows a signed-in view to an anonymous user")
     if surface.name == "web":
         expect('data-cta="sign-in"' in shown, "the landing has no sign-in call")
-    expect(PERSON.name not in shown, "the anonymous view shows user data")
+    for detail in (PERSON.name, PERSON.email, PERSON.preferred_username):
+        expect(detail.lower() not in shown.lower(), "the anonymous view shows user data")
     sign_in(stage, surface)
     signed_in, shown = surface.home(stage)
     expect(signed_in, "home still shows the landing after sign-in")
@@ -315,6 +381,12 @@ def t7(stage: Stage, surface: Surface) -> None:
         expect(account == f"user:{PERSON.sub}:workspace:7", "the workspace did not survive")
         return
     attempt = surface.begin(stage, redirect_to=DEEP_LINK)
+    if surface.name == "web":  # the protected page sends the browser to sign in, link kept
+        first = stage.browser.get(attempt.url)
+        expect(
+            first.status_code == 302 and query_of(location(first)).get("redirect_to") == DEEP_LINK,
+            "the deep link is not carried into the sign-in",
+        )
     authorize = location(authorize_redirect(stage, attempt))
     callback = through_provider(stage, authorize)
     expect(
@@ -516,7 +588,7 @@ def n4(stage: Stage, surface: Surface) -> None:
     """An off-origin redirect_to lands on the authenticated home, never off the origin."""
     if surface.device:
         raise Skip("a device sign-in never sends a browser back: no redirect_to to forge")
-    for target in (OFF_ORIGIN, "//evil.example/steal", "javascript:alert(1)"):
+    for target in OFF_ORIGIN_TARGETS:
         attempt = surface.begin(stage, redirect_to=target)
         authorize = location(authorize_redirect(stage, attempt))
         delivered, verdict = deliver(stage, surface, attempt, through_provider(stage, authorize))

@@ -92,7 +92,7 @@ class Web(Surface):
 
     def begin(self, stage: Stage, *, redirect_to: str = "", workspace_id: str = "") -> Attempt:
         """The sign-in link; a same-origin redirect_to is visited as the protected deep link."""
-        if redirect_to.startswith("/") and not redirect_to.startswith("//"):
+        if redirect_to.startswith("/") and not redirect_to.startswith(("//", "/\\")):
             return Attempt(url=stage.web_url + redirect_to)
         query = f"redirect_to={quote(redirect_to, safe='')}" if redirect_to else ""
         if workspace_id:
