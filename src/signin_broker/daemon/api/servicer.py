@@ -255,6 +255,8 @@ class TokenBrokerServicer:
         authorize_params = _checked(check_authorize_params, dict(request.authorize_params))
         if len(request.provider) > MAX_PROVIDER_LENGTH:
             raise InvalidRequest(f"provider must be at most {MAX_PROVIDER_LENGTH} characters")
+        if request.method not in _DEVICE_OF:
+            raise InvalidRequest("method must be SIGN_IN_METHOD_BROWSER or _DEVICE_CODE, or unset")
         caller = current_caller()
         account, _ = await self._writable(request.account, caller)
         begun = await self._session.begin_sign_in(
