@@ -41,6 +41,7 @@ def test_client_exports() -> None:
             "Event",
             "EventKind",
             "NotSignedIn",
+            "ProviderStatus",
             "SignInStart",
             "SignInState",
             "SignOutResult",

@@ -1,4 +1,4 @@
-"""The SDK apps use to get tokens from the signin-broker daemon (sync and asyncio).
+"""The SDK an app uses to get tokens and sign-in state from the daemon (sync and asyncio).
 
 from signin_broker.client import BrokerClient
 
@@ -19,6 +19,7 @@ from ._models import (
     Caller,
     Event,
     EventKind,
+    ProviderStatus,
     SignInStart,
     SignInState,
     SignOutResult,
@@ -45,6 +46,7 @@ __all__ = [
     "Event",
     "EventKind",
     "NotSignedIn",
+    "ProviderStatus",
     "SignInStart",
     "SignInState",
     "SignOutResult",

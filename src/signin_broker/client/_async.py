@@ -76,6 +76,7 @@ class AsyncBrokerClient:
         account: str = "",
         redirect_to: str = "",
         authorize_params: Mapping[str, str] | None = None,
+        provider: str = "",
     ) -> SignInStart:
         """Start a sign-in (within a workspace, if given); the user completes it at the URL.
 
@@ -85,8 +86,17 @@ class AsyncBrokerClient:
         redirect_to: the loopback page the browser lands on after a browser sign-in.
         authorize_params: extra authorize parameters of a browser sign-in, such as
         {"login_hint": "me@example.com", "prompt": "select_account"}.
+        provider: the alias of the identity provider to sign in at (Status.providers);
+        empty for the account's own, else the daemon's default one.
         """
-        request = sign_in_request(workspace_id, device, account, redirect_to, authorize_params)
+        request = sign_in_request(
+            workspace_id,
+            device,
+            account=account,
+            redirect_to=redirect_to,
+            authorize_params=authorize_params,
+            provider=provider,
+        )
         return SignInStart.from_proto(await self._call(self._stub.BeginSignIn, request))
 
     async def sign_out(self, account: str = "") -> SignOutResult:

@@ -33,9 +33,11 @@ def target(socket_path: str) -> str:
 def sign_in_request(
     workspace_id: str,
     device: bool | None,
+    *,
     account: str = "",
     redirect_to: str = "",
     authorize_params: Mapping[str, str] | None = None,
+    provider: str = "",
 ) -> pb.BeginSignInRequest:
     """The BeginSignIn request: a device sign-in, a browser one, or (None) the daemon's choice."""
     method = {
@@ -49,6 +51,7 @@ def sign_in_request(
         account=account,
         redirect_to=redirect_to,
         authorize_params=dict(authorize_params or {}),
+        provider=provider,
     )
 
 

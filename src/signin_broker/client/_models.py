@@ -126,6 +126,7 @@ class Status(Record):
     started_by: str  # "socket activation", "service manager" or "manual"
     rss_bytes: int  # the daemon's resident memory
     audit_degraded_reason: str  # why audit rows are not being written; "" when they are
+    providers: tuple[ProviderStatus, ...] = ()  # the configured ones, the default first
 
     @classmethod
     def from_proto(cls, message: pb.GetStatusResponse) -> Status:
@@ -155,6 +156,32 @@ class Status(Record):
             started_by=message.started_by,
             rss_bytes=message.rss_bytes,
             audit_degraded_reason=message.audit_degraded_reason,
+            providers=tuple(ProviderStatus.from_proto(p) for p in message.providers),
+        )
+
+
+class ProviderStatus(Record):
+    """An identity provider the daemon signs in at (GetStatus)."""
+
+    alias: str  # prefixes its accounts' ids (`work/user:1001`); "" for the main provider
+    issuer: str
+    is_default: bool  # where a sign-in that names no provider goes
+    degraded_reason: str  # why it is considered unreachable; "" when it answers
+    last_contact_unix: int
+    client_id: str
+    device_client_id: str  # the client of device sign-ins when it has a second one
+
+    @classmethod
+    def from_proto(cls, message: pb.Provider) -> ProviderStatus:
+        """Convert the API's message."""
+        return cls(
+            alias=message.alias,
+            issuer=message.issuer,
+            is_default=message.is_default,
+            degraded_reason=message.degraded_reason,
+            last_contact_unix=message.last_contact_unix,
+            client_id=message.client_id,
+            device_client_id=message.device_client_id,
         )
 
 
@@ -169,6 +196,7 @@ class Account(Record):
     is_default: bool
     access_token_expires_at_unix: int
     next_refresh_unix: int  # 0 when the token cannot be renewed
+    provider: str = ""  # the alias of its identity provider; "" for the main one
 
     @classmethod
     def from_proto(cls, message: pb.Account) -> Account:
@@ -182,6 +210,7 @@ class Account(Record):
             is_default=message.is_default,
             access_token_expires_at_unix=message.access_token_expires_at_unix,
             next_refresh_unix=message.next_refresh_unix,
+            provider=message.provider,
         )
 
 

@@ -37,6 +37,9 @@ class Record:
             if name not in self._fields or name in values:
                 raise TypeError(f"{type(self).__name__} got an unexpected or repeated {name!r}")
             values[name] = value
+        for name in self._fields:  # a field added later has a default in the class
+            if name not in values and hasattr(type(self), name):
+                values[name] = getattr(type(self), name)
         missing = [name for name in self._fields if name not in values]
         if missing:
             raise TypeError(f"{type(self).__name__} is missing {', '.join(missing)}")

@@ -90,7 +90,10 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
         extra={
             "socket": str(instance.socket_path),
             "web": info.web_url + "/",
-            "providers": {p.alias or MAIN_NAME: p.issuer for p in settings.providers} or None,
+            "issuer": next(
+                (p.issuer for p in settings.providers if p.alias == settings.default_alias), None
+            ),
+            "providers": [p.alias or MAIN_NAME for p in settings.providers],
             "startup_ms": round((time.time() - started_at) * 1000, 1),
         },
     )
