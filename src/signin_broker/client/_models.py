@@ -1,13 +1,30 @@
-"""Typed results of the SDK, converted from the API's messages (apps never see protobuf)."""
+"""Typed results of the SDK, read from the API's messages (apps never see protobuf).
+
+A model names the message it is read from; its fields are read from the message's
+fields of the same name, guided by the message's descriptor: repeated fields become
+tuples, enums ours, messages the model of that message. The few fields without a
+namesake say where they come from (`sources`).
+"""
 
 from __future__ import annotations
 
 import enum
+import operator
 import time
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from ..v1 import broker_pb2 as pb
 from ._record import Record
+
+if TYPE_CHECKING:
+    from google._upb import _message as upb
+    from google.protobuf import descriptor
+    from google.protobuf.message import Message
+
+    # protobuf describes messages with its own descriptors or, compiled, with upb's
+    FieldDescriptor = descriptor.FieldDescriptor | upb.FieldDescriptor
+    EnumDescriptor = descriptor.EnumDescriptor | upb.EnumDescriptor
 
 
 class SignInState(enum.Enum):
@@ -20,7 +37,7 @@ class SignInState(enum.Enum):
 
 
 class EventKind(enum.Enum):
-    """What happened to a session."""
+    """What happened to a session (the API's EventKind; a test keeps them equal)."""
 
     UNSPECIFIED = "unspecified"
     SNAPSHOT = "snapshot"
@@ -52,22 +69,89 @@ class TokenRevocation(enum.Enum):
     FAILED = "failed"  # refused or unreachable: SignOutResult.revocation_error says why
 
 
-E = TypeVar("E", SignInState, EventKind, AppDecision, TokenRevocation)
+# The SDK's enum for each enum of the API, by the API's name (ours are named the same).
+ENUMS: dict[str, type[enum.Enum]] = {
+    kind.__name__: kind for kind in (SignInState, EventKind, AppDecision, TokenRevocation)
+}
+
+Reader = Callable[[Any], Any]
+_MODELS: dict[str, type[Model]] = {}  # by the full name of the message each is read from
 
 
-def _sign_in_state(value: int) -> SignInState:
-    return _enum(SignInState, pb.SignInState, value, "SIGN_IN_STATE_")
+class Model(Record):
+    """A Record read from one API message by `from_proto`.
+
+    Subclasses name the message (`message=pb.Account`) and, for fields the message has
+    no namesake of, a reader of the message each (`sources={"url": ...}`).
+    """
+
+    _message: ClassVar[type[Message]]
+    _sources: ClassVar[Mapping[str, Reader]] = {}
+    _readers: ClassVar[tuple[Reader, ...]] = ()
+
+    def __init_subclass__(
+        cls,
+        message: type[Message] | None = None,
+        sources: Mapping[str, Reader] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init_subclass__(**kwargs)
+        if message is not None:
+            cls._message = message
+            _MODELS[message.DESCRIPTOR.full_name] = cls
+        cls._sources = sources or {}
+        cls._readers = ()  # worked out on first use: importing the SDK stays cheap
+
+    @classmethod
+    def from_proto(cls, message: Message) -> Self:
+        """Read the API's message."""
+        readers = cls._readers or cls._compile()
+        return cls(*[read(message) for read in readers])
+
+    @classmethod
+    def _compile(cls) -> tuple[Reader, ...]:
+        fields = cls._message.DESCRIPTOR.fields_by_name
+        readers = []
+        for name in cls._fields:
+            if name in cls._sources:
+                readers.append(cls._sources[name])
+            elif name in fields:
+                readers.append(_reader(fields[name]))
+            else:
+                raise TypeError(f"{cls.__name__}.{name}: no field of that name and no source")
+        cls._readers = tuple(readers)
+        return cls._readers
 
 
-def _enum(kind: type[E], proto_enum: Any, value: int, prefix: str) -> E:
-    """Map a proto enum value onto ours; values newer than this SDK read as UNSPECIFIED."""
-    try:
-        return kind[proto_enum.Name(value).removeprefix(prefix)]
-    except (KeyError, ValueError):
-        return kind.UNSPECIFIED
+def _reader(field: FieldDescriptor) -> Reader:
+    """How to read one field of a message as the SDK's value."""
+    name = field.name
+    convert: Reader
+    if field.enum_type is not None:
+        convert = _enum_reader(field.enum_type)
+    elif field.message_type is not None:
+        convert = _MODELS[field.message_type.full_name].from_proto
+    elif field.is_repeated:
+        return lambda message: tuple(getattr(message, name))
+    else:
+        return operator.attrgetter(name)
+    if field.is_repeated:
+        return lambda message: tuple(map(convert, getattr(message, name)))
+    return lambda message: convert(getattr(message, name))
 
 
-class Token(Record, secret=("access_token",)):
+def _enum_reader(proto_enum: EnumDescriptor) -> Reader:
+    """Our member for each number of an API enum; numbers newer than this SDK: UNSPECIFIED."""
+    kind: Any = ENUMS[proto_enum.name]
+    prefix = proto_enum.values_by_number[0].name.removesuffix("UNSPECIFIED")  # "EVENT_KIND_"
+    members = {
+        value.number: kind.__members__.get(value.name.removeprefix(prefix), kind.UNSPECIFIED)
+        for value in proto_enum.values
+    }
+    return lambda number: members.get(number, kind.UNSPECIFIED)
+
+
+class Token(Model, message=pb.GetTokenResponse, secret=("access_token",)):
     """An access token. Its repr leaves the secret out, so logging the object is safe."""
 
     access_token: str
@@ -85,19 +169,8 @@ class Token(Record, secret=("access_token",)):
         """How long the token stays valid from now."""
         return self.expires_at_unix - time.time()
 
-    @classmethod
-    def from_proto(cls, message: pb.GetTokenResponse) -> Token:
-        """Convert the API's response."""
-        return cls(
-            access_token=message.access_token,
-            token_type=message.token_type,
-            expires_at_unix=message.expires_at_unix,
-            scopes=tuple(message.scopes),
-            account=message.account,
-        )
 
-
-class Caller(Record):
+class Caller(Model, message=pb.Caller):
     """A process as the daemon's kernel check saw it."""
 
     uid: int
@@ -106,14 +179,45 @@ class Caller(Record):
     executable: str
 
 
-class Status(Record):
+class Account(Model, message=pb.Account):
+    """A signed-in account."""
+
+    id: str
+    platform_user_id: str
+    workspace_id: str
+    display_name: str
+    email: str
+    is_default: bool
+    access_token_expires_at_unix: int
+    next_refresh_unix: int  # 0 when the token cannot be renewed
+    provider: str = ""  # the alias of its identity provider; "" for the main one
+
+
+class ProviderStatus(Model, message=pb.Provider):
+    """An identity provider the daemon signs in at (GetStatus)."""
+
+    alias: str  # prefixes its accounts' ids (`work/user:1001`); "" for the main provider
+    issuer: str
+    is_default: bool  # where a sign-in that names no provider goes
+    degraded_reason: str  # why it is considered unreachable; "" when it answers
+    last_contact_unix: int  # 0 when it has not answered yet
+    client_id: str
+    device_client_id: str  # the client of device sign-ins when it has a second one; else ""
+
+
+def _default_account(message: pb.GetStatusResponse) -> Account | None:
+    detail = message.default_account_detail
+    return Account.from_proto(detail) if message.HasField("default_account_detail") else None
+
+
+class Status(Model, message=pb.GetStatusResponse, sources={"default": _default_account}):
     """The daemon and its sign-in state, as GetStatus reports them."""
 
     version: str
     pid: int
     started_at_unix: int
     socket_path: str
-    issuer: str
+    issuer: str  # the default provider's, as are degraded_reason and the last contact
     sign_in_state: SignInState
     default_account: str
     account_count: int
@@ -128,93 +232,16 @@ class Status(Record):
     audit_degraded_reason: str  # why audit rows are not being written; "" when they are
     providers: tuple[ProviderStatus, ...] = ()  # the configured ones, the default first
 
-    @classmethod
-    def from_proto(cls, message: pb.GetStatusResponse) -> Status:
-        """Convert the API's response."""
-        return cls(
-            version=message.version,
-            pid=message.pid,
-            started_at_unix=message.started_at_unix,
-            socket_path=message.socket_path,
-            issuer=message.issuer,
-            sign_in_state=_sign_in_state(message.sign_in_state),
-            default_account=message.default_account,
-            account_count=message.account_count,
-            caller=Caller(
-                uid=message.caller.uid,
-                gid=message.caller.gid,
-                pid=message.caller.pid,
-                executable=message.caller.executable,
-            ),
-            web_url=message.web_url,
-            degraded_reason=message.degraded_reason,
-            last_provider_contact_unix=message.last_provider_contact_unix,
-            storage=message.storage,
-            default=Account.from_proto(message.default_account_detail)
-            if message.HasField("default_account_detail")
-            else None,
-            started_by=message.started_by,
-            rss_bytes=message.rss_bytes,
-            audit_degraded_reason=message.audit_degraded_reason,
-            providers=tuple(ProviderStatus.from_proto(p) for p in message.providers),
-        )
+
+def _is_device(message: pb.BeginSignInResponse) -> bool:
+    return message.method == pb.SIGN_IN_METHOD_DEVICE_CODE
 
 
-class ProviderStatus(Record):
-    """An identity provider the daemon signs in at (GetStatus)."""
-
-    alias: str  # prefixes its accounts' ids (`work/user:1001`); "" for the main provider
-    issuer: str
-    is_default: bool  # where a sign-in that names no provider goes
-    degraded_reason: str  # why it is considered unreachable; "" when it answers
-    last_contact_unix: int
-    client_id: str
-    device_client_id: str  # the client of device sign-ins when it has a second one
-
-    @classmethod
-    def from_proto(cls, message: pb.Provider) -> ProviderStatus:
-        """Convert the API's message."""
-        return cls(
-            alias=message.alias,
-            issuer=message.issuer,
-            is_default=message.is_default,
-            degraded_reason=message.degraded_reason,
-            last_contact_unix=message.last_contact_unix,
-            client_id=message.client_id,
-            device_client_id=message.device_client_id,
-        )
-
-
-class Account(Record):
-    """A signed-in account."""
-
-    id: str
-    platform_user_id: str
-    workspace_id: str
-    display_name: str
-    email: str
-    is_default: bool
-    access_token_expires_at_unix: int
-    next_refresh_unix: int  # 0 when the token cannot be renewed
-    provider: str = ""  # the alias of its identity provider; "" for the main one
-
-    @classmethod
-    def from_proto(cls, message: pb.Account) -> Account:
-        """Convert the API's message."""
-        return cls(
-            id=message.id,
-            platform_user_id=message.platform_user_id,
-            workspace_id=message.workspace_id,
-            display_name=message.display_name,
-            email=message.email,
-            is_default=message.is_default,
-            access_token_expires_at_unix=message.access_token_expires_at_unix,
-            next_refresh_unix=message.next_refresh_unix,
-            provider=message.provider,
-        )
-
-
-class SignInStart(Record):
+class SignInStart(
+    Model,
+    message=pb.BeginSignInResponse,
+    sources={"url": lambda message: message.sign_in_url, "device": _is_device},
+):
     """A sign-in the daemon began: the user opens `url`; events carry its sign_in_id.
 
     For a device sign-in, `user_code` is what the user enters at `verification_uri`
@@ -229,21 +256,8 @@ class SignInStart(Record):
     user_code: str
     interval_seconds: int
 
-    @classmethod
-    def from_proto(cls, message: pb.BeginSignInResponse) -> SignInStart:
-        """Convert the API's response."""
-        return cls(
-            sign_in_id=message.sign_in_id,
-            url=message.sign_in_url,
-            expires_at_unix=message.expires_at_unix,
-            device=message.method == pb.SIGN_IN_METHOD_DEVICE_CODE,
-            verification_uri=message.verification_uri,
-            user_code=message.user_code,
-            interval_seconds=message.interval_seconds,
-        )
 
-
-class SignOutResult(Record):
+class SignOutResult(Model, message=pb.SignOutResponse):
     """What a sign-out did, here and at the identity provider."""
 
     was_signed_in: bool
@@ -251,18 +265,8 @@ class SignOutResult(Record):
     revocation: TokenRevocation
     revocation_error: str  # why, when revocation is FAILED
 
-    @classmethod
-    def from_proto(cls, message: pb.SignOutResponse) -> SignOutResult:
-        """Convert the API's response."""
-        return cls(
-            message.was_signed_in,
-            message.logout_url,
-            _enum(TokenRevocation, pb.TokenRevocation, message.revocation, "TOKEN_REVOCATION_"),
-            message.revocation_error,
-        )
 
-
-class Event(Record):
+class Event(Model, message=pb.WatchEventsResponse):
     """A session event from WatchEvents."""
 
     kind: EventKind
@@ -272,20 +276,8 @@ class Event(Record):
     detail: str
     sign_in_id: str  # for the outcome of a sign-in begun with begin_sign_in()
 
-    @classmethod
-    def from_proto(cls, message: pb.WatchEventsResponse) -> Event:
-        """Convert the API's message."""
-        return cls(
-            kind=_enum(EventKind, pb.EventKind, message.kind, "EVENT_KIND_"),
-            account=message.account,
-            occurred_at_unix_ms=message.occurred_at_unix_ms,
-            sign_in_state=_sign_in_state(message.sign_in_state),
-            detail=message.detail,
-            sign_in_id=message.sign_in_id,
-        )
 
-
-class App(Record):
+class App(Model, message=pb.App):
     """An app that called the daemon or is in the user's policy, with its decision."""
 
     id: str  # what `set_app_policy` and the policy file name it by
@@ -301,26 +293,8 @@ class App(Record):
     waiting: bool  # a request of it waits for the user's answer
     sha256: str  # the pinned program file; "" when not pinned
 
-    @classmethod
-    def from_proto(cls, message: pb.App) -> App:
-        """Convert the API's message."""
-        return cls(
-            id=message.id,
-            executable=message.executable,
-            script=message.script,
-            decision=_decision(message.decision),
-            decided=message.decided,
-            accounts=tuple(message.accounts),
-            scopes=tuple(message.scopes),
-            last_used_unix=message.last_used_unix,
-            tokens_issued=message.tokens_issued,
-            last_pid=message.last_pid,
-            waiting=message.waiting,
-            sha256=message.sha256,
-        )
 
-
-class AppList(Record):
+class AppList(Model, message=pb.ListAppsResponse):
     """The apps and the policy they are judged by."""
 
     apps: tuple[App, ...]
@@ -328,18 +302,8 @@ class AppList(Record):
     policy_file: str
     policy_error: str  # why the file cannot be used (the last good policy applies); "" if fine
 
-    @classmethod
-    def from_proto(cls, message: pb.ListAppsResponse) -> AppList:
-        """Convert the API's response."""
-        return cls(
-            apps=tuple(App.from_proto(app) for app in message.apps),
-            default_decision=_decision(message.default_decision),
-            policy_file=message.policy_file,
-            policy_error=message.policy_error,
-        )
 
-
-class AuditEvent(Record):
+class AuditEvent(Model, message=pb.AuditEvent):
     """One row of the daemon's audit log."""
 
     id: int
@@ -352,23 +316,3 @@ class AuditEvent(Record):
     resource: str
     resource_id: str
     payload_json: str
-
-    @classmethod
-    def from_proto(cls, message: pb.AuditEvent) -> AuditEvent:
-        """Convert the API's message."""
-        return cls(
-            id=message.id,
-            created_unix=message.created_unix,
-            actor_app=message.actor_app,
-            actor_uid=message.actor_uid,
-            actor_pid=message.actor_pid,
-            target_account=message.target_account,
-            action=message.action,
-            resource=message.resource,
-            resource_id=message.resource_id,
-            payload_json=message.payload_json,
-        )
-
-
-def _decision(value: int) -> AppDecision:
-    return _enum(AppDecision, pb.AppDecision, value, "APP_DECISION_")

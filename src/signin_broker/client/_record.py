@@ -18,7 +18,7 @@ class Record:
     """Base of the SDK's results: positional or keyword construction, immutable, comparable.
 
     Fields named in the class keyword `secret` are left out of repr, so a logged
-    result never shows a token.
+    result never shows a token. Annotations with a leading "_" are class settings, not fields.
     """
 
     _fields: ClassVar[tuple[str, ...]] = ()
@@ -26,7 +26,7 @@ class Record:
 
     def __init_subclass__(cls, secret: tuple[str, ...] = (), **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls._fields = tuple(inspect.get_annotations(cls))
+        cls._fields = tuple(name for name in inspect.get_annotations(cls) if name[0] != "_")
         cls._secret = frozenset(secret)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

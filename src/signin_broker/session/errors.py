@@ -30,6 +30,15 @@ class NotConfigured(SessionError):
     """The daemon lacks a setting that this request needs."""
 
 
+class ScopesNotAllowed(SessionError):
+    """The user's app policy limits the caller to fewer scopes than it asks for."""
+
+    def __init__(self, allowed: frozenset[str]) -> None:
+        super().__init__(
+            f"the user's app policy limits this app to the scopes {' '.join(sorted(allowed))}"
+        )
+
+
 class InvalidSignIn(SessionError):
     """A sign-in asked for something that cannot go together (e.g. device and redirect_to)."""
 

@@ -509,7 +509,10 @@ class Provider:
         audiences = claims["aud"] if isinstance(claims["aud"], list) else [claims["aud"]]
         if len(audiences) > 1 and claims.get("azp") != self.client_id:
             raise IdTokenInvalid("the id_token has several audiences and azp is not this client")
-        if nonce is not None and not hmac.compare_digest(str(claims.get("nonce", "")), nonce):
+        if nonce is not None and not hmac.compare_digest(
+            str(claims.get("nonce", "")).encode("utf-8", "surrogatepass"),
+            nonce.encode("utf-8", "surrogatepass"),
+        ):
             raise IdTokenInvalid("the id_token's nonce does not match the sign-in's")
         if not isinstance(claims.get("sub"), str) or not claims["sub"]:
             raise IdTokenInvalid("the id_token has no subject")

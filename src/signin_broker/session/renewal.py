@@ -37,6 +37,7 @@ from .errors import (
     ProviderUnavailable,
     ProviderUnreachable,
     ScopeNotGranted,
+    ScopesNotAllowed,
     SignInRequired,
     TokenLifetimeTooShort,
     TokenTooShortLived,
@@ -109,6 +110,8 @@ class TokenKeeper:
         provider is asked for counts against the app's budget (TooManyNewTokens). A
         caller limited to some scopes gets a token of those scopes when it names none.
         """
+        if entitlement.scopes is not None and not entitlement.scopes.issuperset(scopes):
+            raise ScopesNotAllowed(entitlement.scopes)
         account = self._registry.resolve(account_id, entitlement)
         if entitlement.scopes is not None and not scopes:
             scopes = sorted(entitlement.scopes & frozenset(account.tokens.scopes))

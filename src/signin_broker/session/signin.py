@@ -200,7 +200,7 @@ class SignInFlow:
         """The sign-in begun with this state, removed so that it completes only once."""
         self._forget_expired()
         for known in self._pending:
-            if hmac.compare_digest(known, state):
+            if hmac.compare_digest(known.encode(), state.encode()):  # str: ASCII only
                 return self._pending.pop(known)
         return None
 
@@ -241,3 +241,8 @@ def offline_consent(scopes: tuple[str, ...], params: Mapping[str, str]) -> dict[
     if "offline_access" in scopes and "prompt" not in params:
         return {**params, "prompt": "consent"}
     return dict(params)
+
+
+def _raw(text: str) -> bytes:
+    """Bytes to compare in constant time: hmac compares only ASCII str, and a state can be any."""
+    return text.encode("utf-8", "surrogatepass")

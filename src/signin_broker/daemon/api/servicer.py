@@ -39,6 +39,7 @@ from ...session.errors import (
     ProviderRefused,
     ProviderUnreachable,
     ScopeNotGranted,
+    ScopesNotAllowed,
     SessionError,
     SignInRequired,
     TokenTooShortLived,
@@ -77,6 +78,7 @@ _STATUS_OF: dict[type[SessionError], Status] = {
     ProviderUnreachable: Status.UNAVAILABLE,
     TooManyNewTokens: Status.RESOURCE_EXHAUSTED,
     AppDenied: Status.PERMISSION_DENIED,
+    ScopesNotAllowed: Status.PERMISSION_DENIED,
     UnknownApp: Status.NOT_FOUND,
 }
 _DECISION = {
@@ -186,11 +188,6 @@ class TokenBrokerServicer:
         audience = _checked(check_audience, request.audience)
         caller = current_caller()
         entitlement = await self._apps.admit(caller)
-        if entitlement.scopes is not None and not entitlement.scopes.issuperset(scopes):
-            raise AppDenied(
-                f"the user's app policy limits this app to the scopes"
-                f" {' '.join(sorted(entitlement.scopes))}"
-            )
         token = await self._session.get_token(
             account,
             scopes,

@@ -1,0 +1,282 @@
+"""The one table of the daemon's calls that both clients are built from.
+
+Each row is an SDK method: a function that builds the request gives it its
+parameters and docstring; the row adds the RPC it sends and how the response becomes
+the SDK's result. BrokerClient and AsyncBrokerClient inherit the rows and differ only
+in how a call is made (blocking or awaited), so each method exists on both with the
+same parameters, and errors map the same way (`_errors.translate`).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Self, TypeVar, overload
+
+from ..v1 import broker_pb2 as pb
+from ._models import (
+    Account,
+    App,
+    AppDecision,
+    AppList,
+    AuditEvent,
+    Event,
+    SignInStart,
+    SignOutResult,
+    Status,
+    Token,
+)
+
+if TYPE_CHECKING:
+    from google.protobuf.message import Message
+
+    from ._async import AsyncBrokerClient
+    from ._sync import BrokerClient
+
+P = ParamSpec("P")
+R = TypeVar("R")
+Build = TypeVar("Build", bound=Callable[..., Any])
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+class _Row(Generic[Build]):
+    """What every row has: the RPC, the request's builder, and the method's look."""
+
+    def __init__(self, rpc: str, build: Build, convert: Callable[[Any], Any]) -> None:
+        self.rpc = rpc
+        self.build = build
+        self.convert = convert
+        self.__name__ = build.__name__
+        self.__doc__ = build.__doc__
+
+    @functools.cached_property
+    def __signature__(self) -> inspect.Signature:  # the unbound method's, with `self`
+        self_ = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        return self.signature.replace(parameters=[self_, *self.signature.parameters.values()])
+
+    @functools.cached_property
+    def signature(self) -> inspect.Signature:
+        """The bound method's parameters: the builder's (its return is the request)."""
+        return inspect.signature(self.build).replace(return_annotation=inspect.Signature.empty)
+
+    def present(self, method: Method, owner: type) -> Method:
+        """Give a bound method this row's name, docstring and signature."""
+        method.__name__ = self.__name__
+        method.__qualname__ = f"{owner.__name__}.{self.__name__}"
+        method.__doc__ = self.__doc__
+        method.__signature__ = self.signature  # type: ignore[attr-defined]
+        return method
+
+    def __call__(self, client: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """Called on the class with the client first, as a method can be."""
+        return getattr(client, self.__name__)(*args, **kwargs)
+
+
+class Unary(_Row[Callable[P, "Message"]], Generic[P, R]):
+    """A row whose RPC answers once: BrokerClient returns R, AsyncBrokerClient awaits it."""
+
+    convert: Callable[[Any], R]
+
+    @overload
+    def __get__(self, client: None, owner: type[Any]) -> Self: ...
+    @overload
+    def __get__(self, client: BrokerClient, owner: type[Any]) -> Callable[P, R]: ...
+    @overload
+    def __get__(
+        self, client: AsyncBrokerClient, owner: type[Any]
+    ) -> Callable[P, Coroutine[Any, Any, R]]: ...
+    def __get__(self, client: BrokerApi | None, owner: type[Any]) -> Any:
+        return self if client is None else client._unary(self)
+
+
+class Stream(_Row[Callable[P, "tuple[Message, float | None]"]], Generic[P, R]):
+    """A row whose RPC answers with a stream; its builder also gives the call's deadline."""
+
+    convert: Callable[[Any], R]
+
+    @overload
+    def __get__(self, client: None, owner: type[Any]) -> Self: ...
+    @overload
+    def __get__(self, client: BrokerClient, owner: type[Any]) -> Callable[P, Iterator[R]]: ...
+    @overload
+    def __get__(
+        self, client: AsyncBrokerClient, owner: type[Any]
+    ) -> Callable[P, AsyncIterator[R]]: ...
+    def __get__(self, client: BrokerApi | None, owner: type[Any]) -> Any:
+        return self if client is None else client._stream(self)
+
+
+def unary(rpc: str, convert: Callable[[Any], R]) -> Callable[[Callable[P, Message]], Unary[P, R]]:
+    """Make the request builder below a row that sends `rpc` and converts its answer."""
+    return lambda build: Unary(rpc, build, convert)
+
+
+def stream(
+    rpc: str, convert: Callable[[Any], R]
+) -> Callable[[Callable[P, tuple[Message, float | None]]], Stream[P, R]]:
+    """Make the request builder below a row that opens the stream `rpc`."""
+    return lambda build: Stream(rpc, build, convert)
+
+
+def _qr(response: pb.GetSignInQrResponse) -> tuple[str, bytes]:
+    return response.media_type, response.image
+
+
+def _app_and_answered(response: pb.SetAppPolicyResponse) -> tuple[App, int]:
+    return App.from_proto(response.app), response.answered
+
+
+def _logout_and_purge(response: pb.RemoveAccountResponse) -> tuple[str, int]:
+    return response.logout_url, response.audit_purge_at_unix
+
+
+_SIGN_IN_METHODS = {
+    None: pb.SIGN_IN_METHOD_UNSPECIFIED,
+    True: pb.SIGN_IN_METHOD_DEVICE_CODE,
+    False: pb.SIGN_IN_METHOD_BROWSER,
+}
+
+
+class BrokerApi:
+    """The methods of both clients, one row per RPC of the TokenBroker service.
+
+    A subclass says how a row becomes a method (`_unary`, `_stream`).
+    """
+
+    @unary("GetToken", Token.from_proto)
+    def get_token(
+        account: str = "",
+        *,
+        scopes: Iterable[str] = (),
+        min_ttl_seconds: int = 0,
+        audience: str = "",
+    ) -> pb.GetTokenRequest:
+        """An access token of `account` (default account when empty).
+
+        Fewer `scopes` than the sign-in's, or an `audience` (RFC 8707), give a
+        down-scoped token, which the daemon keeps while it is valid.
+        """
+        return pb.GetTokenRequest(
+            account=account,
+            scopes=list(scopes),
+            min_ttl_seconds=min_ttl_seconds,
+            audience=audience,
+        )
+
+    @unary("GetStatus", Status.from_proto)
+    def status() -> pb.GetStatusRequest:
+        """The daemon's status and how it sees this process."""
+        return pb.GetStatusRequest()
+
+    @unary("ListAccounts", lambda response: [Account.from_proto(a) for a in response.accounts])
+    def accounts() -> pb.ListAccountsRequest:
+        """The signed-in accounts this app may use, default first."""
+        return pb.ListAccountsRequest()
+
+    @unary("BeginSignIn", SignInStart.from_proto)
+    def begin_sign_in(
+        *,
+        workspace_id: str = "",
+        device: bool | None = False,
+        account: str = "",
+        redirect_to: str = "",
+        authorize_params: Mapping[str, str] | None = None,
+        provider: str = "",
+    ) -> pb.BeginSignInRequest:
+        """Start a sign-in (within a workspace, if given); the user completes it at the URL.
+
+        device=True: a device sign-in (RFC 8628): the user enters `user_code` at
+        `verification_uri` on another device; `account` names the account it signs in
+        again (the pending sign-in then belongs to it). None lets the daemon choose.
+        redirect_to: the loopback page the browser lands on after a browser sign-in.
+        authorize_params: extra authorize parameters of a browser sign-in, such as
+        {"login_hint": "me@example.com", "prompt": "select_account"}.
+        provider: the alias of the identity provider to sign in at (Status.providers);
+        empty for the account's own, else the daemon's default one.
+        """
+        return pb.BeginSignInRequest(
+            method=_SIGN_IN_METHODS[device],
+            workspace_id=workspace_id,
+            account=account,
+            redirect_to=redirect_to,
+            authorize_params=dict(authorize_params or {}),
+            provider=provider,
+        )
+
+    @unary("GetSignInQr", _qr)
+    def sign_in_qr(sign_in_id: str, *, png: bool = False) -> pb.GetSignInQrRequest:
+        """The QR code of a pending device sign-in, for a TV to show: (media type, image)."""
+        return pb.GetSignInQrRequest(
+            sign_in_id=sign_in_id, format=pb.QR_FORMAT_PNG if png else pb.QR_FORMAT_SVG
+        )
+
+    @unary("SignOut", SignOutResult.from_proto)
+    def sign_out(account: str = "") -> pb.SignOutRequest:
+        """End the session of `account` (default account when empty)."""
+        return pb.SignOutRequest(account=account)
+
+    # -- the user's management of the broker (the bundled CLI uses these) ---------------
+
+    @unary("ListApps", AppList.from_proto)
+    def apps() -> pb.ListAppsRequest:
+        """The apps that called the daemon or are in the policy, with their decisions."""
+        return pb.ListAppsRequest()
+
+    @unary("SetAppPolicy", _app_and_answered)
+    def set_app_policy(
+        app: str,
+        decision: AppDecision,
+        *,
+        accounts: Iterable[str] = (),
+        scopes: Iterable[str] = (),
+        pin: bool = False,
+    ) -> pb.SetAppPolicyRequest:
+        """Record the user's decision for an app; returns it and how many waiting calls it answered.
+
+        AppDecision.UNSPECIFIED removes the app's entry so the default applies again.
+        """
+        return pb.SetAppPolicyRequest(
+            app=app,
+            decision=pb.AppDecision.Value(f"APP_DECISION_{decision.name}"),
+            accounts=list(accounts),
+            scopes=list(scopes),
+            pin=pin,
+        )
+
+    @unary("SetDefaultAccount", lambda response: Account.from_proto(response.account))
+    def set_default_account(account: str) -> pb.SetDefaultAccountRequest:
+        """Make `account` the one used when a request names none."""
+        return pb.SetDefaultAccountRequest(account=account)
+
+    @unary("RemoveAccount", _logout_and_purge)
+    def remove_account(account: str) -> pb.RemoveAccountRequest:
+        """Sign out and delete all the daemon keeps of `account`.
+
+        Returns the provider's logout URL and when the account's audit rows are purged.
+        """
+        return pb.RemoveAccountRequest(account=account)
+
+    @unary("ListAuditEvents", lambda response: [AuditEvent.from_proto(e) for e in response.events])
+    def audit_events(
+        *, account: str = "", app: str = "", limit: int = 100, before_id: int = 0
+    ) -> pb.ListAuditEventsRequest:
+        """Recent audit rows of the accounts this app may see, newest first."""
+        return pb.ListAuditEventsRequest(account=account, app=app, limit=limit, before_id=before_id)
+
+    @stream("WatchEvents", Event.from_proto)
+    def watch_events(*, timeout: float | None = None) -> tuple[pb.WatchEventsRequest, float | None]:
+        """Session events as they happen, starting with a SNAPSHOT.
+
+        Runs until the client closes, or for `timeout` seconds (then BrokerError
+        DEADLINE_EXCEEDED).
+        """
+        return pb.WatchEventsRequest(), timeout
+
+    def _unary(self, row: Unary[P, R]) -> Callable[P, Any]:
+        """The client's method for a row whose RPC answers once."""
+        raise NotImplementedError
+
+    def _stream(self, row: Stream[P, R]) -> Callable[P, Any]:
+        """The client's method for a row whose RPC answers with a stream."""
+        raise NotImplementedError
