@@ -165,19 +165,21 @@ def test_the_session_manager_bounds_grants_and_cache_of_an_audience_flood() -> N
         served = refused = 0
         for i in range(FLOOD):
             try:
-                await session.get_token("", (), 0, audience=audience(i), actor=flooder)
+                await session.keeper.get_token("", (), 0, audience=audience(i), actor=flooder)
                 served += 1
             except TooManyNewTokens:
                 refused += 1
         assert (served, refused, provider.grants) == (GRANT_BURST, FLOOD - GRANT_BURST, served)
-        await session.get_token("", (), 0, audience=audience(0), actor=flooder)  # cached
-        await session.get_token("", (), 0, audience=audience(FLOOD), actor=other)
-        assert (await session.get_token("", (), 0, actor=flooder)).access_token == "main"
+        await session.keeper.get_token("", (), 0, audience=audience(0), actor=flooder)  # cached
+        await session.keeper.get_token("", (), 0, audience=audience(FLOOD), actor=other)
+        assert (await session.keeper.get_token("", (), 0, actor=flooder)).access_token == "main"
         assert provider.grants == GRANT_BURST + 1
         # A patient flooder: one audience per second, for longer than the cache holds.
         for i in range(FLOOD):
             clock.now += 1
-            await session.get_token("", (), 0, audience=audience(FLOOD + 1 + i), actor=flooder)
+            await session.keeper.get_token(
+                "", (), 0, audience=audience(FLOOD + 1 + i), actor=flooder
+            )
             assert len(session.registry.get("user:1001").scoped) <= MAX_SCOPED_TOKENS
         assert provider.grants == GRANT_BURST + 1 + FLOOD
 
@@ -191,11 +193,11 @@ def test_an_app_over_its_budget_still_gets_a_cached_token_due_for_renewal() -> N
     async def renew_when_over_budget() -> None:
         session, provider = await manager(clock)
         session.keeper._grants = GrantBudget(clock, burst=1, per_second=1e-6)
-        first = await session.get_token("", (), 0, audience=audience(0), actor=app)
+        first = await session.keeper.get_token("", (), 0, audience=audience(0), actor=app)
         clock.now += 0.8 * 3600  # past the 75 % mark: due for renewal, still valid
-        again = await session.get_token("", (), 0, audience=audience(0), actor=app)
+        again = await session.keeper.get_token("", (), 0, audience=audience(0), actor=app)
         assert (again.access_token, provider.grants) == (first.access_token, 1)
         with pytest.raises(TooManyNewTokens):  # it would not last the 3000 s asked for
-            await session.get_token("", (), 3000, audience=audience(0), actor=app)
+            await session.keeper.get_token("", (), 3000, audience=audience(0), actor=app)
 
     asyncio.run(renew_when_over_budget())

@@ -42,15 +42,15 @@ def test_a_stalled_refresh_is_awaited_and_its_late_answer_stored_and_used() -> N
         session, events = await signed_in(clock, provider, store)
         clock.now += 0.8 * 3600  # due for renewal, valid for 12 minutes more
         for _ in range(5):  # apps keep the valid token meanwhile
-            assert (await session.get_token("", (), 0)).access_token == "at-0"
+            assert (await session.keeper.get_token("", (), 0)).access_token == "at-0"
         for _ in range(10):  # minutes of stall: the keeper sends nothing more
             clock.now += 30
-            await session.tend()
+            await session.keeper.tend()
         assert provider.refreshes == ["rt-0"]
         assert provider.answer_within == [renewal.REFRESH_ANSWER_SECONDS]  # not 10 s
         provider.stall.set()  # the provider wakes up and answers
         await settle()
-        assert (await session.get_token("", (), 0)).access_token == "at-1"
+        assert (await session.keeper.get_token("", (), 0)).access_token == "at-1"
         assert store.records[ACCOUNT]["tokens"]["refresh_token"] == "rt-1"
         assert EventKind.REFRESHED in events.kinds()
         assert EventKind.REVOKED not in events.kinds()
@@ -66,27 +66,27 @@ def test_a_refresh_whose_answer_is_lost_is_never_sent_again_and_lasts_until_expi
         store = stored_account(clock)
         session, events = await signed_in(clock, provider, store)
         clock.now += 0.8 * 3600
-        assert (await session.get_token("", (), 0)).access_token == "at-0"
+        assert (await session.keeper.get_token("", (), 0)).access_token == "at-0"
         await settle()
         assert Account.from_record(store.records[ACCOUNT]).tokens.refresh_in_doubt  # kept
         assert EventKind.DEGRADED in events.kinds()
-        info = session.account(ACCOUNT)
+        info = session.registry.account(ACCOUNT)
         assert info is not None and info.next_refresh_at == 0  # status: no renewal ahead
         provider.failure = None  # the provider answers again: still not sent again
         expires_at = 1_000_000.0 + 3600
         while clock.now + 20 < expires_at:
             clock.now += 20
-            await session.tend()
-            assert (await session.get_token("", (), 0)).access_token == "at-0"
-            assert session.state() is SignInState.SIGNED_IN
+            await session.keeper.tend()
+            assert (await session.keeper.get_token("", (), 0)).access_token == "at-0"
+            assert session.registry.state() is SignInState.SIGNED_IN
         assert provider.refreshes == ["rt-0"]
         clock.now = expires_at + 1
-        await session.tend()
+        await session.keeper.tend()
         assert EventKind.SIGNED_OUT in events.kinds()  # it could not be renewed...
         assert EventKind.REVOKED not in events.kinds()  # ...but nobody revoked it
-        assert session.state() is SignInState.SIGNED_OUT  # status agrees with GetToken
+        assert session.registry.state() is SignInState.SIGNED_OUT  # status agrees with GetToken
         with pytest.raises(SignInRequired):
-            await session.get_token("", (), 0)
+            await session.keeper.get_token("", (), 0)
         assert store.records == {}
         assert provider.refreshes == ["rt-0"]
 
@@ -101,7 +101,7 @@ def test_no_answer_within_the_bound_is_an_answer_lost(monkeypatch: pytest.Monkey
         provider.stall = asyncio.Event()  # never set: the provider never answers
         session, events = await signed_in(clock, provider)
         clock.now += 0.8 * 3600
-        assert (await session.get_token("", (), 0)).access_token == "at-0"
+        assert (await session.keeper.get_token("", (), 0)).access_token == "at-0"
         under_way = session.registry.get(ACCOUNT).refresh_task
         assert under_way is not None
         await asyncio.wait([under_way], timeout=10)  # ends at the 20 ms bound
@@ -109,7 +109,7 @@ def test_no_answer_within_the_bound_is_an_answer_lost(monkeypatch: pytest.Monkey
         assert session.registry.get(ACCOUNT).tokens.refresh_in_doubt
         assert "no answer within 0.02 s" in session.degraded_reason
         clock.now += 120
-        await session.tend()
+        await session.keeper.tend()
         assert provider.refreshes == ["rt-0"]
         assert EventKind.REVOKED not in events.kinds()
 
@@ -123,16 +123,16 @@ def test_a_refresh_token_the_provider_keeps_is_sent_again_after_a_lost_answer() 
         clock, provider = Clock(), ScriptedProvider(rotates=False)
         session, _ = await signed_in(clock, provider)
         clock.now += 0.8 * 3600
-        assert (await session.get_token("", (), 0)).access_token == "at-1"
+        assert (await session.keeper.get_token("", (), 0)).access_token == "at-1"
         assert session.registry.get(ACCOUNT).tokens.refresh_kept
         clock.now += 0.8 * 3600
         provider.failure = LOST
-        await session.get_token("", (), 0)
+        await session.keeper.get_token("", (), 0)
         await settle()
         assert not session.registry.get(ACCOUNT).tokens.refresh_in_doubt
         provider.failure = None
         clock.now += 5  # past the backoff
-        assert (await session.get_token("", (), 0)).access_token == "at-3"
+        assert (await session.keeper.get_token("", (), 0)).access_token == "at-3"
         assert provider.refreshes == ["rt-0", "rt-0", "rt-0"]
 
     asyncio.run(run())
@@ -145,13 +145,13 @@ def test_a_refresh_token_in_doubt_stays_in_doubt_after_a_restart() -> None:
         store = stored_account(clock)
         session, _ = await signed_in(clock, provider, store)
         clock.now += 0.8 * 3600
-        await session.get_token("", (), 0)
+        await session.keeper.get_token("", (), 0)
         await settle()
         restarted, _ = await signed_in(clock, fresh := ScriptedProvider(), store)
         for _ in range(5):
             clock.now += 10
-            await restarted.tend()
-            assert (await restarted.get_token("", (), 0)).access_token == "at-0"
+            await restarted.keeper.tend()
+            assert (await restarted.keeper.get_token("", (), 0)).access_token == "at-0"
         assert fresh.refreshes == []
 
     asyncio.run(run())
@@ -164,12 +164,12 @@ def test_an_answer_that_comes_after_sign_out_is_revoked_not_stored() -> None:
         store = stored_account(clock)
         session, _ = await signed_in(clock, provider, store)
         clock.now += 0.8 * 3600
-        await session.get_token("", (), 0)  # the refresh is under way, stalled
-        await session.sign_out(ACCOUNT)
+        await session.keeper.get_token("", (), 0)  # the refresh is under way, stalled
+        await session.lifecycle.sign_out(ACCOUNT)
         provider.stall.set()
         await settle()
         assert store.records == {}  # not brought back by the late answer
-        assert session.state() is SignInState.SIGNED_OUT
+        assert session.registry.state() is SignInState.SIGNED_OUT
         assert {"at-1", "rt-1"} <= set(provider.revoked)
 
     asyncio.run(run())
@@ -192,20 +192,20 @@ def test_a_daemon_stopped_while_a_refresh_waits_never_sends_that_refresh_token_a
         store = stored_account(clock)
         session, _ = await signed_in(clock, provider, store)
         clock.now += 0.8 * 3600
-        await session.get_token("", (), 0)  # starts the renewal, which stalls
+        await session.keeper.get_token("", (), 0)  # starts the renewal, which stalls
         await settle()
         assert provider.refreshes == ["rt-0"]
         assert store.records[ACCOUNT]["tokens"]["refresh_in_doubt"] is True
         # The daemon stops here (SIGKILL, or SIGTERM after its grace): a new one starts.
         restarted_provider = ScriptedProvider()
         again, events = await signed_in(clock, restarted_provider, store)
-        assert (await again.get_token("", (), 0)).access_token == "at-0"  # still valid
+        assert (await again.keeper.get_token("", (), 0)).access_token == "at-0"  # still valid
         clock.now += 0.19 * 3600
-        await again.tend()
+        await again.keeper.tend()
         assert restarted_provider.refreshes == []  # rt-0 may be spent: never sent again
         clock.now += 0.02 * 3600  # past the expiry: the person must sign in again
-        await again.tend()
-        assert again.state() is SignInState.SIGNED_OUT
+        await again.keeper.tend()
+        assert again.registry.state() is SignInState.SIGNED_OUT
         assert EventKind.REVOKED not in events.kinds()
         provider.stall.set()
         await settle()
@@ -220,13 +220,13 @@ def test_a_refresh_answered_or_refused_leaves_no_doubt_in_the_store() -> None:
         session, _ = await signed_in(clock, provider, store)
         clock.now += 0.8 * 3600
         provider.failure = ProviderUnavailable("HTTP 503")
-        await session.get_token("", (), 0)
+        await session.keeper.get_token("", (), 0)
         await settle()
         assert store.records[ACCOUNT]["tokens"]["refresh_in_doubt"] is False
         assert store.records[ACCOUNT]["tokens"]["refresh_token"] == "rt-0"
         provider.failure = None
         clock.now += 600
-        await session.tend()
+        await session.keeper.tend()
         await settle()
         assert provider.refreshes == ["rt-0", "rt-0"]  # unspent: sent again after the backoff
         assert store.records[ACCOUNT]["tokens"]["refresh_token"] == "rt-2"

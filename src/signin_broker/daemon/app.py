@@ -109,7 +109,7 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
     log.info("stopping", extra={"connections": len(connections)})
     serving.set(False)
     keeper.cancel()
-    await session.finish_renewals(SHUTDOWN_GRACE_SECONDS)  # else their answer is lost
+    await session.keeper.finish_renewals(SHUTDOWN_GRACE_SECONDS)  # else their answer is lost
     for link in session.providers:  # nothing of a device sign-in is stored: watchers are told
         await link.device.cancel(None, "the daemon is stopping")
     session.events.close("the daemon is stopping")

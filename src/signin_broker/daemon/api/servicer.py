@@ -188,7 +188,7 @@ class TokenBrokerServicer:
         audience = _checked(check_audience, request.audience)
         caller = current_caller()
         entitlement = await self._apps.admit(caller)
-        token = await self._session.get_token(
+        token = await self._session.keeper.get_token(
             account,
             scopes,
             request.min_ttl_seconds,
@@ -210,17 +210,17 @@ class TokenBrokerServicer:
         """Describe the daemon, the sign-in state and the caller."""
         caller = current_caller()
         visible = await self._apps.visible(caller)
-        default_id = self._session.default_for(visible)
-        default = self._session.account(default_id, visible)
+        default_id = self._session.registry.default_for(visible)
+        default = self._session.registry.account(default_id, visible)
         return pb.GetStatusResponse(
             version=__version__,
             pid=self._info.pid,
             started_at_unix=int(self._info.started_at),
             socket_path=str(self._info.socket_path),
             issuer=self._session.issuer or "",
-            sign_in_state=_SIGN_IN_STATE[self._session.state(visible)],
+            sign_in_state=_SIGN_IN_STATE[self._session.registry.state(visible)],
             default_account=default_id,
-            account_count=len(self._session.accounts(visible)),
+            account_count=len(self._session.registry.accounts(visible)),
             caller=pb.Caller(
                 uid=caller.uid, gid=caller.gid, pid=caller.pid, executable=caller.executable
             ),
@@ -240,7 +240,7 @@ class TokenBrokerServicer:
         """List the accounts, default first."""
         visible = await self._apps.readable(current_caller())
         return pb.ListAccountsResponse(
-            accounts=[_account(a) for a in self._session.accounts(visible)]
+            accounts=[_account(a) for a in self._session.registry.accounts(visible)]
         )
 
     @_unary
@@ -256,7 +256,7 @@ class TokenBrokerServicer:
             raise InvalidRequest("method must be SIGN_IN_METHOD_BROWSER or _DEVICE_CODE, or unset")
         caller = current_caller()
         account, _ = await self._writable(request.account, caller)
-        begun = await self._session.begin_sign_in(
+        begun = await self._session.lifecycle.begin_sign_in(
             account=account,
             app=_actor(caller).app,
             device=_DEVICE_OF[request.method],
@@ -286,7 +286,7 @@ class TokenBrokerServicer:
         """End an account's session."""
         caller = current_caller()
         account, entitlement = await self._writable(request.account, caller)
-        result = await self._session.sign_out(
+        result = await self._session.lifecycle.sign_out(
             account, self._info.web_url, actor=_actor(caller), entitlement=entitlement
         )
         return pb.SignOutResponse(
@@ -301,7 +301,7 @@ class TokenBrokerServicer:
         """The QR code of a pending device sign-in the caller owns; NOT_FOUND otherwise."""
         caller = current_caller()
         owners = self._owners(caller, await self._apps.readable(caller))
-        started = self._session.device_sign_in(request.sign_in_id, owners)
+        started = self._session.lifecycle.device_sign_in(request.sign_in_id, owners)
         if started is None:
             raise AccountNotFound
         svg = request.format != pb.QR_FORMAT_PNG
@@ -357,7 +357,7 @@ class TokenBrokerServicer:
         """Make an account the default."""
         caller = current_caller()
         account, entitlement = await self._writable(request.account, caller, required=True)
-        info = await self._session.set_default(
+        info = await self._session.lifecycle.set_default(
             account, actor=_actor(caller), entitlement=entitlement
         )
         return pb.SetDefaultAccountResponse(account=_account(info))
@@ -367,7 +367,7 @@ class TokenBrokerServicer:
         """Sign the account out and delete everything kept of it."""
         caller = current_caller()
         account, entitlement = await self._writable(request.account, caller, required=True)
-        logout_url = await self._session.remove_account(
+        logout_url = await self._session.lifecycle.remove_account(
             account, self._info.web_url, actor=_actor(caller), entitlement=entitlement
         )
         return pb.RemoveAccountResponse(
@@ -387,7 +387,9 @@ class TokenBrokerServicer:
         account = _checked(check_account, request.account)
         if account and not visible.sees(account):
             raise AccountNotFound
-        accounts = [account] if account else [a.id for a in self._session.accounts(visible)]
+        accounts = (
+            [account] if account else [a.id for a in self._session.registry.accounts(visible)]
+        )
         rows = await self._audit.read(
             accounts,
             app=request.app,
@@ -449,7 +451,7 @@ class TokenBrokerServicer:
 
     def _owners(self, caller: Caller, entitlement: Entitlement) -> frozenset[str]:
         """The owner keys of sign-ins the caller may follow: its own, and its accounts'."""
-        accounts = [account.id for account in self._session.accounts(entitlement)]
+        accounts = [account.id for account in self._session.registry.accounts(entitlement)]
         return frozenset([*accounts, owner_key("", _actor(caller).app)])
 
     def _event(self, event: SessionEvent, visible: Entitlement) -> pb.WatchEventsResponse:
@@ -464,7 +466,7 @@ class TokenBrokerServicer:
         return pb.WatchEventsResponse(
             kind=pb.EVENT_KIND_SNAPSHOT,
             occurred_at_unix_ms=int(at * 1000),
-            sign_in_state=_SIGN_IN_STATE[self._session.state(visible)],
+            sign_in_state=_SIGN_IN_STATE[self._session.registry.state(visible)],
         )
 
 

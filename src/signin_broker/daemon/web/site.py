@@ -205,13 +205,13 @@ class SignInSite:
     async def dashboard(self, request: Request) -> Response:
         """The authenticated home; anonymous visitors are sent to sign in and brought back."""
         account_id = self._signed_in_account(request)
-        account = self._session.account(account_id) if account_id else None
+        account = self._session.registry.account(account_id) if account_id else None
         if account is None:
             original = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             return RedirectResponse(
                 f"{BEGIN_PATH}?redirect_to={quote(original, safe='')}", status_code=302
             )
-        others = [a for a in self._session.accounts() if a.id != account.id]
+        others = [a for a in self._session.registry.accounts() if a.id != account.id]
         return HTMLResponse(pages.dashboard(account, others, self._waiting_devices()))
 
     async def user_login(self, request: Request) -> Response:
@@ -236,7 +236,7 @@ class SignInSite:
             workspace_id = check_workspace_id(request.query_params.get("workspace_id", ""))
         except ValueError as error:
             return _page("Not a workspace", str(error), status=400)
-        begun = self._session.sign_in_started(sign_in_id) if sign_in_id else None
+        begun = self._session.lifecycle.sign_in_started(sign_in_id) if sign_in_id else None
         # An app's sign-in goes where the app chose; one begun here, where the page says.
         alias = (begun.provider or MAIN_NAME) if begun else request.query_params.get("provider", "")
         try:
@@ -324,7 +324,7 @@ class SignInSite:
                 "provider_unavailable",
                 "The identity provider cannot be reached. Try again in a moment.",
             )
-        account = await self._session.complete_sign_in(signed_in, BROWSER)
+        account = await self._session.lifecycle.complete_sign_in(signed_in, BROWSER)
         log.info("signed in", extra={"flow": "oauth", "step": "callback", "account": account.id})
         response = RedirectResponse(pending.redirect_to, status_code=303)
         response.set_cookie(
@@ -350,9 +350,9 @@ class SignInSite:
         account_id = self._signed_in_account(request)
         self._browsers.end(cookie)
         if account_id is not None:
-            await self._session.sign_out(account_id, actor=BROWSER)
+            await self._session.lifecycle.sign_out(account_id, actor=BROWSER)
             log.info("signed out from the browser", extra={"account": account_id})
-        logout_url = await self._session.provider_logout_url(
+        logout_url = await self._session.lifecycle.provider_logout_url(
             self.base_url + "/", account_id=account_id or ""
         )
         response = RedirectResponse(logout_url or "/", status_code=303)
@@ -364,7 +364,7 @@ class SignInSite:
 
         The id_token travels only in this redirect to the owner's browser (session.signout).
         """
-        target = self._session.logout_links.take(request.query_params.get("end", ""))
+        target = self._session.lifecycle.logout_links.take(request.query_params.get("end", ""))
         if target is None:
             return _page(
                 "This sign-out link is used up",
@@ -399,13 +399,13 @@ class SignInSite:
 
     def _signed_in_account(self, request: Request) -> str | None:
         account_id = self._browsers.account_of(request.cookies.get(SESSION_COOKIE))
-        if account_id is not None and self._session.account(account_id) is None:
+        if account_id is not None and self._session.registry.account(account_id) is None:
             return None  # signed out meanwhile (by an app or the CLI)
         return account_id
 
     def _failed(self, sign_in_id: str, error_code: str, message: str) -> Response:
         """The user-facing error of a failed callback: 200 with a message, no cookie."""
-        self._session.sign_in_failed(sign_in_id, f"{error_code}: {message}")
+        self._session.lifecycle.sign_in_failed(sign_in_id, f"{error_code}: {message}")
         return _page("Sign-in failed", message, status=200, hint=error_code)
 
 
