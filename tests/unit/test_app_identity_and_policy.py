@@ -97,8 +97,8 @@ def test_an_unanswered_ask_times_out_and_the_next_request_asks_again(tmp_path: P
 
 def test_naming_an_app_by_an_ambiguous_file_name_asks_for_its_id(tmp_path: Path) -> None:
     gate = AppGate(PolicyFile(tmp_path / "apps.toml"), Decision.ALLOW, ask_timeout=1)
-    gate.note_use(caller("/home/me/a/run.py"))
-    gate.note_use(caller("/home/me/b/run.py"))
+    for script in ("/home/me/a/run.py", "/home/me/b/run.py"):
+        asyncio.run(gate.admit(caller(script)))  # seen
     with pytest.raises(UnknownApp, match="matches 2 apps"):
         gate.find("run.py")
     assert gate.find("/home/me/b/run.py").script == "/home/me/b/run.py"

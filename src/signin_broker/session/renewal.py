@@ -89,6 +89,9 @@ class TokenKeeper:
         self._revalidate_seconds = revalidate_seconds
         self._clock = clock
         self._grants = GrantBudget(clock)
+        # Each app's use of any account since the start, for the apps list; an account's
+        # own list (AccountInfo.apps) goes with it at sign-out, this one stays.
+        self.app_use: dict[str, AppUse] = {}
 
     async def get_token(
         self,
@@ -439,13 +442,9 @@ class TokenKeeper:
         """
         previous = account.apps.get(actor.app)
         grant = (actor.pid, hash(tokens.access_token), audience)  # str caches its hash
-        account.apps[actor.app] = AppUse(
-            executable=actor.app,
-            last_pid=actor.pid,
-            last_used=self._clock(),
-            tokens_issued=(previous.tokens_issued if previous else 0) + 1,
-            last_grant=grant,
-        )
+        now = self._clock()
+        account.apps[actor.app] = _one_more(previous, actor, now, grant)
+        self.app_use[actor.app] = _one_more(self.app_use.get(actor.app), actor, now, grant)
         if previous is not None and previous.last_grant == grant:
             return
         payload: dict[str, object] = {
@@ -554,6 +553,19 @@ class TokenKeeper:
 
     def _publish(self, kind: EventKind, account: str, detail: str) -> None:
         self._registry.events.publish(SessionEvent(kind, account=account, detail=detail))
+
+
+def _one_more(
+    previous: AppUse | None, actor: Actor, now: float, grant: tuple[int, int, str]
+) -> AppUse:
+    """The app's use counted once more, by this process at this moment."""
+    return AppUse(
+        executable=actor.app,
+        last_pid=actor.pid,
+        last_used=now,
+        tokens_issued=(previous.tokens_issued if previous else 0) + 1,
+        last_grant=grant,
+    )
 
 
 async def keep(keeper: TokenKeeper, changed: asyncio.Event) -> None:

@@ -27,6 +27,7 @@ from grpclib.exceptions import GRPCError
 from ..._version import __version__
 from ...session.accounts import (
     AccountInfo,
+    AppUse,
     Entitlement,
     Revocation,
     SignInState,
@@ -196,7 +197,6 @@ class TokenBrokerServicer:
             actor=_actor(caller),
             entitlement=entitlement,
         )
-        self._apps.note_use(caller)
         return pb.GetTokenResponse(
             access_token=token.access_token,
             token_type=token.token_type,
@@ -318,7 +318,7 @@ class TokenBrokerServicer:
         """The apps seen and in the policy, with their decisions (for a managing app only)."""
         await self._apps.admit_manager(current_caller())
         return pb.ListAppsResponse(
-            apps=[_app(view) for view in self._apps.apps()],
+            apps=[_app(view, use) for view, use in self._apps_by_last_use()],
             default_decision=_DECISION[self._apps.default],
             policy_file=str(self._apps.policy.path),
             policy_error=self._apps.policy.error,
@@ -348,7 +348,8 @@ class TokenBrokerServicer:
                 payload={"decision": str(decision or "default"), "accounts": accounts},
             )
         )
-        return pb.SetAppPolicyResponse(app=_app(view), answered=answered)
+        use = self._session.keeper.app_use.get(view.record.id)
+        return pb.SetAppPolicyResponse(app=_app(view, use), answered=answered)
 
     @_unary
     async def SetDefaultAccount(
@@ -407,6 +408,12 @@ class TokenBrokerServicer:
             )
         )
         return pb.ListAuditEventsResponse(events=[_audit_event(row) for row in rows])
+
+    def _apps_by_last_use(self) -> list[tuple[AppView, AppUse | None]]:
+        """The apps with their use of any account, the most recently used first."""
+        use = self._session.keeper.app_use
+        listed = [(view, use.get(view.record.id)) for view in self._apps.apps()]
+        return sorted(listed, key=lambda pair: -(pair[1].last_used if pair[1] else 0.0))
 
     async def _writable(
         self, account: str, caller: Caller, *, required: bool = False
@@ -481,7 +488,7 @@ def _actor(caller: Caller) -> Actor:
     return Actor(app=caller.app or f"pid {caller.pid}", uid=caller.uid, pid=caller.pid)
 
 
-def _app(view: AppView) -> pb.App:
+def _app(view: AppView, use: AppUse | None) -> pb.App:
     record, rule = view.record, view.rule
     return pb.App(
         id=record.id,
@@ -491,9 +498,9 @@ def _app(view: AppView) -> pb.App:
         decided=view.decided,
         accounts=rule.accounts,
         scopes=rule.scopes,
-        last_used_unix=int(record.last_used),
-        tokens_issued=record.tokens_issued,
-        last_pid=record.last_pid,
+        last_used_unix=int(use.last_used) if use else 0,
+        tokens_issued=use.tokens_issued if use else 0,
+        last_pid=use.last_pid if use else 0,
         waiting=view.waiting,
         sha256=rule.sha256,
     )

@@ -46,9 +46,6 @@ class AppRecord:
     id: str
     executable: str
     script: str = ""
-    last_used: float = 0.0
-    tokens_issued: int = 0
-    last_pid: int = 0
     answer: asyncio.Future[Decision] | None = field(default=None, repr=False)
     waiters: int = 0  # requests waiting for the answer right now
 
@@ -192,13 +189,6 @@ class AppGate:
             )
         return ""
 
-    def note_use(self, caller: Caller) -> None:
-        """Count a token handed to the app."""
-        record = self._record(caller)
-        record.last_used = self._clock()
-        record.tokens_issued += 1
-        record.last_pid = caller.pid
-
     async def _ask(self, record: AppRecord) -> Decision:
         """Wait for the user's answer; every request of the app waiting at once shares it."""
         if record.answer is None:
@@ -279,9 +269,8 @@ class AppGate:
             raise UnknownApp(f"{record.id} cannot be pinned: {error}") from None
 
     def apps(self) -> list[AppView]:
-        """Apps seen since the daemon started and apps in the policy, most recently used first."""
-        views = [self._view(record) for record in self._known().values()]
-        return sorted(views, key=lambda v: (-v.record.last_used, v.record.id))
+        """Apps seen since the daemon started and apps in the policy, by id."""
+        return sorted((self._view(r) for r in self._known().values()), key=lambda v: v.record.id)
 
     def _known(self) -> dict[str, AppRecord]:
         """Apps in the policy file and apps seen since the daemon started, by id."""
