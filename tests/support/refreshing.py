@@ -171,7 +171,10 @@ def providers_of(issuer: str, provider: object) -> Providers:
 
 
 async def signed_in(
-    clock: Clock, provider: ScriptedProvider, store: Store | None = None
+    clock: Clock,
+    provider: ScriptedProvider,
+    store: Store | None = None,
+    revalidate_seconds: int = 30,
 ) -> tuple[SessionManager, RecordedEvents]:
     """A manager with the stored account restored, and the events it publishes.
 
@@ -179,7 +182,7 @@ async def signed_in(
     """
     asyncio.get_running_loop().set_default_executor(InlineExecutor())
     events = RecordedEvents()
-    session = SessionManager(events=events, clock=clock)
+    session = SessionManager(revalidate_seconds=revalidate_seconds, events=events, clock=clock)
     await session.start(providers_of(ISSUER, provider), store or stored_account(clock), "test")
     return session, events
 

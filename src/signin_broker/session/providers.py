@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from .accounts import provider_of
 from .errors import NotConfigured
+from .schedule import ASSUMED_ANSWER_SECONDS
 
 if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
     from .accounts import Account
@@ -40,7 +41,12 @@ class ProviderLink:
     device: DeviceFlow
     degraded_reason: str = ""  # why it is considered unreachable; "" when it answers
     last_contact: float = 0.0
+    answer_seconds: float = ASSUMED_ANSWER_SECONDS  # how long its userinfo takes, smoothed
     is_default: bool = field(default=False)
+
+    def timed(self, seconds: float) -> None:
+        """Take a userinfo answer time into account: a slowdown at once, a speed-up slowly."""
+        self.answer_seconds = max(seconds, 0.7 * self.answer_seconds + 0.3 * seconds)
 
     @property
     def name(self) -> str:

@@ -286,6 +286,7 @@ class TokenKeeper:
         answer is stored (a write-ahead), so the next start does not send it again.
         """
         tokens, client = account.tokens, self._registry.providers.client_of(account)
+        sent_at = self._clock()
         assert client is not None and tokens.refresh_token is not None  # noqa: S101 - checked by callers
         if not self._registry.is_current(account):  # signed out while this waited for the lock
             raise SignInRequired
@@ -315,7 +316,7 @@ class TokenKeeper:
                 await self._provider_ended(account, "it refused the refresh token (invalid_grant)")
             await self._not_spent(account, tokens)
             raise
-        self._provider_answered(account)
+        self._provider_answered(account, sent_at)  # a renewal re-validates too
         return response
 
     async def _not_spent(self, account: Account, tokens: TokenSet) -> None:
@@ -478,12 +479,16 @@ class TokenKeeper:
         link.degraded_reason = reason
         return round(account.retry_at - self._clock(), 1)
 
-    def _provider_answered(self, account: Account) -> None:
+    def _provider_answered(self, account: Account, asked_at: float) -> None:
+        """The provider vouched for the session as of asked_at: no re-validation till due."""
         account.failures = 0
         account.retry_at = 0.0
         account.refusal = ""
         link = self._link(account)
         link.last_contact = self._clock()
+        account.revalidate_at = next_revalidation(
+            asked_at, self._revalidate_seconds, link.answer_seconds
+        )
         if link.degraded_reason:
             link.degraded_reason = ""
             log.info(f"{link.name} answers again", extra={"provider": link.alias})
@@ -511,9 +516,13 @@ class TokenKeeper:
     async def _revalidate(self, account: Account) -> None:
         """Ask the provider whether the session still stands (contract I2, within 60 s)."""
         client = self._registry.providers.client_of(account)
-        account.revalidate_at = next_revalidation(self._clock(), self._revalidate_seconds)
+        link, asked_at = self._link(account), self._clock()
+        account.revalidate_at = next_revalidation(
+            asked_at, self._revalidate_seconds, link.answer_seconds
+        )
         if client is None:
             return  # a provider no longer configured: its accounts are not restored
+        started = time.perf_counter()
         try:
             await client.userinfo(account.tokens.access_token)
             rejected = False
@@ -522,10 +531,11 @@ class TokenKeeper:
             return
         except OAuthError:
             rejected = True
+        link.timed(time.perf_counter() - started)
         if account.refusal:  # answering is not renewing: the refusal's backoff goes on
-            self._link(account).last_contact = self._clock()
+            link.last_contact = self._clock()
         else:
-            self._provider_answered(account)
+            self._provider_answered(account, asked_at)
         if rejected and self._registry.renewable(account):
             self._start_refresh(account)  # the refresh decides
         elif rejected:

@@ -20,6 +20,11 @@ MIN_TTL_RENEWAL_FRACTION = 0.25
 # Background renewals start up to this share of the lifetime before the 75 % mark, so
 # that a fleet signed in in the same second renews over minutes, not in one burst.
 REFRESH_JITTER_FRACTION = 0.15
+# Each re-validation comes at up to this share of its period early, so that a fleet's
+# checks drift apart instead of staying in step.
+REVALIDATE_SPREAD = 0.1
+# What a provider's answer is taken to cost before one has been timed (seconds).
+ASSUMED_ANSWER_SECONDS = 1.0
 BACKOFF_FIRST_SECONDS = 1.0
 BACKOFF_MAX_SECONDS = 60.0
 
@@ -41,17 +46,35 @@ def refresh_early_fraction() -> float:
     return random.uniform(0, REFRESH_JITTER_FRACTION)  # noqa: S311
 
 
-def next_revalidation(now: float, interval: float) -> float:
-    """The next re-validation: never later than `interval` (the 60 s contract bound)."""
-    return now + interval * random.uniform(0.75, 1.0)  # noqa: S311
+def revalidation_period(bound: float, answer_seconds: float = ASSUMED_ANSWER_SECONDS) -> float:
+    """How long after one re-validation the next may start, for a revocation to show in time.
+
+    A revocation right after a check is seen by the next one, which must have its
+    answer within `bound` (the contract's 60 s): so the next starts `bound` less twice
+    the provider's usual answer time and a second, not at a fixed fraction of it. At
+    the 60 s default that is about one request a minute, where a fixed half-interval
+    made two.
+    """
+    margin = min(bound / 2, 1.0 + 2 * answer_seconds)
+    return bound - margin
 
 
-def first_revalidation(now: float, interval: float) -> float:
+def next_revalidation(
+    now: float, bound: float, answer_seconds: float = ASSUMED_ANSWER_SECONDS
+) -> float:
+    """The next re-validation: as late as revalidation_period allows, spread a little."""
+    period = revalidation_period(bound, answer_seconds)
+    return now + period * random.uniform(1 - REVALIDATE_SPREAD, 1.0)  # noqa: S311
+
+
+def first_revalidation(
+    now: float, bound: float, answer_seconds: float = ASSUMED_ANSWER_SECONDS
+) -> float:
     """The first re-validation of a restored session: soon, but spread out.
 
     After a power cut a whole fleet restarts in the same second.
     """
-    return now + interval * random.uniform(0.0, 1.0)  # noqa: S311
+    return now + revalidation_period(bound, answer_seconds) * random.uniform(0.0, 1.0)  # noqa: S311
 
 
 def retry_after_failure(now: float, failures: int) -> float:

@@ -1,0 +1,70 @@
+"""Re-validation at the provider: about once a minute, a renewal counting as one (issue 16, #4).
+
+On a fake clock with the scripted provider. The contract's bound (I2: a revocation
+shows within 60 s) is checked end to end in tests/conformance/test_session_cases.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from signin_broker.session import schedule
+from signin_broker.session.tokens import TokenSet
+from support.refreshing import Clock, ScriptedProvider, settle, signed_in, stored_account
+
+
+class TimedProvider(ScriptedProvider):
+    """Records the moment of each userinfo request."""
+
+    def __init__(self, clock: Clock, lifetime: int = 3600) -> None:
+        super().__init__(lifetime)
+        self.clock = clock
+        self.asked_at: list[float] = []
+
+    async def userinfo(self, access_token: str) -> dict[str, object]:
+        self.asked_at.append(self.clock())
+        return await super().userinfo(access_token)
+
+
+def test_at_the_default_60_s_a_session_costs_one_request_a_minute_and_each_comes_in_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The next check must start early enough to have its answer within 60 s of the last.
+
+    Every random draw at its latest: before, a check then came 60 s after the last, and
+    its answer after the bound.
+    """
+    monkeypatch.setattr(schedule.random, "uniform", lambda low, high: high)
+
+    async def run() -> None:
+        clock = Clock()
+        provider = TimedProvider(clock)
+        session, _ = await signed_in(clock, provider, revalidate_seconds=60)
+        for _ in range(1200):  # twenty minutes, the keeper woken every second
+            clock.now += 1
+            await session.keeper.tend()
+        gaps = [b - a for a, b in zip(provider.asked_at, provider.asked_at[1:], strict=False)]
+        assert max(gaps) <= 60 - 1  # a second and twice the answer time (0 s here) of room
+        assert 19 <= len(provider.asked_at) <= 22  # about one a minute
+        assert provider.refreshes == []
+
+    asyncio.run(run())
+
+
+def test_a_renewal_counts_as_a_re_validation() -> None:
+    async def run() -> None:
+        clock, provider = Clock(), ScriptedProvider(lifetime=20)
+        tokens = TokenSet(
+            "at-0", "Bearer", ("openid",), clock(), clock() + 20, refresh_token="rt-0"
+        )
+        session, _ = await signed_in(clock, provider, stored_account(clock, tokens))
+        for _ in range(120):  # two minutes of 20 s tokens: a renewal every 12-15 s
+            clock.now += 1
+            await session.keeper.tend()
+            await settle()
+        assert len(provider.refreshes) >= 8
+        assert provider.userinfo_calls <= 1  # only the restored session's first check
+
+    asyncio.run(run())
