@@ -18,6 +18,12 @@ APP_POLICY_NAME = "apps.toml"
 
 # sun_path holds 108 bytes on Linux (104 on macOS) including the terminating NUL.
 MAX_SOCKET_PATH_BYTES = 103
+DEFAULT_TIMEOUT_SECONDS = 10.0  # how long a client waits for the daemon to answer
+
+
+def resolve_socket(socket_path: str | os.PathLike[str] | None) -> str:
+    """The given socket, else SIGNIN_BROKER_SOCKET, else the default in the runtime folder."""
+    return os.fspath(socket_path) if socket_path is not None else default_socket_path()
 
 
 def default_socket_path() -> str:

@@ -11,12 +11,15 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
 
 from .._version import __version__
-from ..client import BrokerClient, BrokerError, DaemonNotRunning, NotSignedIn
-from ..client._channel import DEFAULT_TIMEOUT_SECONDS
-from . import _commands
+from ..locations import DEFAULT_TIMEOUT_SECONDS
+
+TYPE_CHECKING = False  # not typing's: see signin_broker/__init__.py
+if TYPE_CHECKING:
+    from typing import NoReturn
+
+    from ..client import BrokerClient
 
 EXIT_FAILED = 1
 EXIT_DAEMON_NOT_RUNNING = 3
@@ -251,30 +254,42 @@ def _install_service(client: BrokerClient, args: argparse.Namespace) -> int:
     return install_service(client, args)
 
 
+def _command(name: str) -> Callable[..., int]:
+    """A command of _commands, imported when it runs: it brings in the gRPC SDK."""
+
+    def run(client: BrokerClient, args: argparse.Namespace) -> int:
+        from . import _commands
+
+        command: Callable[[BrokerClient, argparse.Namespace], int] = getattr(_commands, name)
+        return command(client, args)
+
+    return run
+
+
 # name: (what it does, its options, what runs it)
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[..., int]]] = {
     "status": (
         "show whether the daemon runs and who is signed in",
         _no_options,
-        _commands.status,
+        _command("status"),
     ),
-    "token": ("print an access token (for scripts)", _token_options, _commands.token),
-    "login": ("sign in through the web browser", _login_options, _commands.login),
-    "logout": ("sign out", _logout_options, _commands.logout),
+    "token": ("print an access token (for scripts)", _token_options, _command("token")),
+    "login": ("sign in through the web browser", _login_options, _command("login")),
+    "logout": ("sign out", _logout_options, _command("logout")),
     "accounts": (
         "list the signed-in accounts; `use` makes one the default, `remove` deletes one",
         _accounts_options,
-        _commands.accounts,
+        _command("accounts"),
     ),
     "apps": (
         "list the apps that use the broker and your decisions; allow, deny or ask for one",
         _apps_options,
-        _commands.apps,
+        _command("apps"),
     ),
     "audit": (
         "show recent audit rows: who got tokens, what changed",
         _audit_options,
-        _commands.audit,
+        _command("audit"),
     ),
     "install-service": (
         "run the daemon as a user service (systemd socket activation, or launchd)",
@@ -326,6 +341,12 @@ def _actions(parser: argparse.ArgumentParser) -> Callable[[str, str], argparse.A
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status."""
     args = _parse(argv)
+    if args.command == "token":  # the one-shot path: JSON on the socket, no gRPC to import
+        from ._token import token
+
+        return token(args, HOW_TO_START)
+    from ..client import BrokerClient, BrokerError, DaemonNotRunning, NotSignedIn
+
     client = BrokerClient(args.socket, timeout=args.timeout)
     try:
         result: int = args.run(client, args)

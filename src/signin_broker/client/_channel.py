@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from ..locations import default_socket_path
+from ..locations import DEFAULT_TIMEOUT_SECONDS, resolve_socket
 
-DEFAULT_TIMEOUT_SECONDS = 10.0
+__all__ = ["CHANNEL_OPTIONS", "DEFAULT_TIMEOUT_SECONDS", "resolve_socket", "target"]
 CHANNEL_OPTIONS = (
     # A restarted daemon is found again quickly: the first retry comes after 0.1 s.
     ("grpc.initial_reconnect_backoff_ms", 100),
@@ -16,11 +16,6 @@ CHANNEL_OPTIONS = (
     # half a second), so it must not be cut off at the backoff's 0.1 s.
     ("grpc.min_reconnect_backoff_ms", 10_000),
 )
-
-
-def resolve_socket(socket_path: str | os.PathLike[str] | None) -> str:
-    """The given socket, else SIGNIN_BROKER_SOCKET, else the default in the runtime folder."""
-    return os.fspath(socket_path) if socket_path is not None else default_socket_path()
 
 
 def target(socket_path: str) -> str:

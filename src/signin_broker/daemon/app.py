@@ -20,6 +20,7 @@ from grpclib.reflection.service import ServerReflection
 from ..session.manager import SessionManager
 from ..session.providers import MAIN_NAME, Providers
 from ..v1 import broker_pb2
+from .api.json_calls import JsonCalls
 from .api.servicer import DaemonInfo, TokenBrokerServicer
 from .api.transport import (
     CheckedServer,
@@ -270,7 +271,7 @@ def _grpc_server(
     """The gRPC server with our service, health and reflection, every connection checked."""
     broker = ServiceHandlers(servicer, SERVICE)
     health = Health({broker: [serving]})
-    return CheckedServer(ServerReflection.extend([broker, health]), gate)
+    return CheckedServer(ServerReflection.extend([broker, health]), gate, JsonCalls(broker.unary))
 
 
 async def _stop_server(server: CheckedServer, connections: ConnectionTable) -> None:

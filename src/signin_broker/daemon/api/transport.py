@@ -37,6 +37,7 @@ from grpclib.server import Server, Stream
 
 from ..callers.identity import Caller, identify_caller
 from ..logs import Throttled
+from .json_calls import JsonCalls, JsonConnection
 
 log = logging.getLogger(__name__)
 # Callers decide how often these happen, so they are logged a few times a minute at most.
@@ -48,6 +49,7 @@ _FULL = Throttled(log, "connection limit reached: closing one to make room")
 MAX_CONNECTIONS = 4096  # all callers together
 MAX_CONNECTIONS_PER_PROCESS = 64  # one process: a few channels are plenty
 MAX_REQUEST_BYTES = 64 * 1024  # requests are a few hundred bytes; more is an attack or a bug
+H2_PREFACE_START = b"PRI * HTTP/2.0"  # how every HTTP/2 client opens (RFC 9113 3.4)
 
 
 class CallerConnection:
@@ -136,12 +138,24 @@ class ConnectionTable:
 
 
 class CheckedProtocol(H2Protocol):
-    """grpclib's HTTP/2 protocol, behind a kernel check of the caller at accept."""
+    """grpclib's HTTP/2 protocol, behind a kernel check of the caller at accept.
 
-    def __init__(self, *args: Any, gate: TransportGate, **kwargs: Any) -> None:
+    The first bytes tell gRPC (the HTTP/2 preface) from a JSON call (HTTP/1.1,
+    json_calls); the server speaks only once it knows which, so an HTTP/1.1 client
+    never sees HTTP/2 frames.
+    """
+
+    def __init__(
+        self, *args: Any, gate: TransportGate, json_calls: JsonCalls, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._gate = gate
+        self._json_calls = json_calls
         self._connection: CallerConnection | None = None
+        self._transport: asyncio.Transport | None = None
+        self._first = b""  # bytes read before the protocol is known
+        self._json: JsonConnection | None = None
+        self._h2 = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         connection = self._gate.check(transport)
@@ -149,22 +163,43 @@ class CheckedProtocol(H2Protocol):
             cast(asyncio.Transport, transport).abort()  # nothing of the caller's is read
             return
         self._connection = connection
-        super().connection_made(transport)
+        self._transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
-        if self._connection is None:
+        if self._connection is None or self._transport is None:
             return
         # Calls start as tasks in here, and each task copies the context: its connection.
         token = _CURRENT_CONNECTION.set(self._connection)
         try:
-            super().data_received(data)
+            self._route(data)
         finally:
             _CURRENT_CONNECTION.reset(token)
+
+    def _route(self, data: bytes) -> None:
+        assert self._transport is not None  # noqa: S101 - checked by data_received
+        if self._h2:
+            super().data_received(data)
+        elif self._json is not None:
+            self._json.data_received(data)
+        elif len(self._first + data) < len(H2_PREFACE_START):
+            self._first += data
+        else:
+            data, self._first = self._first + data, b""
+            if data.startswith(H2_PREFACE_START):
+                self._h2 = True
+                super().connection_made(self._transport)
+                super().data_received(data)
+            else:
+                self._json = JsonConnection(self._transport, self._json_calls, _active_call)
+                self._json.data_received(data)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         if self._connection is not None:
             self._gate.table.remove(self._connection)
-            super().connection_lost(exc)
+            if self._h2:
+                super().connection_lost(exc)
+            elif self._json is not None:
+                self._json.connection_lost()
 
 
 class TransportGate:
@@ -201,13 +236,20 @@ def current_caller() -> Caller:
 class CheckedServer(Server):
     """grpclib's server whose every connection goes through the gate first."""
 
-    def __init__(self, handlers: list[Any], gate: TransportGate) -> None:
+    def __init__(self, handlers: list[Any], gate: TransportGate, json_calls: JsonCalls) -> None:
         super().__init__(handlers)
         self._gate = gate
+        self._json_calls = json_calls
 
     def _protocol_factory(self) -> H2Protocol:
         plain = super()._protocol_factory()
-        return CheckedProtocol(plain.handler, plain.config, plain.h2_config, gate=self._gate)
+        return CheckedProtocol(
+            plain.handler,
+            plain.config,
+            plain.h2_config,
+            gate=self._gate,
+            json_calls=self._json_calls,
+        )
 
 
 Unary = Callable[[Any], Awaitable[Message]]
@@ -224,6 +266,7 @@ class ServiceHandlers:
 
     def __init__(self, servicer: object, service: ServiceDescriptor) -> None:
         self._mapping: dict[str, Handler] = {}
+        self.unary: dict[str, tuple[Unary, type[Message]]] = {}  # for json_calls
         for method in service.methods:
             request_type = message_factory.GetMessageClass(method.input_type)
             response_type = message_factory.GetMessageClass(method.output_type)
@@ -233,6 +276,8 @@ class ServiceHandlers:
             else:
                 run, cardinality = self._unary(behavior, request_type), Cardinality.UNARY_UNARY
             path = f"/{service.full_name}/{method.name}"
+            if not method.server_streaming:
+                self.unary[path] = (behavior, request_type)
             self._mapping[path] = Handler(run, cardinality, request_type, response_type)
 
     def __mapping__(self) -> dict[str, Handler]:

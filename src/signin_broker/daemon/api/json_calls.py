@@ -1,0 +1,187 @@
+r"""Unary calls as JSON over HTTP/1.1 on the same socket, for curl and for tools without gRPC.
+
+The shape is the Connect protocol's and Docker's API's: `POST /<service>/<method>` with
+a JSON body, `Content-Type: application/json`, answered with the response message in
+protobuf's own JSON mapping (field names as in the .proto). It is served beside gRPC
+on the one listener, on the connection the kernel check already admitted: the caller
+is the same, and so are the servicer, its policy checks and its audit rows. A failed
+call answers the HTTP status of its gRPC status with `{"error": <message>, "code":
+<status>}`. Streaming methods (WatchEvents) stay gRPC's.
+
+    curl --unix-socket "$XDG_RUNTIME_DIR/signin-broker/broker.sock" -d '{}' -H \
+    'Content-Type: application/json' http://broker/signin_broker.v1.TokenBroker/GetToken
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+
+import h11
+from google.protobuf import json_format
+from google.protobuf.message import Message
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 64 * 1024  # as for gRPC requests (transport.MAX_REQUEST_BYTES)
+MAX_HEAD_BYTES = 16 * 1024
+JSON = "application/json"
+
+# The HTTP status of each gRPC status (Connect's mapping; the contract's 7.1 where it says).
+HTTP_STATUS = {
+    Status.INVALID_ARGUMENT: 400,
+    Status.FAILED_PRECONDITION: 400,
+    Status.OUT_OF_RANGE: 400,
+    Status.UNAUTHENTICATED: 401,
+    Status.PERMISSION_DENIED: 403,
+    Status.NOT_FOUND: 404,
+    Status.ALREADY_EXISTS: 409,
+    Status.ABORTED: 409,
+    Status.RESOURCE_EXHAUSTED: 429,
+    Status.CANCELLED: 499,
+    Status.UNIMPLEMENTED: 501,
+    Status.UNAVAILABLE: 503,
+    Status.DEADLINE_EXCEEDED: 504,
+}
+
+Unary = Callable[[Message], Awaitable[Message]]
+
+
+class JsonCalls:
+    """The unary methods of the service, by path, with their request types."""
+
+    def __init__(self, methods: Mapping[str, tuple[Unary, type[Message]]]) -> None:
+        self._methods = dict(methods)
+
+    async def answer(self, path: str, content_type: str, body: bytes) -> tuple[int, bytes]:
+        """The HTTP status and JSON body that answer one call."""
+        method = self._methods.get(path)
+        if method is None:
+            return _error(Status.NOT_FOUND, f"no unary method {path!r} (streams are gRPC only)")
+        if content_type.split(";", maxsplit=1)[0].strip().lower() != JSON:
+            return _error(Status.INVALID_ARGUMENT, f"the body must be {JSON}")
+        behavior, request_type = method
+        request = request_type()
+        try:
+            json_format.Parse(body or b"{}", request)
+        except (json_format.ParseError, UnicodeDecodeError) as error:
+            message = str(error).splitlines()[0][:200]
+            what = f"the body is not a {request_type.__name__}: {message}"
+            return _error(Status.INVALID_ARGUMENT, what)
+        try:
+            response = await behavior(request)
+        except GRPCError as error:
+            return _error(error.status, error.message or error.status.name.lower())
+        text = json_format.MessageToJson(
+            response, preserving_proto_field_name=True, indent=None, ensure_ascii=True
+        )
+        return 200, text.encode()
+
+
+def _error(status: Status, message: str) -> tuple[int, bytes]:
+    body = {"error": message, "code": status.name.lower()}
+    return HTTP_STATUS.get(status, 500), json.dumps(body).encode()
+
+
+class JsonConnection:
+    """One HTTP/1.1 connection: requests in turn, each answered before the next is read."""
+
+    def __init__(
+        self,
+        transport: asyncio.Transport,
+        calls: JsonCalls,
+        on_call: Callable[[], contextlib.AbstractContextManager[None]],
+    ) -> None:
+        self._transport = transport
+        self._calls = calls
+        self._on_call = on_call  # counts the call as active on its connection
+        self._http = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+        self._request: h11.Request | None = None
+        self._body = bytearray()
+        self._busy = False
+
+    def data_received(self, data: bytes) -> None:
+        """Feed bytes; start answering a request once it is whole."""
+        self._http.receive_data(data)
+        self._next()
+
+    def connection_lost(self) -> None:
+        """The caller left: nothing more is read."""
+        self._transport.close()
+
+    def _next(self) -> None:
+        while not self._busy:
+            try:
+                event = self._http.next_event()
+            except h11.RemoteProtocolError as error:
+                self._refuse(error.error_status_hint, "the request is not valid HTTP/1.1")
+                return
+            if event is h11.NEED_DATA or event is h11.PAUSED:
+                return
+            if isinstance(event, h11.Request):
+                if not self._start(event):
+                    return
+            elif isinstance(event, h11.Data):
+                self._body += event.data
+                if len(self._body) > MAX_BODY_BYTES:
+                    self._refuse(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
+                    return
+            elif isinstance(event, h11.EndOfMessage):
+                self._busy = True
+                asyncio.get_running_loop().create_task(self._answer())
+            elif isinstance(event, h11.ConnectionClosed):
+                self._transport.close()
+                return
+
+    def _start(self, request: h11.Request) -> bool:
+        """Take a request's head; False when it was refused (and the connection closed)."""
+        if request.method != b"POST":
+            self._refuse(405, "calls are POST /<service>/<method> with a JSON body")
+            return False
+        length = dict(request.headers).get(b"content-length", b"0")
+        if length.isdigit() and int(length) > MAX_BODY_BYTES:
+            self._refuse(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
+            return False
+        self._request, self._body = request, bytearray()
+        return True
+
+    async def _answer(self) -> None:
+        request = self._request
+        assert request is not None  # noqa: S101 - set by _start before its body
+        content_type = dict(request.headers).get(b"content-type", b"").decode("latin-1")
+        path = request.target.decode("latin-1").split("?")[0]
+        try:
+            with self._on_call():
+                status, body = await self._calls.answer(path, content_type, bytes(self._body))
+        except Exception:
+            log.exception("unexpected error in a JSON call", extra={"path": path[:100]})
+            status, body = _error(Status.INTERNAL, "internal")
+        if self._transport.is_closing():
+            return
+        self._send(status, body)
+        if self._http.our_state is h11.MUST_CLOSE:
+            self._transport.close()
+            return
+        self._http.start_next_cycle()
+        self._busy = False
+        self._next()
+
+    def _send(self, status: int, body: bytes) -> None:
+        headers = [(b"content-type", JSON.encode()), (b"content-length", str(len(body)).encode())]
+        self._transport.write(self._http.send(h11.Response(status_code=status, headers=headers)))
+        self._transport.write(self._http.send(h11.Data(data=body)))
+        self._transport.write(self._http.send(h11.EndOfMessage()))
+
+    def _refuse(self, status: int, message: str) -> None:
+        """Answer an unusable request and close: the connection cannot be trusted to resync."""
+        log.debug("refused a JSON call", extra={"status": status, "reason": message})
+        if self._http.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            with contextlib.suppress(h11.LocalProtocolError):
+                body = json.dumps({"error": message, "code": "invalid_argument"}).encode()
+                self._send(status, body)
+        self._transport.close()

@@ -1,0 +1,168 @@
+"""Issue 16, item 2: unary calls as JSON over HTTP/1.1 on the daemon's one socket.
+
+curl (a real program nobody here wrote) and the CLI's standard-library client call
+the daemon as a script would; gRPC keeps working on the same socket. The same kernel
+check, policy and audit apply: another uid is closed unanswered, a denied app gets 403.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from signin_broker.cli._token import json_call
+from signin_broker.client import BrokerClient
+from signin_broker.testing import StubProvider
+from signin_broker.testing.daemon import DaemonProcess
+from signin_broker.v1 import broker_pb2
+from support.apps import write_policy
+from support.other_user import other_user
+from support.signin import signed_in_daemon
+
+SERVICE = "/signin_broker.v1.TokenBroker/"
+UNARY = [m.name for m in broker_pb2.DESCRIPTOR.services_by_name["TokenBroker"].methods
+         if not m.server_streaming]  # fmt: skip
+
+
+@pytest.fixture
+def broker(stub: StubProvider, socket_path: Path) -> DaemonProcess:
+    daemon = signed_in_daemon(stub, socket_path)
+    yield daemon
+    daemon.stop()
+
+
+def curl(socket_path: Path, method: str, body: str = "{}", *extra: str) -> tuple[int, dict]:
+    done = subprocess.run(
+        ["curl", "-s", "-w", "\n%{http_code}", "--unix-socket", str(socket_path),
+         "-H", "Content-Type: application/json", "-d", body, *extra,
+         f"http://broker{SERVICE}{method}"],
+        capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    text, _, code = done.stdout.rpartition("\n")
+    return int(code), json.loads(text) if text else {}
+
+
+def test_curl_gets_a_token_and_grpc_still_works_on_the_same_socket(
+    broker: DaemonProcess, stub: StubProvider
+) -> None:
+    status, token = curl(broker.socket_path, "GetToken")
+    assert status == 200
+    assert token["account"] == "user:1001" and token["token_type"] == "Bearer"
+    assert int(token["expires_at_unix"]) > 0
+    assert stub.access_token_info(token["access_token"])["active"] is True
+    with BrokerClient(broker.socket_path) as client:
+        assert client.get_token().access_token == token["access_token"]
+
+
+@pytest.mark.parametrize("method", UNARY)
+def test_every_unary_rpc_answers_json(broker: DaemonProcess, method: str) -> None:
+    """Each answers its response message, or its gRPC refusal mapped to HTTP, never a 500."""
+    status, body = curl(broker.socket_path, method)
+    assert status in {200, 400, 403, 404}, (status, body)
+    if status != 200:
+        assert set(body) == {"error", "code"} and isinstance(body["error"], str)
+
+
+@pytest.mark.parametrize(
+    ("method", "body", "status", "code"),
+    [
+        ("GetToken", '{"min_ttl_seconds": 99999999}', 400, "invalid_argument"),
+        ("GetToken", "not json", 400, "invalid_argument"),
+        ("GetToken", '{"no_such_field": 1}', 400, "invalid_argument"),
+        ("GetToken", '{"account": "user:9999"}', 404, "not_found"),
+        ("GetToken", '{"scopes": ["openid", "admin"]}', 400, "failed_precondition"),
+        ("RemoveAccount", "{}", 400, "invalid_argument"),
+        ("NoSuchMethod", "{}", 404, "not_found"),
+        ("WatchEvents", "{}", 404, "not_found"),  # streams stay gRPC's
+    ],
+)
+def test_errors_are_the_grpc_status_mapped_to_http_with_an_error_body(
+    broker: DaemonProcess, method: str, body: str, status: int, code: str
+) -> None:
+    answered, error = curl(broker.socket_path, method, body)
+    assert (answered, error["code"]) == (status, code), error
+    assert error["error"]
+    assert broker.alive
+
+
+def test_not_signed_in_is_401(stub: StubProvider, socket_path: Path) -> None:
+    with DaemonProcess(socket_path, "--issuer", stub.issuer) as daemon:
+        status, error = curl(daemon.socket_path, "GetToken")
+    assert (status, error["code"]) == (401, "unauthenticated")
+
+
+def test_a_wrong_content_type_a_get_and_an_oversized_body_are_refused(
+    broker: DaemonProcess,
+) -> None:
+    status, error = curl(broker.socket_path, "GetStatus", "{}", "-H", "Content-Type: text/plain")
+    assert (status, error["code"]) == (400, "invalid_argument")
+    status, _ = curl(broker.socket_path, "GetStatus", "{}", "-X", "GET")
+    assert status == 405
+    big = json.dumps({"account": "x" * (70 * 1024)})
+    status, _ = curl(broker.socket_path, "GetToken", big)
+    assert status == 413
+    assert curl(broker.socket_path, "GetStatus")[0] == 200
+
+
+def test_the_caller_is_the_kernels_word_and_the_token_is_audited_as_for_grpc(
+    broker: DaemonProcess,
+) -> None:
+    status, info = curl(broker.socket_path, "GetStatus")
+    assert status == 200
+    assert info["caller"]["executable"] == os.path.realpath("/usr/bin/curl")
+    curl(broker.socket_path, "GetToken")
+    with BrokerClient(broker.socket_path) as client:
+        rows = client.audit_events(limit=50)
+    issued = [r for r in rows if r.action == "issue_token"]
+    assert any(r.actor_app == os.path.realpath("/usr/bin/curl") for r in issued)
+
+
+def test_a_denied_app_is_refused_through_json_too(broker: DaemonProcess) -> None:
+    from signin_broker.daemon.apps.policy import AppRule, Decision
+
+    write_policy(broker.socket_path, AppRule(os.path.realpath("/usr/bin/curl"), Decision.DENY))
+    status, error = curl(broker.socket_path, "GetToken")
+    assert (status, error["code"]) == (403, "permission_denied")
+    with BrokerClient(broker.socket_path) as client:  # the user's own tools still work
+        assert client.get_token().account == "user:1001"
+
+
+def test_another_uid_is_closed_before_any_answer(broker: DaemonProcess) -> None:
+    user = other_user()
+    for opened in (broker.socket_path.parent.parent, broker.socket_path.parent):
+        opened.chmod(0o711)
+    broker.socket_path.chmod(0o666)
+    entry = pwd.getpwnam(user)
+    done = subprocess.run(
+        ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups",
+         "curl", "-s", "-w", "%{http_code}", "--unix-socket", str(broker.socket_path),
+         "-H", "Content-Type: application/json", "-d", "{}",
+         f"http://broker{SERVICE}GetToken"],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert done.stdout in ("000", ""), done.stdout  # no HTTP answer at all
+    assert "access_token" not in done.stdout
+    broker.expect_log(msg="refused a caller of another user")
+
+
+def test_the_cli_token_command_uses_the_json_path_without_grpc(broker: DaemonProcess) -> None:
+    """`signin-broker token` answers without importing grpc (the one-shot path)."""
+    probe = (
+        "import sys; from signin_broker.cli.main import main;"
+        f" code = main(['--socket', {str(broker.socket_path)!r}, 'token']);"
+        " sys.stderr.write('grpc' if 'grpc' in sys.modules else 'no grpc'); sys.exit(code)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=30, check=True
+    )
+    assert done.stderr == "no grpc"
+    with BrokerClient(broker.socket_path) as client:
+        assert done.stdout.strip() == client.get_token().access_token
+    status, answer = json_call(str(broker.socket_path), SERVICE + "GetStatus", b"{}", 10)
+    assert status == 200 and json.loads(answer)["sign_in_state"] == "SIGN_IN_STATE_SIGNED_IN"
