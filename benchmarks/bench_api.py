@@ -258,19 +258,37 @@ def main() -> None:
                 )
 
         cli = [str(BIN / "signin-broker"), "--socket", broker_socket]
-        import_grpc, *commands = one_shots(
-            [[sys.executable, "-c", "import grpc"], [*cli, "status"], [*cli, "token"]], 21
+        curl = [
+            "curl", "-s", "--unix-socket", broker_socket, "-d", "{}",
+            "-H", "Content-Type: application/json",
+            "http://broker/signin_broker.v1.TokenBroker/GetToken",
+        ]  # fmt: skip
+        python_pass, import_grpc, status, token, curl_token = one_shots(
+            [
+                [sys.executable, "-c", "pass"],
+                [sys.executable, "-c", "import grpc"],
+                [*cli, "status"],
+                [*cli, "token"],
+                curl,
+            ],
+            21,
         )
-        for command, seconds in zip(("status", "token"), commands, strict=True):
+        for label, yardstick, name, seconds, target in (
+            ("`signin-broker status` (gRPC)", import_grpc, "import grpc", status, "<= 1.3x"),
+            ("`signin-broker token` (JSON)", python_pass, "python -c pass", token, "<= 2x"),
+        ):
             lines.append(
                 row(
-                    f"`signin-broker {command}` one-shot (ms)",
-                    f"{import_grpc * 1000:.0f}",
+                    f"{label} one-shot (ms)",
+                    f"{yardstick * 1000:.0f}",
                     f"{seconds * 1000:.0f}",
-                    f"{seconds / import_grpc:.2f}x",
-                    "<= 1.3x `import grpc`",
+                    f"{seconds / yardstick:.2f}x",
+                    f"{target} `{name}`",
                 )
             )
+        lines.append(
+            row("a token from curl on the socket (ms)", "", f"{curl_token * 1000:.1f}", "", "")
+        )
         oidc_token = shutil.which("oidc-token")
         if oidc_token:
             (incumbent,) = one_shots([[oidc_token, "--help"]], 15)

@@ -32,12 +32,16 @@ soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
 
 
+# What a gRPC client sends first: the daemon answers with its settings only once it knows
+# the connection speaks HTTP/2 (not HTTP/1.1 JSON). Then it sends nothing more.
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 def connect(count):
     held = []
     for _ in range(count):
         conn = socket.socket(socket.AF_UNIX)  # blocking: waits for room in the backlog
         try:
             conn.connect(socket_path)
+            conn.sendall(PREFACE)
         except OSError:
             conn.close()
             continue
