@@ -273,16 +273,16 @@ def main() -> None:
             ],
             21,
         )
-        for label, yardstick, name, seconds, target in (
+        for label, baseline, name, seconds, target in (
             ("`signin-broker status` (gRPC)", import_grpc, "import grpc", status, "<= 1.3x"),
             ("`signin-broker token` (JSON)", python_pass, "python -c pass", token, "<= 2x"),
         ):
             lines.append(
                 row(
                     f"{label} one-shot (ms)",
-                    f"{yardstick * 1000:.0f}",
+                    f"{baseline * 1000:.0f}",
                     f"{seconds * 1000:.0f}",
-                    f"{seconds / yardstick:.2f}x",
+                    f"{seconds / baseline:.2f}x",
                     f"{target} `{name}`",
                 )
             )
