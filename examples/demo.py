@@ -115,6 +115,13 @@ def main() -> int:
         step("5. the bundled client")
         run(BIN / "signin-broker", "status", env=env)
         run(BIN / "signin-broker", "accounts", env=env)
+        if shutil.which("curl"):  # any tool can ask: unary calls are JSON on the socket too
+            run(
+                "curl", "-s", "-w", "\\n", "--unix-socket", env["SIGNIN_BROKER_SOCKET"],
+                "-H", "Content-Type: application/json", "-d", "{}",
+                "http://broker/signin_broker.v1.TokenBroker/ListAccounts",
+                env=env,
+            )  # fmt: skip
         run(BIN / "signin-broker", "logout", env=env)
         status = run(sys.executable, HERE / "app_userinfo.py", issuer, env=env)
         print(f"   (app 2 after logout: exit status {status}, as it should be)")
