@@ -104,9 +104,16 @@ class JsonConnection:
         self._request: h11.Request | None = None
         self._body = bytearray()
         self._busy = False
+        self._waiting = 0  # bytes sent ahead while a call is answered
+        self._task: asyncio.Task[None] | None = None  # the call being answered
 
     def data_received(self, data: bytes) -> None:
         """Feed bytes; start answering a request once it is whole."""
+        if self._busy:
+            self._waiting += len(data)
+            if self._waiting > MAX_HEAD_BYTES + MAX_BODY_BYTES:  # more than one request ahead
+                self._transport.close()
+                return
         self._http.receive_data(data)
         self._next()
 
@@ -132,8 +139,8 @@ class JsonConnection:
                     self._refuse(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
                     return
             elif isinstance(event, h11.EndOfMessage):
-                self._busy = True
-                asyncio.get_running_loop().create_task(self._answer())
+                self._busy, self._waiting = True, 0
+                self._task = asyncio.get_running_loop().create_task(self._answer())
             elif isinstance(event, h11.ConnectionClosed):
                 self._transport.close()
                 return
