@@ -179,8 +179,13 @@ def test_an_unknown_provider_is_refused_and_named(daemon: DaemonProcess) -> None
             client.begin_sign_in(provider="home")
         assert error.value.code.name == "FAILED_PRECONDITION"
         assert "configured: work, main" in str(error.value)
+        with pytest.raises(BrokerError, match="is not a provider alias") as error:
+            client.begin_sign_in(provider="Work/../x")
+        assert error.value.code.name == "INVALID_ARGUMENT"
     page = httpx2.get(daemon.web_url + "/auth/oauth2/id-provider?provider=home")
     assert page.status_code == 404
+    page = httpx2.get(daemon.web_url + "/auth/oauth2/id-provider?provider=Work%2F..%2Fx")
+    assert page.status_code == 400
     assert daemon.alive
 
 

@@ -13,9 +13,8 @@ import json
 import sys
 
 from ..client import BrokerClient
+from ._failures import EXIT_FAILED, EXIT_USAGE
 
-EXIT_FAILED = 1
-EXIT_USAGE = 2
 MAX_SECRET_CHARACTERS = 4096
 
 
@@ -45,13 +44,15 @@ def client_secret(client: BrokerClient, args: argparse.Namespace) -> int:
     del client
     from ..session.client_auth import ClientAuthError, check_secret, secret_name
     from ..session.providers import MAIN, MAIN_NAME
+    from ..session.validation import check_provider
     from ..store.keys import KeyringKeyStore, KeyStoreUnavailable
-    from ..store.tenants import PROVIDER_ALIAS
 
-    provider = MAIN if args.provider == MAIN_NAME else args.provider
-    if provider and not PROVIDER_ALIAS.fullmatch(provider):
-        print(f"signin-broker: {args.provider!r} is not a provider alias", file=sys.stderr)
+    try:
+        provider = check_provider(args.provider)
+    except ValueError as error:
+        print(f"signin-broker: {error}", file=sys.stderr)
         return EXIT_USAGE
+    provider = MAIN if provider == MAIN_NAME else provider
     name = secret_name(args.client_id, provider)
     try:
         keys = KeyringKeyStore()

@@ -19,8 +19,8 @@ from ..conformance.runner import run_surface
 from ..conformance.stage import CALLBACK, Target
 from ..conformance.surfaces import BY_NAME
 from ..locations import default_state_dir
+from ._failures import EXIT_USAGE
 
-EXIT_USAGE = 2
 MAX_PORT = 65535
 MAX_HOOK_SECONDS = 600  # a hook longer than a device code lives is of no use
 ADMIN_TOKEN_ENV = "SIGNIN_BROKER_CONFORMANCE_ADMIN_TOKEN"  # noqa: S105 - a name; not a flag, ps shows flags

@@ -13,12 +13,10 @@ import socket
 import sys
 
 from ..locations import resolve_socket
+from ._failures import EXIT_FAILED, complain, not_running, not_signed_in, refused
 
 GET_TOKEN = "/signin_broker.v1.TokenBroker/GetToken"  # noqa: S105 - a path
 MAX_ANSWER_BYTES = 1 << 20
-EXIT_FAILED = 1
-EXIT_DAEMON_NOT_RUNNING = 3
-EXIT_NOT_SIGNED_IN = 4
 
 
 def json_call(path: str, method: str, body: bytes, timeout: float) -> tuple[int, bytes]:
@@ -54,7 +52,7 @@ def json_call(path: str, method: str, body: bytes, timeout: float) -> tuple[int,
     return status, rest[:length]
 
 
-def token(args: argparse.Namespace, how_to_start: str) -> int:
+def token(args: argparse.Namespace) -> int:
     """Ask the daemon for a token and print it (bare, or as JSON with --json)."""
     path = resolve_socket(args.socket)
     request = {
@@ -67,19 +65,14 @@ def token(args: argparse.Namespace, how_to_start: str) -> int:
         status, answer = json_call(path, GET_TOKEN, json.dumps(request).encode(), args.timeout)
         body = json.loads(answer or b"{}")
     except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
-        return _complain(
-            f"the signin-broker daemon is not running (nothing serves {path}). {how_to_start}",
-            EXIT_DAEMON_NOT_RUNNING,
-        )
+        return not_running(path)
     except (OSError, ValueError, IndexError) as error:
-        return _complain(f"unavailable: the daemon did not answer ({error})", EXIT_FAILED)
+        complain(f"unavailable: the daemon did not answer ({error})")
+        return EXIT_FAILED
     if status == 401:
-        return _complain(
-            f"not signed in ({body.get('error', '')}). Run `signin-broker login`.",
-            EXIT_NOT_SIGNED_IN,
-        )
+        return not_signed_in(body.get("error", ""))
     if status != 200:
-        return _complain(f"{body.get('code', 'unknown')}: {body.get('error', '')}", EXIT_FAILED)
+        return refused(body.get("code", "unknown"), body.get("error", ""))
     if args.json:
         issued = {
             "access_token": body.get("access_token", ""),
@@ -93,8 +86,3 @@ def token(args: argparse.Namespace, how_to_start: str) -> int:
     else:
         print(body["access_token"])
     return 0
-
-
-def _complain(message: str, code: int) -> int:
-    print(f"signin-broker: {message}", file=sys.stderr)
-    return code

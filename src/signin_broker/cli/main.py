@@ -14,21 +14,13 @@ from collections.abc import Callable, Sequence
 
 from .._version import __version__
 from ..locations import DEFAULT_TIMEOUT_SECONDS
+from ._failures import EXIT_FAILED, not_running, not_signed_in, refused
 
 TYPE_CHECKING = False  # not typing's: see signin_broker/__init__.py
 if TYPE_CHECKING:
     from typing import NoReturn
 
     from ..client import BrokerClient
-
-EXIT_FAILED = 1
-EXIT_DAEMON_NOT_RUNNING = 3
-EXIT_NOT_SIGNED_IN = 4
-
-HOW_TO_START = (
-    "Start it with `signin-brokerd` (it runs in the foreground), or where it is installed"
-    " as a service: `systemctl --user start signin-broker.socket`."
-)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -344,21 +336,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "token":  # the one-shot path: JSON on the socket, no gRPC to import
         from ._token import token
 
-        return token(args, HOW_TO_START)
+        return token(args)
     from ..client import BrokerClient, BrokerError, DaemonNotRunning, NotSignedIn
 
     client = BrokerClient(args.socket, timeout=args.timeout)
     try:
         result: int = args.run(client, args)
     except DaemonNotRunning as error:
-        _complain(f"{error.message}. {HOW_TO_START}")
-        return EXIT_DAEMON_NOT_RUNNING
+        return not_running(error.socket_path)
     except NotSignedIn as error:
-        _complain(f"not signed in ({error.message}). Run `signin-broker login`.")
-        return EXIT_NOT_SIGNED_IN
+        return not_signed_in(error.message)
     except BrokerError as error:
-        _complain(f"{error.code.name.lower()}: {error.message}")
-        return EXIT_FAILED
+        return refused(error.code.name.lower(), error.message)
     except KeyboardInterrupt:
         return 130
     finally:
@@ -379,7 +368,3 @@ def run() -> NoReturn:
     except BrokenPipeError:  # the reader went away, e.g. `signin-broker status | head -1`
         code = code or EXIT_FAILED
     os._exit(code)
-
-
-def _complain(message: str) -> None:
-    print(f"signin-broker: {message}", file=sys.stderr)

@@ -28,7 +28,7 @@ from .. import locations
 from .._version import __version__
 from ..session import client_auth
 from ..session.providers import MAIN, MAIN_NAME
-from ..session.validation import check_authorize_params, check_scope
+from ..session.validation import check_authorize_params, check_provider, check_scope
 from ..store.tenants import PROVIDER_ALIAS
 
 ENV_PREFIX = "SIGNIN_BROKER_"
@@ -149,10 +149,7 @@ def _device_client_id(value: object) -> str:
 
 
 def _default_provider(value: object) -> str:
-    alias = _text(value)
-    if alias and not PROVIDER_ALIAS.fullmatch(alias):
-        raise ValueError("must be the alias of a provider (a [providers.<alias>] table) or main")
-    return alias
+    return check_provider(_text(value))
 
 
 def _client_auth(value: object) -> str:
@@ -164,25 +161,23 @@ def _client_auth(value: object) -> str:
 
 def _secret_file(value: object) -> Path | None:
     """A client secret file: checked now, so an unsafe one stops the daemon before it starts."""
-    if not _text(value):
-        return None
-    path = _absolute_path(value)
-    try:
-        client_auth.read_secret_file(path)
-    except client_auth.ClientAuthError as error:
-        raise ValueError(str(error).removeprefix("client_secret_file: ")) from None
-    return path
+    return _credential_file(value, client_auth.read_secret_file, "client_secret_file")
 
 
 def _private_key_file(value: object) -> Path | None:
     """A client private key file: checked now, like a secret file, and that it is a usable key."""
+    return _credential_file(value, client_auth.read_private_key, "client_private_key_file")
+
+
+def _credential_file(value: object, read: Callable[[Path], object], setting: str) -> Path | None:
+    """The file read as the daemon will read it; ValueError says why it cannot be."""
     if not _text(value):
         return None
     path = _absolute_path(value)
     try:
-        client_auth.read_private_key(path)
+        read(path)
     except client_auth.ClientAuthError as error:
-        raise ValueError(str(error).removeprefix("client_private_key_file: ")) from None
+        raise ValueError(str(error).removeprefix(f"{setting}: ")) from None
     return path
 
 

@@ -213,12 +213,6 @@ class AccountRegistry:
                 extra={"account": account_id, "reason": str(error)},
             )
             return None
-        if account.tokens.refresh_in_doubt:
-            log.warning(
-                "a renewal got no answer before the daemon stopped: its refresh token"
-                " is not sent again; the session lasts until the access token expires",
-                extra={"account": account_id},
-            )
         link = self.providers.of(account.info.id)
         if link is None or record.get("issuer") != link.issuer:
             log.info(
@@ -232,4 +226,10 @@ class AccountRegistry:
                 extra={"account": account_id, "client_id": account.client_id},
             )
             return None
+        if account.tokens.refresh_in_doubt:
+            log.warning(
+                "a renewal got no answer before the daemon stopped: its refresh token"
+                " is not sent again; the session lasts until the access token expires",
+                extra={"account": account_id},
+            )
         return account

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
 
-from ..store.tenants import TENANT_KEY
+from ..store.tenants import PROVIDER_ALIAS, TENANT_KEY
 
 # RFC 6749 section 3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E )
 SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]{1,256}")
@@ -21,6 +21,16 @@ def check_scope(scope: str) -> str:
         shown = scope if len(scope) <= 40 else scope[:40] + "..."
         raise ValueError(f"{shown!r} is not a valid OAuth scope")
     return scope
+
+
+def check_provider(alias: str) -> str:
+    """A provider as callers name it: empty (the default one), `main`, or a table's alias."""
+    if alias and not PROVIDER_ALIAS.fullmatch(alias):
+        shown = alias if len(alias) <= 40 else alias[:40] + "..."
+        raise ValueError(
+            f"{shown!r} is not a provider alias (up to 32 lower-case letters, digits, - or _)"
+        )
+    return alias
 
 
 def check_scopes(scopes: Sequence[str]) -> tuple[str, ...]:

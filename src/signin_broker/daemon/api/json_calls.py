@@ -84,6 +84,7 @@ class JsonCalls:
 
 
 def _error(status: Status, message: str) -> tuple[int, bytes]:
+    """The HTTP status and body of a refusal: {"error": <message>, "code": <status>}."""
     body = {"error": message, "code": status.name.lower()}
     return HTTP_STATUS.get(status, 500), json.dumps(body).encode()
 
@@ -189,6 +190,5 @@ class JsonConnection:
         log.debug("refused a JSON call", extra={"status": status, "reason": message})
         if self._http.our_state in (h11.IDLE, h11.SEND_RESPONSE):
             with contextlib.suppress(h11.LocalProtocolError):
-                body = json.dumps({"error": message, "code": "invalid_argument"}).encode()
-                self._send(status, body)
+                self._send(status, _error(Status.INVALID_ARGUMENT, message)[1])
         self._transport.close()

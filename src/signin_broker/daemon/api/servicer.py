@@ -54,6 +54,7 @@ from ...session.validation import (
     check_account,
     check_audience,
     check_authorize_params,
+    check_provider,
     check_scopes,
     check_workspace_id,
 )
@@ -94,7 +95,6 @@ _DEVICE_OF = {  # None: the daemon chooses (session.lifecycle.browser_at_hand)
     pb.SIGN_IN_METHOD_DEVICE_CODE: True,
 }
 MAX_AUDIT_ROWS = 1000
-MAX_PROVIDER_LENGTH = 32  # an alias (store.tenants.PROVIDER_ALIAS)
 MAX_REDIRECT_TO_LENGTH = 2048  # the loopback pages refuse longer parameters anyway
 _THIS_PROCESS = psutil.Process()  # for GetStatus's memory figure
 _SIGN_IN_STATE = {
@@ -151,7 +151,8 @@ def _unary(
     @functools.wraps(method)
     async def mapped(self: Any, request: Any) -> Response:
         try:
-            await self._session.ready.wait()
+            if not self._session.ready.is_set():  # only at start-up: no wait on the hot path
+                await self._session.ready.wait()
             return await method(self, request)
         except (SessionError, InvalidRequest) as error:
             raise GRPCError(_status_of(error), str(error)) from None
@@ -250,8 +251,7 @@ class TokenBrokerServicer:
         if len(request.redirect_to) > MAX_REDIRECT_TO_LENGTH:
             raise InvalidRequest(f"redirect_to must be at most {MAX_REDIRECT_TO_LENGTH} characters")
         authorize_params = _checked(check_authorize_params, dict(request.authorize_params))
-        if len(request.provider) > MAX_PROVIDER_LENGTH:
-            raise InvalidRequest(f"provider must be at most {MAX_PROVIDER_LENGTH} characters")
+        provider = _checked(check_provider, request.provider)
         if request.method not in _DEVICE_OF:
             raise InvalidRequest("method must be SIGN_IN_METHOD_BROWSER or _DEVICE_CODE, or unset")
         caller = current_caller()
@@ -263,7 +263,7 @@ class TokenBrokerServicer:
             workspace_id=workspace_id,
             authorize_params=authorize_params,
             redirect_to=request.redirect_to,
-            provider=request.provider,
+            provider=provider,
             begin_url=self._info.sign_in_url,
         )
         response = pb.BeginSignInResponse(

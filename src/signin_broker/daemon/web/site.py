@@ -34,7 +34,7 @@ from ...session.manager import SessionManager
 from ...session.providers import MAIN_NAME
 from ...session.signin import PendingSignIn, SignInFlow
 from ...session.signout import LINK_PATH as LOGOUT_LINK_PATH
-from ...session.validation import check_workspace_id
+from ...session.validation import check_provider, check_workspace_id
 from ...store.audit import Actor
 from ..callers.peercred import loopback_tcp_peer_uid
 from ..host.instance import loopback_base_url
@@ -57,7 +57,6 @@ CALLBACK_PATH = BEGIN_PATH + "/callback"
 HOME_PATH = "/dashboard"
 BROWSER_SESSION_SECONDS = 12 * 3600
 MAX_PARAMETER_LENGTH = 4096
-MAX_ALIAS_LENGTH = 32  # a provider's alias (store.tenants.PROVIDER_ALIAS)
 STOP_GRACE_SECONDS = 2  # how long open requests may finish when the daemon stops
 # How long a connection may take to send a request's head (line and headers), from its
 # accept or the end of the previous response. A browser on loopback needs milliseconds.
@@ -240,7 +239,9 @@ class SignInSite:
         # An app's sign-in goes where the app chose; one begun here, where the page says.
         alias = (begun.provider or MAIN_NAME) if begun else request.query_params.get("provider", "")
         try:
-            flow = self._session.providers.named(alias[:MAX_ALIAS_LENGTH]).sign_in
+            flow = self._session.providers.named(check_provider(alias)).sign_in
+        except ValueError as error:
+            return _page("Not a provider", str(error), status=400)
         except NotConfigured as error:
             return _page("No such identity provider", str(error), status=404)
         try:

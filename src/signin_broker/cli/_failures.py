@@ -1,0 +1,44 @@
+"""How a command fails: its exit status and the one line it says, on the gRPC and JSON paths alike.
+
+Exit status: 0 ok, 1 the daemon refused or failed, 2 usage, 3 the daemon is not
+running, 4 not signed in.
+"""
+
+from __future__ import annotations
+
+import sys
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_DAEMON_NOT_RUNNING = 3
+EXIT_NOT_SIGNED_IN = 4
+
+HOW_TO_START = (
+    "Start it with `signin-brokerd` (it runs in the foreground), or where it is installed"
+    " as a service: `systemctl --user start signin-broker.socket`."
+)
+
+
+def complain(message: str) -> None:
+    """Say what went wrong, on stderr (stdout is for data)."""
+    print(f"signin-broker: {message}", file=sys.stderr)
+
+
+def not_running(socket_path: str) -> int:
+    """Nothing serves the socket: say how to start the daemon."""
+    complain(
+        f"the signin-broker daemon is not running (nothing serves {socket_path}). {HOW_TO_START}"
+    )
+    return EXIT_DAEMON_NOT_RUNNING
+
+
+def not_signed_in(reason: str) -> int:
+    """The daemon has no session for the request: say how to sign in."""
+    complain(f"not signed in ({reason}). Run `signin-broker login`.")
+    return EXIT_NOT_SIGNED_IN
+
+
+def refused(code: str, reason: str) -> int:
+    """The daemon refused the request: its status (lower case) and its words."""
+    complain(f"{code}: {reason}")
+    return EXIT_FAILED
