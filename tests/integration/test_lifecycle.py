@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ import grpc
 import pytest
 
 from signin_broker.client import BrokerClient, BrokerError, EventKind, NotSignedIn
+from signin_broker.daemon.app import STOP_LIMIT_SECONDS
 from signin_broker.testing import StubProvider
 from signin_broker.testing.daemon import DaemonProcess
 from support.events import watching
@@ -103,6 +105,32 @@ def test_the_file_key_is_an_explicit_opt_in_and_private(
     restarted = DaemonProcess(socket_path, "--issuer", stub.issuer, "--key-store", "file", env=env)
     with restarted, BrokerClient(socket_path) as client:
         assert client.get_token().account == "user:1001"
+
+
+def test_a_stop_stuck_in_a_worker_thread_ends_in_time_with_every_stack(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    """A worker thread that never returns would keep a stopping daemon alive for good.
+
+    Here the thread waits for the key file's lock, which another process holds: the
+    sign-out's call gives up, the stop waits for the thread. Past STOP_LIMIT_SECONDS the
+    daemon exits 1 with each thread's stack on stderr (without the limit it never exits).
+    """
+    env = {"PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
+    daemon = signed_in_daemon(stub, socket_path, "--key-store", "file", env=env)
+    lock = socket_path.parent / "state" / "signin-broker" / ".keys.json.lock"
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with BrokerClient(socket_path, timeout=2) as client, pytest.raises(BrokerError) as given_up:
+            client.sign_out()
+        assert given_up.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+        asked = time.monotonic()
+        with pytest.warns(UserWarning, match="the daemon's stop hung"):
+            status = daemon.stop(timeout=STOP_LIMIT_SECONDS + 10)
+        took = time.monotonic() - asked
+    assert status == 1, daemon.output()
+    assert STOP_LIMIT_SECONDS <= took < STOP_LIMIT_SECONDS + 5
+    assert "in _locked" in daemon.output(), daemon.output()  # the stuck thread's stack
 
 
 def test_a_tampered_state_file_is_refused_and_the_daemon_still_starts(

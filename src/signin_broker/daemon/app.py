@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import importlib
 import logging
 import os
@@ -47,6 +48,9 @@ log = logging.getLogger(__name__)
 
 SERVICE = broker_pb2.DESCRIPTOR.services_by_name["TokenBroker"]
 SHUTDOWN_GRACE_SECONDS = 2.0
+# Each stage of a stop has its own grace (renewals, calls, the page: two seconds each);
+# past this the stop is stuck somewhere no grace covers.
+STOP_LIMIT_SECONDS = 10.0
 
 
 # A test hook for the contract's deterministic state and nonce (5.3 c); honoured only
@@ -105,6 +109,10 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
     keeper, site = await _start_sessions(settings, session, web_socket)
     await stopping.wait()
 
+    # A stop that hangs must not outlive the service manager's patience in silence: past
+    # the limit every thread's stack goes to stderr and the process exits 1 (main
+    # cancels this once the event loop and its worker threads are done).
+    faulthandler.dump_traceback_later(STOP_LIMIT_SECONDS, exit=True)
     notifier.send(STOPPING="1", STATUS="stopping")
     watchdog.cancel()
     log.info("stopping", extra={"connections": len(connections)})

@@ -1,12 +1,14 @@
 """`signin-brokerd`: the daemon's entry point (foreground; systemd or launchd run it).
 
 Exit status: 0 after a clean stop, 1 when it cannot start (another instance, unsafe
-socket or state folder), 2 when a setting is wrong.
+socket or state folder) or a stop hung (with every thread's stack on stderr), 2 when a
+setting is wrong.
 """
 
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
 import os
 import resource
@@ -54,6 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cannot_start(f"cannot listen on {settings.http}: {error.strerror}")
     try:
         _run(serve(settings, instance, web_socket))
+        faulthandler.cancel_dump_traceback_later()  # the stop finished in time
     finally:
         instance.release()
     return 0

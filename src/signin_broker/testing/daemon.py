@@ -14,6 +14,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -23,6 +24,9 @@ READY_TIMEOUT_SECONDS = 15.0
 def short_temp_dir() -> Path:
     """A fresh 0700 folder with a short path (Unix socket paths are limited to ~100 bytes)."""
     return Path(tempfile.mkdtemp(prefix="sb-", dir="/tmp"))
+
+
+STOP_HUNG = "Timeout (0:00:"  # faulthandler's first line when the daemon's stop limit fires
 
 
 class DaemonProcess:
@@ -165,7 +169,10 @@ class DaemonProcess:
         process = self._running()
         if process.poll() is None:
             process.send_signal(signum)
-        return self.wait_exit(timeout)
+        code = self.wait_exit(timeout)
+        if code == 1 and STOP_HUNG in self.output():  # the daemon's own stop limit fired
+            warnings.warn(f"the daemon's stop hung:\n{self.output()}", stacklevel=2)
+        return code
 
     def kill(self) -> None:
         """SIGKILL: the daemon gets no chance to clean up."""
