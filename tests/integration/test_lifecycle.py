@@ -6,16 +6,19 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import stat
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import grpc
+import httpx2
 import pytest
 
 from signin_broker.client import BrokerClient, BrokerError, EventKind, NotSignedIn
-from signin_broker.daemon.app import STOP_LIMIT_SECONDS
+from signin_broker.daemon.stopping import STOP_LIMIT_SECONDS
 from signin_broker.testing import StubProvider
 from signin_broker.testing.daemon import DaemonProcess
 from support.events import watching
@@ -105,6 +108,36 @@ def test_the_file_key_is_an_explicit_opt_in_and_private(
     restarted = DaemonProcess(socket_path, "--issuer", stub.issuer, "--key-store", "file", env=env)
     with restarted, BrokerClient(socket_path) as client:
         assert client.get_token().account == "user:1001"
+
+
+def test_a_restored_daemon_loads_the_sign_in_page_only_when_a_browser_comes(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    """Starlette and uvicorn stay unloaded (3.6 MB) until the page's first connection."""
+    signed_in_daemon(stub, socket_path).stop()
+    with DaemonProcess(socket_path, "--issuer", stub.issuer) as restarted:
+        with BrokerClient(socket_path) as client:
+            assert client.get_token().account == "user:1001"  # restored, served
+        host, port = urlsplit(restarted.web_url).netloc.split(":")
+        assert not restarted.logs_with(msg="sign-in page loaded at its first visit")
+        port_open = socket.create_connection((host, int(port)), timeout=5)
+        port_open.close()  # bound from the start: the first connection waits in the backlog
+        loaded = restarted.expect_log(msg="sign-in page loaded at its first visit")
+        assert len(loaded) == 1
+        page = httpx2.get(restarted.web_url + "/", timeout=10)
+        assert page.status_code in (200, 302)
+        assert len(restarted.logs_with(msg="sign-in page loaded at its first visit")) == 1
+
+
+def test_a_daemon_stopped_before_any_visit_closes_the_page_port(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    daemon = DaemonProcess(socket_path, "--issuer", stub.issuer).start()
+    host, port = urlsplit(daemon.web_url).netloc.split(":")
+    assert daemon.stop() == 0
+    assert not daemon.logs_with(msg="sign-in page loaded at its first visit")
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((host, int(port)), timeout=5)
 
 
 def test_a_stop_stuck_in_a_worker_thread_ends_in_time_with_every_stack(

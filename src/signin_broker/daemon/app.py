@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import faulthandler
+import functools
 import importlib
 import logging
 import os
@@ -35,6 +34,8 @@ from .audit_trail import AuditTrail
 from .host.instance import LISTEN_BACKLOG, Instance, loopback_base_url
 from .host.systemd import Notifier, watchdog_seconds
 from .settings import ProviderSettings, Settings
+from .stopping import stop
+from .web.on_demand import PageOnDemand
 from .web.pages import BEGIN_PATH
 
 if TYPE_CHECKING:
@@ -47,10 +48,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SERVICE = broker_pb2.DESCRIPTOR.services_by_name["TokenBroker"]
-SHUTDOWN_GRACE_SECONDS = 2.0
-# Each stage of a stop has its own grace (renewals, calls, the page: two seconds each);
-# past this the stop is stuck somewhere no grace covers.
-STOP_LIMIT_SECONDS = 10.0
 
 
 # A test hook for the contract's deterministic state and nonce (5.3 c); honoured only
@@ -106,55 +103,64 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
     watchdog = loop.create_task(_watchdog(notifier, stopping))
     await audit.open()  # before sessions come back: a removal's row must be written first
     auditing = loop.create_task(audit.run())
-    keeper, site = await _start_sessions(settings, session, web_socket)
+    keeper, page = await _start_sessions(settings, session, web_socket)
     await stopping.wait()
 
-    # A stop that hangs must not outlive the service manager's patience in silence: past
-    # the limit every thread's stack goes to stderr and the process exits 1 (main
-    # cancels this once the event loop and its worker threads are done).
-    faulthandler.dump_traceback_later(STOP_LIMIT_SECONDS, exit=True)
     notifier.send(STOPPING="1", STATUS="stopping")
     watchdog.cancel()
     log.info("stopping", extra={"connections": len(connections)})
     serving.set(False)
-    keeper.cancel()
-    await session.keeper.finish_renewals(SHUTDOWN_GRACE_SECONDS)  # else their answer is lost
-    for link in session.providers:  # nothing of a device sign-in is stored: watchers are told
-        await link.device.cancel(None, "the daemon is stopping")
-    session.events.close("the daemon is stopping")
-    await asyncio.gather(_stop_server(server, connections), site.stop())
-    auditing.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await auditing  # writes what is still queued
-    for link in session.providers:
-        await link.client.close()
-        if link.device_client is not link.client:
-            await link.device_client.close()
+    await stop(session, server, connections, page, [keeper, auditing])
     notifier.close()
     log.info("stopped")
 
 
 async def _start_sessions(
     settings: Settings, session: SessionManager, web_socket: socket.socket
-) -> tuple[asyncio.Task[None], SignInSite]:
-    """After "ready": restore stored sessions, start the keeper, serve the sign-in page.
+) -> tuple[asyncio.Task[None], PageOnDemand]:
+    """After "ready": restore stored sessions, start the keeper, offer the sign-in page.
 
-    The keyring, cryptography, Starlette, uvicorn, httpx2, PyJWT and authlib cost about
-    a third of a second to import, so they load in a worker thread while apps are
-    already served (a GetToken meanwhile waits for the restore, not for a sign-in).
-    The page's port is already bound: a browser that comes early waits in the backlog.
+    The keyring, cryptography, httpx2, PyJWT and authlib cost about a quarter of a
+    second to import, so they load in a worker thread while apps are already served (a
+    GetToken meanwhile waits for the restore, not for a sign-in). The page loads when a
+    browser first comes (web/on_demand.py); its port is bound already.
     """
-    await asyncio.to_thread(importlib.import_module, "signin_broker.daemon.web.site")
-    from .web.site import SignInSite
-
+    await asyncio.to_thread(_import_all, _OAUTH_STACK)
     store, storage = await asyncio.to_thread(_open_store, settings)
     links = [await _provider_link(settings, provider, session) for provider in settings.providers]
     await session.start(Providers(links, settings.default_alias), store, storage)
     keeper = asyncio.get_running_loop().create_task(session.keep())
+    page = PageOnDemand(web_socket, functools.partial(_serve_page, web_socket, session))
+    page.start()
+    web_url = loopback_base_url(web_socket)
+    log.info("sign-in page ready", extra={"web": web_url + "/", "storage": session.storage})
+    return keeper, page
+
+
+# What sign-in, renewal and the store need, loaded in a worker thread after "ready".
+_OAUTH_STACK = (
+    "signin_broker.session.oidc",
+    "signin_broker.session.signin",
+    "signin_broker.session.device",
+    "signin_broker.store.vault",
+    "keyring",
+)
+
+
+def _import_all(names: tuple[str, ...]) -> None:
+    for name in names:
+        importlib.import_module(name)
+
+
+async def _serve_page(web_socket: socket.socket, session: SessionManager) -> SignInSite:
+    """Load Starlette and uvicorn (in a worker thread) and serve the page on its socket."""
+    await asyncio.to_thread(importlib.import_module, "signin_broker.daemon.web.site")
+    from .web.site import SignInSite
+
     site = SignInSite(web_socket, session, own_uid=os.geteuid())
     await site.start()
-    log.info("sign-in page ready", extra={"web": site.base_url + "/", "storage": session.storage})
-    return keeper, site
+    log.debug("sign-in page loaded at its first visit")
+    return site
 
 
 def _started_by(instance: Instance, notifier: Notifier) -> str:
@@ -280,14 +286,3 @@ def _grpc_server(
     broker = ServiceHandlers(servicer, SERVICE)
     health = Health({broker: [serving]})
     return CheckedServer(ServerReflection.extend([broker, health]), gate, JsonCalls(broker.unary))
-
-
-async def _stop_server(server: CheckedServer, connections: ConnectionTable) -> None:
-    """Give calls in flight a moment to finish, then close every connection."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + SHUTDOWN_GRACE_SECONDS
-    while connections.active_calls() and loop.time() < deadline:  # noqa: ASYNC110 - bounded
-        await asyncio.sleep(0.05)
-    server.close()
-    connections.close_all()
-    await server.wait_closed()

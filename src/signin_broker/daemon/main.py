@@ -8,13 +8,13 @@ setting is wrong.
 from __future__ import annotations
 
 import asyncio
-import faulthandler
 import logging
 import os
 import resource
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 # grpc-core writes plain-text lines to stderr; keep stderr JSON unless asked otherwise.
 os.environ.setdefault("GRPC_VERBOSITY", "NONE")
@@ -25,6 +25,7 @@ from .app import serve
 from .host import systemd
 from .host.instance import Instance, InstanceError, adopt, claim, listen_loopback
 from .settings import SettingsError, load
+from .stopping import cancel_limit as cancel_stop_limit
 
 log = logging.getLogger("signin_broker.daemon")
 
@@ -56,10 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cannot_start(f"cannot listen on {settings.http}: {error.strerror}")
     try:
         _run(serve(settings, instance, web_socket))
-        faulthandler.cancel_dump_traceback_later()  # the stop finished in time
+        cancel_stop_limit()  # the stop finished in time
     finally:
         instance.release()
-    return 0
+    _exit_now(0)
 
 
 def _take_socket(configured: Path) -> Instance:
@@ -82,6 +83,19 @@ def _cannot_start(reason: str) -> int:
     log.error(reason)
     print(f"signin-brokerd: {reason}", file=sys.stderr)
     return 1
+
+
+def _exit_now(status: int) -> NoReturn:
+    """End the process once everything is written and released.
+
+    Nothing is left for the interpreter's teardown to do, and skipping it means no
+    native library's exit handler can hold a stopping daemon (CI saw a daemon that had
+    logged "stopped" still alive 15 seconds later).
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def _run(coroutine: object) -> None:
