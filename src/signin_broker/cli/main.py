@@ -18,7 +18,7 @@ from ._failures import EXIT_FAILED, not_running, not_signed_in, refused
 
 TYPE_CHECKING = False  # not typing's: see signin_broker/__init__.py
 if TYPE_CHECKING:
-    from typing import NoReturn
+    from typing import Any, NoReturn
 
     from ..client import BrokerClient
 
@@ -30,11 +30,12 @@ def _parser() -> argparse.ArgumentParser:
     spends about a millisecond per parser, mostly looking up translations, and the
     one-shot `signin-broker token` should not pay for fifteen.
     """
+    width = max(map(len, COMMANDS)) + 2  # a long name never runs into its description
     parser = argparse.ArgumentParser(
         prog="signin-broker",
         description="Talk to the signin-broker daemon: tokens, sign-in, status.",
         epilog="commands:\n"
-        + "\n".join(f"  {name:<10}{text}" for name, (text, _, _) in COMMANDS.items())
+        + "\n".join(f"  {name:<{width}}{text}" for name, (text, _, _) in COMMANDS.items())
         + "\n\n`signin-broker COMMAND --help` shows a command's options.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -92,6 +93,47 @@ def _token_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--audience", default="", metavar="URI", help="the resource the token is for (RFC 8707)"
     )
+
+
+def _token_format_options(parser: argparse.ArgumentParser) -> None:
+    _token_options(parser)
+    parser.add_argument(
+        "--format",
+        choices=TOKEN_FORMATS,
+        default="bare",
+        help="bare: the token alone (default); header: an Authorization header line;"
+        " json: the token and its details; env: an `export NAME=...` line for eval;"
+        " exec-credential: a Kubernetes ExecCredential, for kubectl's exec plugin",
+    )
+    parser.add_argument(
+        "--env-name",
+        default=DEFAULT_ENV_NAME,
+        metavar="NAME",
+        help=f"the variable --format env sets (default {DEFAULT_ENV_NAME})",
+    )
+
+
+def _lean_options(module: str) -> Callable[[argparse.ArgumentParser], None]:
+    """A lean command's options, from its own module (imported when the command runs)."""
+
+    def add_options(parser: argparse.ArgumentParser) -> None:
+        _lean_module(module).add_options(parser)
+
+    return add_options
+
+
+def _lean(module: str, function: str) -> Callable[..., int]:
+    """A command on the JSON path: standard library only, no gRPC SDK to import."""
+
+    def run(args: argparse.Namespace) -> int:
+        command: Callable[[argparse.Namespace], int] = getattr(_lean_module(module), function)
+        return command(args)
+
+    return run
+
+
+def _lean_module(name: str) -> Any:
+    return __import__(f"{__package__}.{name}", fromlist=["_"])
 
 
 def _login_options(parser: argparse.ArgumentParser) -> None:
@@ -265,7 +307,26 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
         _no_options,
         _command("status"),
     ),
-    "token": ("print an access token (for scripts)", _token_options, _command("token")),
+    "token": (
+        "print an access token (for scripts; --format for headers, env, kubectl)",
+        _token_format_options,
+        _lean("_token", "token"),
+    ),
+    "exec": (
+        "run a command with a fresh access token in its environment",
+        _lean_options("_exec"),
+        _lean("_exec", "exec_command"),
+    ),
+    "git-credential": (
+        "git's credential helper: `git config credential.helper signin-broker`",
+        _lean_options("_git"),
+        _lean("_git", "git_credential"),
+    ),
+    "docker-credential": (
+        "docker's credential helper protocol (get, store, erase, list)",
+        _lean_options("_docker"),
+        _lean("_docker", "docker_credential"),
+    ),
     "login": ("sign in through the web browser", _login_options, _command("login")),
     "logout": ("sign out", _logout_options, _command("logout")),
     "accounts": (
@@ -301,6 +362,12 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
 }
 
 
+# The commands that take the JSON path (cli/_token.py's json_call), standard library only.
+LEAN_COMMANDS = frozenset({"token", "exec", "git-credential", "docker-credential"})
+TOKEN_FORMATS = ("bare", "header", "json", "env", "exec-credential")
+DEFAULT_ENV_NAME = "SIGNIN_BROKER_TOKEN"
+
+
 def _repeatable(parser: argparse.ArgumentParser, flag: str, help_text: str) -> None:
     """A flag that may be given several times, collected in a list (--scope -> scopes)."""
     name = flag.removeprefix("--")
@@ -333,10 +400,9 @@ def _actions(parser: argparse.ArgumentParser) -> Callable[[str, str], argparse.A
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status."""
     args = _parse(argv)
-    if args.command == "token":  # the one-shot path: JSON on the socket, no gRPC to import
-        from ._token import token
-
-        return token(args)
+    if args.command in LEAN_COMMANDS:  # one JSON call on the socket, no gRPC to import
+        lean: int = args.run(args)
+        return lean
     from ..client import BrokerClient, BrokerError, DaemonNotRunning, NotSignedIn
 
     client = BrokerClient(args.socket, timeout=args.timeout)
@@ -361,7 +427,20 @@ def run() -> NoReturn:
     Skipping the interpreter's teardown saves about 35 ms per command, most of it
     grpcio shutting down; the command has nothing left to clean up but its output.
     """
-    code = main()
+    _finish(main())
+
+
+def git_credential_helper() -> NoReturn:
+    """`git-credential-signin-broker get|store|erase`: the program name git looks for."""
+    _finish(main(["git-credential", *sys.argv[1:]]))
+
+
+def docker_credential_helper() -> NoReturn:
+    """`docker-credential-signin-broker get|store|erase|list`: the name docker looks for."""
+    _finish(main(["docker-credential", *sys.argv[1:]]))
+
+
+def _finish(code: int) -> NoReturn:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
