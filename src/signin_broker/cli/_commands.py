@@ -24,7 +24,7 @@ from ..client import (
 )
 from ..client._record import Record
 from ._output import duration, key_values, moment, table
-from ._qr import terminal_qr
+from ._qr import terminal_qr, wants_colour
 
 _STATE_WORDS = {
     SignInState.NOT_CONFIGURED: "not configured (no issuer set)",
@@ -150,7 +150,7 @@ def _show_device_code(started: SignInStart) -> None:
         f"and enter the code\n\n    {started.user_code}\n\nor scan this code:\n",
         file=sys.stderr,
     )
-    print(terminal_qr(started.url), file=sys.stderr)
+    print(terminal_qr(started.url, colour=wants_colour(sys.stderr)), file=sys.stderr)
 
 
 def _use_account(client: BrokerClient, args: argparse.Namespace) -> int:
@@ -250,7 +250,8 @@ def _outcome(events: Iterator[Event], sign_in_id: str, args: argparse.Namespace)
         if event.kind is EventKind.SIGNED_IN:
             if args.json:
                 return _print_json(event)
-            print(f"{event.detail.capitalize()} ({event.account}).", file=sys.stderr)
+            said = event.detail[:1].upper() + event.detail[1:]  # keeps "Alice Example"
+            print(f"{said} ({event.account}).", file=sys.stderr)
             return 0
         if event.kind is EventKind.SIGN_IN_FAILED:
             print(f"signin-broker: sign-in failed: {event.detail}", file=sys.stderr)

@@ -3,10 +3,17 @@
 Two rows of modules per line with Unicode half blocks, in explicit black on white
 (ANSI colours), so the code reads the same on a dark and on a light terminal; a
 scanner needs dark modules on a light ground, which a terminal's own colours may
-invert.
+invert. Not on a stream that is no terminal, nor with NO_COLOR set (no-color.org):
+there the blocks are drawn plain.
 """
 
 from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False  # not typing's: see signin_broker/__init__.py
+if TYPE_CHECKING:
+    from typing import TextIO
 
 BLACK_ON_WHITE = "\x1b[30;47m"
 RESET = "\x1b[0m"
@@ -14,7 +21,12 @@ RESET = "\x1b[0m"
 _HALVES = {(False, False): " ", (True, False): "▀", (False, True): "▄", (True, True): "█"}
 
 
-def terminal_qr(text: str) -> str:
+def wants_colour(stream: TextIO) -> bool:
+    """Colour escapes only for a terminal, and only when NO_COLOR is not set."""
+    return stream.isatty() and not os.environ.get("NO_COLOR")
+
+
+def terminal_qr(text: str, *, colour: bool) -> str:
     """The QR code of text as lines for a terminal (quiet zone included)."""
     import segno  # only for `login --device`
 
@@ -27,5 +39,5 @@ def terminal_qr(text: str) -> str:
     lines = []
     for top, bottom in zip(rows[::2], rows[1::2], strict=True):
         drawn = "".join(_HALVES[pair] for pair in zip(top, bottom, strict=True))
-        lines.append(f"{BLACK_ON_WHITE}{drawn}{RESET}")
+        lines.append(f"{BLACK_ON_WHITE}{drawn}{RESET}" if colour else drawn)
     return "\n".join(lines)

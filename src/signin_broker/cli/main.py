@@ -40,8 +40,18 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    _global_options(parser, defaults={"socket": None, "timeout": DEFAULT_TIMEOUT_SECONDS})
+    parser.add_argument("command", choices=COMMANDS, metavar="COMMAND")
+    rest = parser.add_argument("arguments", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    rest.required = False  # else a missing COMMAND is reported as two missing arguments
+    return parser
+
+
+def _global_options(parser: argparse.ArgumentParser, defaults: dict[str, object]) -> None:
+    """--socket and --timeout: before the command, or after it (then they win)."""
     parser.add_argument(
         "--socket",
+        default=defaults.get("socket", argparse.SUPPRESS),
         metavar="PATH",
         help="the daemon's socket (default: SIGNIN_BROKER_SOCKET"
         " or $XDG_RUNTIME_DIR/signin-broker/broker.sock)",
@@ -49,21 +59,18 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--timeout",
         type=float,
-        default=DEFAULT_TIMEOUT_SECONDS,
+        default=defaults.get("timeout", argparse.SUPPRESS),
         metavar="SECONDS",
         help=f"how long to wait for the daemon (default {DEFAULT_TIMEOUT_SECONDS:g})",
     )
-    parser.add_argument("command", choices=COMMANDS, metavar="COMMAND")
-    rest = parser.add_argument("arguments", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    rest.required = False  # else a missing COMMAND is reported as two missing arguments
-    return parser
 
 
 def _command_parser(name: str) -> argparse.ArgumentParser:
-    """The parser of one command, with --json and the command's own options."""
+    """The parser of one command, with --json, the global options and its own options."""
     help_text, add_options, run = COMMANDS[name]
     parser = argparse.ArgumentParser(prog=f"signin-broker {name}", description=help_text)
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    _global_options(parser, defaults={})
     parser.set_defaults(run=run)
     add_options(parser)
     return parser
@@ -72,7 +79,10 @@ def _command_parser(name: str) -> argparse.ArgumentParser:
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     top = _parser().parse_args(argv)
     args = _command_parser(top.command).parse_args(top.arguments)
-    args.socket, args.timeout, args.command = top.socket, top.timeout, top.command
+    given = vars(args)
+    args.socket = given.get("socket", top.socket)
+    args.timeout = given.get("timeout", top.timeout)
+    args.command = top.command
     return args
 
 
@@ -392,6 +402,7 @@ def _actions(parser: argparse.ArgumentParser) -> Callable[[str, str], argparse.A
         sub.add_argument(
             "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON"
         )
+        _global_options(sub, defaults={})
         return sub
 
     return action
@@ -409,6 +420,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result: int = args.run(client, args)
     except DaemonNotRunning as error:
+        if args.command == "status" and args.json:  # a script reads stdout, not stderr
+            import json
+
+            print(json.dumps({"running": False, "socket": error.socket_path}))
         return not_running(error.socket_path)
     except NotSignedIn as error:
         return not_signed_in(error.message)
