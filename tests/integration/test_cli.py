@@ -80,6 +80,36 @@ def test_daemon_not_running_exits_3_and_says_how_to_start_it(folder: Path) -> No
         assert "signin-brokerd" in result.stderr
 
 
+def test_status_json_with_no_daemon_says_so_on_stdout(folder: Path) -> None:
+    result = cli(folder / "nothing-here.sock", "status", "--json")
+    assert result.returncode == 3
+    assert json.loads(result.stdout) == {
+        "running": False,
+        "socket": str(folder / "nothing-here.sock"),
+    }
+
+
+def test_global_options_may_follow_the_command_and_its_action(
+    shared_daemon: DaemonProcess, folder: Path
+) -> None:
+    socket = str(shared_daemon.socket_path)
+    after = signin_broker("status", "--socket", socket, "--timeout", "5")
+    assert after.returncode == 0, after.stderr
+    assert socket in after.stdout
+    listed = signin_broker("accounts", "list", "--json", "--socket", socket)
+    assert (listed.returncode, json.loads(listed.stdout)) == (0, [])
+    nowhere = str(folder / "nothing-here.sock")
+    assert signin_broker("--socket", socket, "status", "--socket", nowhere).returncode == 3
+
+
+def test_help_keeps_every_command_apart_from_its_description() -> None:
+    result = signin_broker("--help")
+    listed = result.stdout.split("commands:")[1]
+    for name in ("install-service", "conformance", "client-secret", "docker-credential"):
+        (line,) = [line for line in listed.splitlines() if line.strip().startswith(name)]
+        assert line.strip()[len(name)] == " ", line
+
+
 def test_usage_errors_exit_2(shared_daemon: DaemonProcess) -> None:
     assert cli(shared_daemon.socket_path, "frobnicate").returncode == 2
     assert cli(shared_daemon.socket_path, "token", "--min-ttl", "soon").returncode == 2
