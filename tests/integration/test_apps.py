@@ -12,11 +12,12 @@ import pytest
 
 from signin_broker.client import AppDecision, BrokerClient
 from signin_broker.testing import StubProvider
+from signin_broker.testing.browser import Browser
 from signin_broker.testing.daemon import DaemonProcess
 from support.accounts import ALICE_ID, BOB_ID, daemon_with_accounts
 from support.apps import App, outcome, policy_path, rule, write_policy
 from support.commands import signin_broker
-from support.signin import signed_in_daemon
+from support.signin import sign_in, signed_in_daemon
 
 
 def cli(daemon: DaemonProcess, *args: str) -> tuple[int, str, str]:
@@ -274,7 +275,8 @@ def test_audit_shows_who_got_tokens_and_what_changed(
     assert ("issue_token", "token", mail.id) in seen
     assert any(a == "update" and r == "app_policy" for a, r, _ in seen)
     assert [row["id"] for row in rows] == sorted((row["id"] for row in rows), reverse=True)
-    assert all("access_token" not in row["payload_json"] for row in rows)
+    assert all(isinstance(row["payload"], dict) and "payload_json" not in row for row in rows)
+    assert all("access_token" not in json.dumps(row["payload"]) for row in rows)
     with BrokerClient(socket_path) as client:  # the same token again: counted, audited once
         for _ in range(5):
             client.get_token()
@@ -288,4 +290,25 @@ def test_audit_shows_who_got_tokens_and_what_changed(
     assert {row["actor_app"] for row in json.loads(out)} == {mail.id}
     code, out, _ = cli(daemon, "audit")
     assert "issue_token" in out and mail.name in out
+    assert max(map(len, out.splitlines())) <= 130, out  # a row fits a wide terminal
+    daemon.stop()
+
+
+def test_audit_rows_outlive_a_logout_and_go_with_a_removal(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    with BrokerClient(socket_path) as client:
+        client.get_token()
+    assert cli(daemon, "logout")[0] == 0
+    code, out, _ = cli(daemon, "audit", "--json")
+    kept = {(row["target_account"], row["action"]) for row in json.loads(out)}
+    assert {("user:1001", "issue_token"), ("user:1001", "delete")} <= kept  # signed out, not gone
+    assert "user:1001" in cli(daemon, "audit")[1]
+    with Browser() as browser:
+        sign_in(browser, daemon)
+    assert cli(daemon, "accounts", "remove", "user:1001")[0] == 0
+    code, out, _ = cli(daemon, "audit", "--json")
+    assert code == 0
+    assert not [row for row in json.loads(out) if row["target_account"] == "user:1001"]
     daemon.stop()

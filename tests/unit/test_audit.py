@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from signin_broker.store.audit import (
+    ACCOUNTS_SQL,
     DAEMON_WIDE_SQL,
     FOR_ACCOUNT_SQL,
     FOR_APP_SQL,
@@ -323,6 +324,18 @@ def test_iso_T8_reads_use_the_index_not_a_scan(
         details = plan(db, sql, before_id)
     assert details[0].startswith(f"SEARCH audit_log USING INDEX {index} "), details
     assert not [detail for detail in details if detail.startswith("SCAN audit_log")], details
+
+
+def test_accounts_lists_each_account_with_readable_rows_by_index_seeks(
+    log: AuditLog, clock: Clock, path: Path
+) -> None:
+    fill(log, clock)  # user:0 to user:4, and daemon-wide rows
+    log.soft_delete_account("user:3")
+    assert log.accounts() == ["user:0", "user:1", "user:2", "user:4"]
+    with raw(path) as db:
+        details = [detail for *_, detail in db.execute(f"EXPLAIN QUERY PLAN {ACCOUNTS_SQL}")]
+    assert any("USING COVERING INDEX audit_log_target_created" in d for d in details), details
+    assert not [d for d in details if d.startswith("SCAN audit_log")], details
 
 
 def test_iso_T9_deleted_tenant_is_purged_after_retention_and_others_stay(

@@ -23,7 +23,7 @@ from ..client import (
     TokenRevocation,
 )
 from ..client._record import Record
-from ._output import duration, key_values, moment, table
+from ._output import duration, key_values, moment, shortened, table
 from ._qr import terminal_qr, wants_colour
 
 _STATE_WORDS = {
@@ -348,26 +348,47 @@ def audit(client: BrokerClient, args: argparse.Namespace) -> int:
     rows = client.audit_events(
         account=args.account, app=args.app, limit=args.limit, before_id=args.before
     )
-    if args.json:
-        return _print_json(rows)
+    import json
+
+    if args.json:  # the payload as an object, not a string of JSON inside JSON
+        return _print_json(
+            [
+                {
+                    **{k: v for k, v in _jsonable(row).items() if k != "payload_json"},
+                    "payload": json.loads(row.payload_json or "{}"),
+                }
+                for row in rows
+            ]
+        )
     print(
         table(
             ["ID", "TIME", "APP", "ACCOUNT", "ACTION", "RESOURCE", "DETAIL"],
             [
                 [
                     str(row.id),
-                    time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row.created_unix)),
-                    row.actor_app,
+                    time.strftime("%m-%d %H:%M:%S", time.localtime(row.created_unix)),
+                    shortened(row.actor_app, 22, keep="end"),
                     row.target_account or "-",
                     row.action,
-                    row.resource + (f" {row.resource_id}" if row.resource_id else ""),
-                    row.payload_json,
+                    shortened(
+                        row.resource + (f" {row.resource_id}" if row.resource_id else ""), 24
+                    ),
+                    shortened(_detail(json.loads(row.payload_json or "{}")), 34),
                 ]
                 for row in rows
             ],
         )
     )
     return 0
+
+
+def _detail(payload: dict[str, Any]) -> str:
+    """A row's payload as short `name=value` words, for a line a person reads."""
+    return " ".join(
+        f"{name}={','.join(map(str, value)) if isinstance(value, list) else value}"
+        for name, value in payload.items()
+        if value not in ("", None, [])
+    )
 
 
 def _open_browser(url: str, command: str = "") -> bool:

@@ -18,6 +18,13 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
+def shortened(text: str, width: int, keep: str = "start") -> str:
+    """At most `width` characters, an ellipsis where some were cut (at the end, or the start)."""
+    if len(text) <= width:
+        return text
+    return text[: width - 1] + "…" if keep == "start" else "…" + text[-(width - 1) :]
+
+
 def key_values(pairs: Sequence[tuple[str, str]]) -> str:
     """Two columns: names padded to the longest, then values."""
     width = max(len(name) for name, _ in pairs)

@@ -100,6 +100,13 @@ class AuditTrail:
         if removed:
             log.info("audit rows past their retention removed", extra={"rows": removed})
 
+    async def accounts(self) -> list[str]:
+        """The accounts with readable rows, signed in or not."""
+        await self.flush()
+        if self.log is None:
+            return []
+        return await asyncio.to_thread(self.log.accounts)
+
     async def read(
         self,
         accounts: list[str],

@@ -96,6 +96,23 @@ ORDER BY created_unix DESC, id DESC LIMIT :limit
 """
 
 # A user key also covers that user's workspace tenants: T9 removes every row of the user.
+# The accounts with rows not marked deleted: a skip scan of the target index, one seek
+# per account (not a pass over every row), each kept if its newest row is not deleted.
+ACCOUNTS_SQL = """
+WITH RECURSIVE seen(account) AS (
+    SELECT MIN(target_account) FROM audit_log INDEXED BY audit_log_target_created
+    UNION ALL
+    SELECT (SELECT MIN(target_account) FROM audit_log INDEXED BY audit_log_target_created
+            WHERE target_account > seen.account)
+    FROM seen WHERE seen.account IS NOT NULL
+)
+SELECT account FROM seen
+WHERE account IS NOT NULL AND EXISTS (
+    SELECT 1 FROM audit_log INDEXED BY audit_log_target_created
+    WHERE target_account = seen.account AND deleted_unix IS NULL
+)
+"""
+
 SOFT_DELETE_SQL = """
 UPDATE audit_log SET deleted_unix = :now
 WHERE deleted_unix IS NULL AND (target_account = :account
@@ -230,6 +247,11 @@ class AuditLog:
             ]
         rows.sort(key=lambda row: (row.created_unix, row.id), reverse=True)
         return rows[:limit]
+
+    def accounts(self) -> list[str]:
+        """The accounts whose rows are still readable, signed in or not (after a logout, say)."""
+        with self._lock:
+            return [account for (account,) in self._db.execute(ACCOUNTS_SQL)]
 
     def soft_delete_account(self, account: str) -> int:
         """Mark the account's rows deleted, so reads skip them until the purge; the count."""

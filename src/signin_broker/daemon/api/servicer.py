@@ -388,8 +388,14 @@ class TokenBrokerServicer:
         account = _checked(check_account, request.account)
         if account and not visible.sees(account):
             raise AccountNotFound
+        # A signed-out account's rows stay readable until a removal marks them deleted.
         accounts = (
-            [account] if account else [a.id for a in self._session.registry.accounts(visible)]
+            [account]
+            if account
+            else sorted(
+                {a.id for a in self._session.registry.accounts(visible)}
+                | {a for a in await self._audit.accounts() if visible.sees(a)}
+            )
         )
         rows = await self._audit.read(
             accounts,
