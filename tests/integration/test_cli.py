@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 from signin_broker import __version__
+from signin_broker.client import BrokerClient
 from signin_broker.testing.daemon import DaemonProcess
-from support.commands import signin_broker
+from support.commands import BIN, signin_broker
 
 
 def cli(daemon_socket: Path, *args: str):
@@ -108,6 +110,25 @@ def test_help_keeps_every_command_apart_from_its_description() -> None:
     for name in ("install-service", "conformance", "client-secret", "docker-credential"):
         (line,) = [line for line in listed.splitlines() if line.strip().startswith(name)]
         assert line.strip()[len(name)] == " ", line
+
+
+def test_a_reader_that_goes_away_gets_no_traceback(shared_daemon: DaemonProcess) -> None:
+    """`audit --json | head -1`: the pipe closes while the command still writes."""
+    with BrokerClient(shared_daemon.socket_path) as client:
+        for _ in range(80):  # each read is an audit row: enough JSON to outgrow the buffer
+            client.audit_events(limit=1)
+    reader, writer = os.pipe()
+    os.close(reader)  # gone before the first byte
+    try:
+        done = subprocess.run(
+            [str(BIN / "signin-broker"), "--socket", str(shared_daemon.socket_path), "audit",
+             "--json", "--limit", "200"],
+            stdout=writer, stderr=subprocess.PIPE, text=True, timeout=30,
+        )  # fmt: skip
+    finally:
+        os.close(writer)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
 
 
 def test_usage_errors_exit_2(shared_daemon: DaemonProcess) -> None:

@@ -442,23 +442,29 @@ def run() -> NoReturn:
     Skipping the interpreter's teardown saves about 35 ms per command, most of it
     grpcio shutting down; the command has nothing left to clean up but its output.
     """
-    _finish(main())
+    _finish(main)
 
 
 def git_credential_helper() -> NoReturn:
     """`git-credential-signin-broker get|store|erase`: the program name git looks for."""
-    _finish(main(["git-credential", *sys.argv[1:]]))
+    _finish(lambda: main(["git-credential", *sys.argv[1:]]))
 
 
 def docker_credential_helper() -> NoReturn:
     """`docker-credential-signin-broker get|store|erase|list`: the name docker looks for."""
-    _finish(main(["docker-credential", *sys.argv[1:]]))
+    _finish(lambda: main(["docker-credential", *sys.argv[1:]]))
 
 
-def _finish(code: int) -> NoReturn:
+def _finish(command: Callable[[], int]) -> NoReturn:
+    """Run the command, flush its output and leave; a reader that went away ends it quietly.
+
+    `signin-broker audit --json | head -1` closes the pipe while the command writes (or
+    flushes): that is the reader's choice, not a failure worth a traceback.
+    """
     try:
+        code = command()
         sys.stdout.flush()
         sys.stderr.flush()
-    except BrokenPipeError:  # the reader went away, e.g. `signin-broker status | head -1`
-        code = code or EXIT_FAILED
+    except BrokenPipeError:
+        code = EXIT_FAILED
     os._exit(code)
