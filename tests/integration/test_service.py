@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from signin_broker.cli import _service
 from signin_broker.cli._service import systemd_plan
 from signin_broker.client import BrokerClient
 from signin_broker.testing import StubProvider
@@ -162,36 +163,52 @@ def fake_systemctl(folder: Path, exit_status: int) -> dict[str, str]:
 
 @pytest.mark.parametrize("systemctl_works", [True, False])
 def test_install_service_writes_enables_and_uninstalls(
-    tmp_path: Path, systemctl_works: bool
+    tmp_path: Path,
+    systemctl_works: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """As a user (root is refused, below): in process, with the uid a user's."""
+    bin_folder = tmp_path / "bin"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    for name, value in fake_systemctl(bin_folder, 0 if systemctl_works else 1).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(_service.os, "geteuid", lambda: 1000)
+    installed = _service.install_service(None, SimpleNamespace(dry_run=False, uninstall=False))
+    said = capsys.readouterr().err
+    units = tmp_path / "config" / "systemd" / "user"
+    assert (units / "signin-broker.socket").exists() and (units / "signin-broker.service").exists()
+    calls = (bin_folder / "calls").read_text().splitlines()
+    if systemctl_works:
+        assert installed == 0, said
+        assert calls == ["--user daemon-reload", "--user enable --now signin-broker.socket"]
+    else:
+        assert installed == 1
+        assert "systemctl failed: Failed to connect to bus" in said
+        assert "systemctl --user enable --now signin-broker.socket" in said
+        return
+    removed = _service.install_service(None, SimpleNamespace(dry_run=False, uninstall=True))
+    assert removed == 0, capsys.readouterr().err
+    assert not (units / "signin-broker.socket").exists()
+    assert "--user disable --now signin-broker.socket" in (bin_folder / "calls").read_text()
+
+
+def test_install_service_as_root_refuses_and_says_why(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the refusal is for root")
     bin_folder = tmp_path / "bin"
     env = {
         **os.environ,
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
-        **fake_systemctl(bin_folder, 0 if systemctl_works else 1),
+        **fake_systemctl(bin_folder, 0),
     }
     install = subprocess.run(
         [str(BIN / "signin-broker"), "install-service"],
         env=env, capture_output=True, text=True, timeout=30,
     )  # fmt: skip
-    units = tmp_path / "config" / "systemd" / "user"
-    assert (units / "signin-broker.socket").exists() and (units / "signin-broker.service").exists()
-    calls = (bin_folder / "calls").read_text().splitlines()
-    if systemctl_works:
-        assert install.returncode == 0, install.stderr
-        assert calls == ["--user daemon-reload", "--user enable --now signin-broker.socket"]
-    else:
-        assert install.returncode == 1
-        assert "systemctl failed: Failed to connect to bus" in install.stderr
-        assert "systemctl --user enable --now signin-broker.socket" in install.stderr
-        return
-    uninstall = subprocess.run(
-        [str(BIN / "signin-broker"), "install-service", "--uninstall"],
-        env=env, capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
-    assert uninstall.returncode == 0, uninstall.stderr
-    assert not (units / "signin-broker.socket").exists()
-    assert "--user disable --now signin-broker.socket" in (bin_folder / "calls").read_text()
+    assert install.returncode == 1
+    assert "ConditionUser=!root" in install.stderr and "as that user" in install.stderr
+    assert not (tmp_path / "config").exists() and not (bin_folder / "calls").exists()
 
 
 def test_the_wheel_works_in_a_fresh_venv_without_the_source_tree(tmp_path: Path) -> None:

@@ -20,6 +20,11 @@ from pathlib import Path
 DAEMON = "signin-brokerd"
 SYSTEMD_UNITS = ("signin-broker.socket", "signin-broker.service")
 LAUNCHD_LABEL = "org.signin-broker.daemon"
+AS_ROOT = (
+    "signin-broker: install-service installs the broker for the person who signs in, and"
+    " root is nobody's session: the units say ConditionUser=!root, so systemd would never"
+    " start them. Run it as that user, from their own session (not through sudo)."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +83,9 @@ def launchd_plan(daemon: Path) -> Plan:
 def install_service(client: object, args: argparse.Namespace) -> int:
     """Install (or remove) the service for this user; --dry-run only prints."""
     del client  # the daemon need not run: this installs it
+    if os.geteuid() == 0 and not args.dry_run:
+        print(AS_ROOT, file=sys.stderr)
+        return 1
     if sys.platform.startswith("linux"):
         plan = systemd_plan(daemon_path(), dict(os.environ))
     elif sys.platform == "darwin":
