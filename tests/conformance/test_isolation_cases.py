@@ -168,6 +168,7 @@ def test_iso_T6_a_workspace_the_user_is_not_a_member_of_gives_no_account(
         page = sign_in(browser, daemon, "/user/login?workspace_id=7")
         failed = events.wait_for(EventKind.SIGN_IN_FAILED)
     assert "access_denied" in failed.detail, failed
+    assert "not a member of workspace 7" in failed.detail  # the provider's own words
     assert "access_denied" in page.text or page.status_code >= 400
     with BrokerClient(socket_path) as client:
         assert client.accounts() == []

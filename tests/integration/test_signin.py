@@ -17,8 +17,9 @@ from signin_broker.client import BrokerClient, BrokerError, EventKind, NotSigned
 from signin_broker.testing import StubPaths, StubProvider
 from signin_broker.testing.browser import Browser, location, query_of
 from signin_broker.testing.daemon import DaemonProcess
+from support.commands import BIN, signin_broker
 from support.other_user import other_user, run_as
-from support.signin import BEGIN, CALLBACK, login_through_the_cli, sign_in
+from support.signin import BEGIN, CALLBACK, login_through_the_cli, sign_in, signed_in_daemon
 
 
 def begun_state(browser: Browser, daemon: DaemonProcess, stub: StubProvider) -> str:
@@ -240,6 +241,38 @@ def test_cli_login_reports_a_failed_sign_in(
     _, err = login.communicate(timeout=30)
     assert login.returncode == 1
     assert "sign-in failed: invalid_code" in err
+
+
+def test_cli_login_ends_at_once_when_the_page_cannot_reach_the_provider(
+    stub: StubProvider, socket_path: Path, browser: Browser
+) -> None:
+    daemon = DaemonProcess(socket_path, "--issuer", stub.issuer).start()
+    stub.outage("stopped")
+    try:
+        login = subprocess.Popen(
+            [str(BIN / "signin-broker"), "--socket", str(socket_path), "login", "--no-browser",
+             "--wait", "120"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert login.stderr is not None
+        url = next(line.strip() for line in login.stderr if line.strip().startswith("http://"))
+        page = browser.get(url)
+        assert page.status_code == 503
+        _, err = login.communicate(timeout=30)  # told by the daemon, not its 120 s wait
+    finally:
+        stub.outage(None)
+    assert login.returncode == 1
+    assert "sign-in failed: provider_unavailable" in err
+    daemon.stop()
+
+
+def test_status_after_a_sign_in_says_when_the_provider_last_answered(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    status = signin_broker("--socket", str(socket_path), "status")
+    assert "last answered" in status.stdout and "not contacted yet" not in status.stdout
+    daemon.stop()
 
 
 def test_no_token_or_code_ever_appears_in_the_logs(

@@ -208,6 +208,7 @@ class SessionLifecycle:
         workspace_id = signed_in.workspace_id
         account_id = account_id_of(platform_user_id, workspace_id, link.alias)
         now = self._clock()
+        link.last_contact = now  # it just answered the code exchange (status shows when)
         previous = self._registry.get(account_id)
         info = AccountInfo(
             id=account_id,

@@ -254,6 +254,11 @@ class SignInSite:
             )
         except ProviderUnavailable as error:
             _oauth_log(logging.ERROR, "authorize", "provider_unavailable", str(error))
+            if sign_in_id:  # an app (`signin-broker login`) waits for this sign-in: tell it
+                self._session.lifecycle.sign_in_failed(
+                    sign_in_id,
+                    f"provider_unavailable: the identity provider cannot be reached ({error})",
+                )
             return _page(
                 "The identity provider cannot be reached",
                 "Check your network connection and try again.",
@@ -294,6 +299,8 @@ class SignInSite:
                 if error == "access_denied"
                 else f"The identity provider refused the sign-in ({error})."
             )
+            if said := _error_description(params.get("error_description", "")):
+                message = f"{message[:-1]}: {said}."
             return self._failed(pending.sign_in_id, error, message)
         code = params.get("code", "")
         if not code:
@@ -408,6 +415,12 @@ class SignInSite:
         """The user-facing error of a failed callback: 200 with a message, no cookie."""
         self._session.lifecycle.sign_in_failed(sign_in_id, f"{error_code}: {message}")
         return _page("Sign-in failed", message, status=200, hint=error_code)
+
+
+def _error_description(text: str) -> str:
+    """The provider's own words, in RFC 6749 4.1.2.1's printable ASCII only, shortened."""
+    kept = "".join(c for c in text if " " <= c <= "~" and c not in '"\\').strip()
+    return kept[:200].rstrip(".")
 
 
 def _page(title: str, message: str, *, status: int, hint: str = "") -> Response:
