@@ -8,11 +8,12 @@ calls the provider's userinfo endpoint with it, arriving signed in as the user.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
-import httpx2
+from _userinfo import who_is_it  # beside this file
 
-from signin_broker import BrokerClient, DaemonNotRunning, NotSignedIn
+from signin_broker import BrokerClient, BrokerError, DaemonNotRunning, NotSignedIn
 
 
 def main(issuer: str) -> int:
@@ -25,16 +26,18 @@ def main(issuer: str) -> int:
     except NotSignedIn:
         print("app: nobody is signed in; run `signin-broker login`", file=sys.stderr)
         return 4
+    except BrokerError as error:  # e.g. this app is denied: `signin-broker apps` says why
+        print(f"app: the broker refused: {error.message}", file=sys.stderr)
+        return 1
     print(f"app: got a token for {token.account}, valid {token.seconds_left():.0f} s more")
-    discovery = httpx2.get(issuer + "/.well-known/openid-configuration").json()
-    answer = httpx2.get(
-        discovery["userinfo_endpoint"], headers={"Authorization": token.authorization}
-    )
-    answer.raise_for_status()
-    claims = answer.json()
-    print(f"app: the provider says hello to {claims.get('name')} <{claims.get('email')}>")
+    who = who_is_it("app", issuer, token.authorization)
+    if who is None:
+        return 1
+    print(f"app: the provider says hello to {who}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("issuer", help="the provider's issuer URL, as the daemon knows it")
+    sys.exit(main(parser.parse_args().issuer))

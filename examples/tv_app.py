@@ -10,12 +10,13 @@ calls the provider's userinfo endpoint with a token from the broker.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
-import httpx2
 import segno
+from _userinfo import who_is_it  # beside this file
 
-from signin_broker import BrokerClient, DaemonNotRunning, EventKind
+from signin_broker import BrokerClient, BrokerError, DaemonNotRunning, EventKind
 
 
 def main(issuer: str) -> int:
@@ -39,13 +40,17 @@ def main(issuer: str) -> int:
     except DaemonNotRunning as error:
         print(f"tv: {error.message}", file=sys.stderr)
         return 3
-    discovery = httpx2.get(issuer + "/.well-known/openid-configuration").json()
-    claims = httpx2.get(
-        discovery["userinfo_endpoint"], headers={"Authorization": token.authorization}
-    ).json()
-    print(f"tv: welcome, {claims.get('name')}", flush=True)
+    except BrokerError as error:  # e.g. this app is denied: `signin-broker apps` says why
+        print(f"tv: the broker refused: {error.message}", file=sys.stderr)
+        return 1
+    who = who_is_it("tv", issuer, token.authorization)
+    if who is None:
+        return 1
+    print(f"tv: welcome, {who}", flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("issuer", help="the provider's issuer URL, as the daemon knows it")
+    sys.exit(main(parser.parse_args().issuer))
