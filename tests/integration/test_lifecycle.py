@@ -20,10 +20,12 @@ import pytest
 from signin_broker.client import BrokerClient, BrokerError, EventKind, NotSignedIn
 from signin_broker.daemon.stopping import STOP_LIMIT_SECONDS
 from signin_broker.testing import StubProvider
+from signin_broker.testing.browser import Browser
 from signin_broker.testing.daemon import DaemonProcess
+from support.commands import signin_broker
 from support.events import watching
 from support.secret_service import secret_service
-from support.signin import signed_in_daemon
+from support.signin import sign_in, signed_in_daemon
 from support.state import keyring_has, state_files
 
 
@@ -108,6 +110,47 @@ def test_the_file_key_is_an_explicit_opt_in_and_private(
     restarted = DaemonProcess(socket_path, "--issuer", stub.issuer, "--key-store", "file", env=env)
     with restarted, BrokerClient(socket_path) as client:
         assert client.get_token().account == "user:1001"
+
+
+def test_a_session_the_provider_ends_is_told_to_the_person_and_shown_in_status(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    notified = socket_path.parent.parent / "notified"
+    fake_bin = socket_path.parent.parent / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "notify-send").write_text(f'#!/bin/sh\nprintf "%s|%s\\n" "$2" "$3" >> {notified}\n')
+    (fake_bin / "notify-send").chmod(0o755)
+    env = {"PATH": f"{fake_bin}:{os.environ['PATH']}"}
+    daemon = signed_in_daemon(stub, socket_path, "--revalidate-seconds", "2", env=env)
+    stub.revoke_user("1001")
+    daemon.expect_log(timeout=20, msg="the provider ended the session")
+    for _ in range(100):  # bounded: the notification runs in the background
+        if notified.exists():
+            break
+        time.sleep(0.05)
+    summary, body = notified.read_text().splitlines()[0].split("|")
+    assert summary == "Alice Example is signed out"
+    assert "The provider ended the session" in body and "signin-broker login" in body
+    status = signin_broker("--socket", str(socket_path), "status").stdout
+    assert "REVOKED user:1001 (Alice Example)" in status and "signin-broker login" in status
+    with BrokerClient(socket_path) as client:
+        (ended,) = client.status().ended_sessions
+        assert (ended.account, ended.kind) == ("user:1001", EventKind.REVOKED)
+    with Browser() as browser:
+        sign_in(browser, daemon)
+    with BrokerClient(socket_path) as client:
+        assert client.status().ended_sessions == ()  # signed in again
+    daemon.stop()
+
+
+def test_a_sign_out_the_person_asked_for_is_not_an_ended_session(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    with BrokerClient(socket_path) as client:
+        client.sign_out()
+        assert client.status().ended_sessions == ()
+    daemon.stop()
 
 
 def test_a_restored_daemon_loads_the_sign_in_page_only_when_a_browser_comes(

@@ -38,6 +38,7 @@ def test_client_exports() -> None:
             "BrokerError",
             "Caller",
             "DaemonNotRunning",
+            "EndedSession",
             "Event",
             "EventKind",
             "NotSignedIn",

@@ -82,6 +82,16 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
             ),
         ]
     rows += [
+        (
+            "ended",
+            f"{'REVOKED' if ended.kind is EventKind.REVOKED else 'EXPIRED'}"
+            f" {ended.account} ({ended.display_name or 'no name'})"
+            f" {moment(ended.ended_at_unix)}: {ended.reason}."
+            f" Sign in again: signin-broker login",
+        )
+        for ended in info.ended_sessions
+    ]
+    rows += [
         ("accounts", str(info.account_count)),
         ("storage", info.storage or "-"),
         (

@@ -205,6 +205,16 @@ class ProviderStatus(Model, message=pb.Provider):
     device_client_id: str  # the client of device sign-ins when it has a second one; else ""
 
 
+class EndedSession(Model, message=pb.EndedSession):
+    """A session that ended without anyone asking; its account must sign in again."""
+
+    account: str
+    display_name: str
+    kind: EventKind  # REVOKED by the provider, or SIGNED_OUT when its token expired
+    reason: str
+    ended_at_unix: int
+
+
 def _default_account(message: pb.GetStatusResponse) -> Account | None:
     detail = message.default_account_detail
     return Account.from_proto(detail) if message.HasField("default_account_detail") else None
@@ -231,6 +241,7 @@ class Status(Model, message=pb.GetStatusResponse, sources={"default": _default_a
     rss_bytes: int  # the daemon's resident memory
     audit_degraded_reason: str  # why audit rows are not being written; "" when they are
     providers: tuple[ProviderStatus, ...] = ()  # the configured ones, the default first
+    ended_sessions: tuple[EndedSession, ...] = ()  # ended by themselves; sign in again
 
 
 def _is_device(message: pb.BeginSignInResponse) -> bool:

@@ -17,6 +17,7 @@ from grpclib.health.check import ServiceStatus
 from grpclib.health.service import Health
 from grpclib.reflection.service import ServerReflection
 
+from ..session.events import WatcherDropped
 from ..session.manager import SessionManager
 from ..session.providers import MAIN_NAME, Providers
 from ..v1 import broker_pb2
@@ -31,6 +32,7 @@ from .api.transport import (
 from .apps.gate import AppGate
 from .apps.policy import Decision, PolicyFile
 from .audit_trail import AuditTrail
+from .host.desktop import notify
 from .host.instance import LISTEN_BACKLOG, Instance, loopback_base_url
 from .host.systemd import Notifier, watchdog_seconds
 from .settings import ProviderSettings, Settings
@@ -104,13 +106,14 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
     await audit.open()  # before sessions come back: a removal's row must be written first
     auditing = loop.create_task(audit.run())
     keeper, page = await _start_sessions(settings, session, web_socket)
+    notices = loop.create_task(_tell_of_ended_sessions(session))
     await stopping.wait()
 
     notifier.send(STOPPING="1", STATUS="stopping")
     watchdog.cancel()
     log.info("stopping", extra={"connections": len(connections)})
     serving.set(False)
-    await stop(session, server, connections, page, [keeper, auditing])
+    await stop(session, server, connections, page, [keeper, auditing, notices])
     notifier.close()
     log.info("stopped")
 
@@ -161,6 +164,30 @@ async def _serve_page(web_socket: socket.socket, session: SessionManager) -> Sig
     await site.start()
     log.debug("sign-in page loaded at its first visit")
     return site
+
+
+async def _tell_of_ended_sessions(session: SessionManager) -> None:
+    """A desktop notification when a session ends without anyone asking (revoked, expired).
+
+    The person would otherwise learn it from the next app that fails; status lists
+    the same sessions until they sign in again.
+    """
+    with session.events.subscribe() as events:
+        while True:
+            try:
+                event = await events.next()
+            except WatcherDropped:
+                return  # the daemon is stopping
+            ended = next(
+                (e for e in session.registry.ended() if e.account == event.account),
+                None,
+            )
+            if ended is not None and ended.kind is event.kind and ended.reason == event.detail:
+                notify(
+                    f"{ended.display_name or ended.account} is signed out",
+                    f"{ended.reason[:1].upper()}{ended.reason[1:]}."
+                    " Sign in again: signin-broker login",
+                )
 
 
 def _started_by(instance: Instance, notifier: Notifier) -> str:

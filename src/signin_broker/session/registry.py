@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..store.audit import Action, Actor, AuditEntry
 from .accounts import EVERYTHING, Account, AccountInfo, Entitlement, SignInState
@@ -24,6 +24,20 @@ from .schedule import first_revalidation
 from .tokens import TokenSet
 
 log = logging.getLogger(__name__)
+
+
+ENDED_KEPT = 16  # sessions that ended by themselves, remembered for status
+
+
+@dataclass(frozen=True, slots=True)
+class EndedSession:
+    """A session that ended without anyone asking: the person must sign in again."""
+
+    account: str
+    display_name: str
+    kind: EventKind  # REVOKED, or SIGNED_OUT when its token expired unrenewable
+    reason: str
+    ended_at: float
 
 
 class AccountRegistry:
@@ -43,6 +57,7 @@ class AccountRegistry:
         self.store: AccountStore | None = None
         self.storage = "memory only"
         self.changed = asyncio.Event()  # wakes the keeper: an account came or went
+        self._ended: dict[str, EndedSession] = {}  # by account, oldest first
         self._revalidate_seconds = revalidate_seconds
         self._clock = clock
         self._accounts: dict[str, Account] = {}
@@ -56,6 +71,10 @@ class AccountRegistry:
         if any(entitlement.sees(account_id) for account_id in self._accounts):
             return SignInState.SIGNED_IN
         return SignInState.SIGNED_OUT
+
+    def ended(self, entitlement: Entitlement = EVERYTHING) -> list[EndedSession]:
+        """Sessions the caller may see that ended by themselves, newest first."""
+        return [e for e in reversed(self._ended.values()) if entitlement.sees(e.account)]
 
     def accounts(self, entitlement: Entitlement = EVERYTHING) -> list[AccountInfo]:
         """The signed-in accounts the caller may see, default first."""
@@ -136,6 +155,7 @@ class AccountRegistry:
         previous = self._accounts.get(account.info.id)
         await self.persist(account)
         self._accounts[account.info.id] = account
+        self._ended.pop(account.info.id, None)  # signed in again
         self.changed.set()
         return previous
 
@@ -159,11 +179,30 @@ class AccountRegistry:
                 account.info = replace(account.info, is_default=is_default)
                 await self.persist(account)
 
-    async def end(self, account: Account, kind: EventKind, detail: str, actor: Actor) -> bool:
-        """Forget the account and its stored state, and hand the default on; False if gone."""
+    async def end(
+        self,
+        account: Account,
+        kind: EventKind,
+        detail: str,
+        actor: Actor,
+        *,
+        by_itself: bool = False,
+    ) -> bool:
+        """Forget the account and its stored state, and hand the default on; False if gone.
+
+        `by_itself`: nobody asked (the provider ended it, or its token expired
+        unrenewable); status lists it until the account signs in again.
+        """
         removed = self._accounts.pop(account.info.id, None)
         if removed is None:
             return False
+        if by_itself:  # nobody asked: the person must be told, and sign in again
+            self._ended.pop(account.info.id, None)
+            self._ended[account.info.id] = EndedSession(
+                account.info.id, account.info.display_name, kind, detail, self._clock()
+            )
+            while len(self._ended) > ENDED_KEPT:
+                del self._ended[next(iter(self._ended))]
         self.audit.record(
             AuditEntry(actor, Action.DELETE, "session", account.info.id, payload={"event": detail})
         )

@@ -391,7 +391,11 @@ class TokenKeeper:
             "the provider ended the session", extra={"account": account.info.id, "reason": reason}
         )
         await self._registry.end(
-            account, EventKind.REVOKED, "the provider ended the session", daemon_actor()
+            account,
+            EventKind.REVOKED,
+            "the provider ended the session",
+            daemon_actor(),
+            by_itself=True,
         )
 
     async def _unrenewable(self, account: Account, min_ttl: int) -> TokenSet:
@@ -417,7 +421,9 @@ class TokenKeeper:
             extra={"account": account.info.id, "reason": reason},
         )
         detail = f"the access token expired and cannot be renewed ({reason}); sign in again"
-        await self._registry.end(account, EventKind.SIGNED_OUT, detail, daemon_actor())
+        await self._registry.end(
+            account, EventKind.SIGNED_OUT, detail, daemon_actor(), by_itself=True
+        )
 
     def _without_renewal(self, account: Account, min_ttl: int, reason: str) -> TokenSet:
         """The current token while a renewal is pending or failed, if it serves the caller."""

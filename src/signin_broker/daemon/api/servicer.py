@@ -234,6 +234,16 @@ class TokenBrokerServicer:
             rss_bytes=_THIS_PROCESS.memory_info().rss,
             audit_degraded_reason=self._audit.degraded_reason,
             providers=[_provider(link) for link in self._session.providers],
+            ended_sessions=[
+                pb.EndedSession(
+                    account=ended.account,
+                    display_name=ended.display_name,
+                    kind=_EVENT_KIND[ended.kind],
+                    reason=ended.reason,
+                    ended_at_unix=int(ended.ended_at),
+                )
+                for ended in self._session.registry.ended(visible)
+            ],
         )
 
     @_unary

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
-import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,6 +24,7 @@ from ...session.accounts import NOTHING, Entitlement
 from ...session.errors import SessionError
 from ..callers.identity import Caller
 from ..callers.pins import Unpinnable, file_sha256, running_sha256
+from ..host.desktop import notify
 from .policy import AppRule, Decision, PolicyFile
 
 log = logging.getLogger(__name__)
@@ -309,45 +308,8 @@ def _entitlement(rule: AppRule) -> Entitlement:
 
 def _notify(record: AppRecord) -> None:
     """A desktop notification that an app waits for an answer, where one can be shown."""
-    notify_send = shutil.which("notify-send")
-    if notify_send is None:
-        return
-    task = asyncio.get_running_loop().create_task(
-        _run_quietly(
-            notify_send,
-            "--app-name=signin-broker",
-            f"{record.name} asks for your sign-in",
-            f"Allow: signin-broker apps allow {record.id!r}\n"
-            f"Deny: signin-broker apps deny {record.id!r}",
-        )
+    notify(
+        f"{record.name} asks for your sign-in",
+        f"Allow: signin-broker apps allow {record.id!r}\n"
+        f"Deny: signin-broker apps deny {record.id!r}",
     )
-    _background.add(task)
-    task.add_done_callback(_background.discard)
-
-
-_background: set[asyncio.Task[None]] = set()  # keeps notification tasks alive until done
-
-
-async def _run_quietly(*command: str) -> None:
-    """Run a helper program and log a failure.
-
-    Spawned by subprocess from a worker thread, not by the event loop: the loop's
-    spawn forks, and a child forked from a process running grpc's threads can crash
-    before it reaches exec (seen: SIGSEGV); subprocess uses vfork, which runs no
-    fork handlers.
-    """
-    try:
-        done = await asyncio.to_thread(
-            subprocess.run,
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        log.warning("the desktop notification failed", extra={"reason": str(error)})
-        return
-    if done.returncode != 0:
-        log.warning("the desktop notification failed", extra={"exit_status": done.returncode})
