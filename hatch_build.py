@@ -31,7 +31,7 @@ def _plugin_script(folder: Path, name: str, function: str) -> Path:
 
 
 def generate() -> list[Path]:
-    """Run protoc over every .proto file; returns the generated files."""
+    """Run protoc over every .proto file; returns the generated files (and the copies)."""
     from grpc_tools import protoc
 
     protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in PROTO_ROOT.rglob("*.proto"))
@@ -58,6 +58,11 @@ def generate() -> list[Path]:
         stem = OUT_ROOT / proto.removesuffix(".proto")
         for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi"):
             generated.append(Path(f"{stem}{suffix}"))
+        # The .proto itself ships beside its modules, for apps in other languages
+        # (`signin-broker proto` prints where).
+        shipped = OUT_ROOT / proto
+        shipped.write_bytes((PROTO_ROOT / proto).read_bytes())
+        generated.append(shipped)
     return generated
 
 

@@ -227,7 +227,11 @@ def test_the_wheel_works_in_a_fresh_venv_without_the_source_tree(tmp_path: Path)
             for line in archive.read(metadata).decode().splitlines()
             if line.startswith("Requires-Dist:") and "extra ==" not in line
         ]
-    assert {"signin_broker/v1/broker_pb2.py", "signin_broker/v1/broker_pb2_grpc.py"} <= names
+    assert {
+        "signin_broker/v1/broker_pb2.py",
+        "signin_broker/v1/broker_pb2_grpc.py",
+        "signin_broker/v1/broker.proto",
+    } <= names
     assert "signin_broker/service/systemd/signin-broker.service" in names
     assert any("grpcio>=" in line for line in runtime)
     assert not any("grpcio-tools" in line for line in runtime)
@@ -245,6 +249,15 @@ def test_the_wheel_works_in_a_fresh_venv_without_the_source_tree(tmp_path: Path)
         cwd=tmp_path, env=elsewhere, capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert version.returncode == 0 and version.stdout.startswith("signin-broker "), version
+    shipped = subprocess.run(
+        [str(venv / "bin" / "signin-broker"), "proto"],
+        cwd=tmp_path, env=elsewhere, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    proto = Path(shipped.stdout.strip())
+    assert shipped.returncode == 0 and proto.is_relative_to(venv), shipped
+    assert proto.read_bytes() == (REPO / "proto/signin_broker/v1/broker.proto").read_bytes()
+    for helper in ("git-credential-signin-broker", "docker-credential-signin-broker"):
+        assert (venv / "bin" / helper).exists()
     socket_path = tmp_path / "run" / "broker.sock"
     daemon = DaemonProcess(socket_path)
     daemon.args[0] = str(venv / "bin" / "python")  # the installed daemon, not this tree's

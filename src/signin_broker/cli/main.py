@@ -354,6 +354,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
         _audit_options,
         _command("audit"),
     ),
+    "proto": (
+        "print the path of the API's broker.proto, for apps in other languages",
+        _no_options,
+        _lean("_proto", "proto"),
+    ),
     "install-service": (
         "run the daemon as a user service (systemd socket activation, or launchd)",
         _install_service_options,
@@ -373,7 +378,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
 
 
 # The commands that take the JSON path (cli/_token.py's json_call), standard library only.
-LEAN_COMMANDS = frozenset({"token", "exec", "git-credential", "docker-credential"})
+LEAN_COMMANDS = frozenset({"token", "exec", "git-credential", "docker-credential", "proto"})
 TOKEN_FORMATS = ("bare", "header", "json", "env", "exec-credential")
 DEFAULT_ENV_NAME = "SIGNIN_BROKER_TOKEN"
 
