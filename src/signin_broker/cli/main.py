@@ -30,6 +30,15 @@ def _parser() -> argparse.ArgumentParser:
     spends about a millisecond per parser, mostly looking up translations, and the
     one-shot `signin-broker token` should not pay for fifteen.
     """
+    parser = _top_parser()
+    parser.add_argument("command", choices=COMMANDS, metavar="COMMAND")
+    rest = parser.add_argument("arguments", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    rest.required = False  # else a missing COMMAND is reported as two missing arguments
+    return parser
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    """The program's description, --version and the global options (_completion uses it)."""
     width = max(map(len, COMMANDS)) + 2  # a long name never runs into its description
     parser = argparse.ArgumentParser(
         prog="signin-broker",
@@ -41,9 +50,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     _global_options(parser, defaults={"socket": None, "timeout": DEFAULT_TIMEOUT_SECONDS})
-    parser.add_argument("command", choices=COMMANDS, metavar="COMMAND")
-    rest = parser.add_argument("arguments", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    rest.required = False  # else a missing COMMAND is reported as two missing arguments
     return parser
 
 
@@ -77,6 +83,10 @@ def _command_parser(name: str) -> argparse.ArgumentParser:
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (argcomplete)
+        from ._completion import complete_if_asked
+
+        complete_if_asked()
     top = _parser().parse_args(argv)
     args = _command_parser(top.command).parse_args(top.arguments)
     given = vars(args)
@@ -354,6 +364,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
         _audit_options,
         _command("audit"),
     ),
+    "completion": (
+        'print the shell\'s completion script: eval "$(signin-broker completion bash)"',
+        _lean_options("_completion"),
+        _lean("_completion", "completion"),
+    ),
     "proto": (
         "print the path of the API's broker.proto, for apps in other languages",
         _no_options,
@@ -378,7 +393,9 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
 
 
 # The commands that take the JSON path (cli/_token.py's json_call), standard library only.
-LEAN_COMMANDS = frozenset({"token", "exec", "git-credential", "docker-credential", "proto"})
+LEAN_COMMANDS = frozenset(
+    {"token", "exec", "git-credential", "docker-credential", "proto", "completion"}
+)
 TOKEN_FORMATS = ("bare", "header", "json", "env", "exec-credential")
 DEFAULT_ENV_NAME = "SIGNIN_BROKER_TOKEN"
 
