@@ -36,41 +36,35 @@ async def stop(
     page: PageOnDemand,
     background: list[asyncio.Task[None]],
 ) -> None:
-    """Wind everything down; `background` (the keeper, the audit writer) is cancelled."""
+    """Wind everything down; `background` is cancelled (the keeper first, then the rest)."""
+
+    async def stages() -> None:
+        keeper, *others = background
+        keeper.cancel()
+        await session.keeper.finish_renewals(SHUTDOWN_GRACE_SECONDS)  # else answers are lost
+        for link in session.providers:  # nothing of a device sign-in is stored: told instead
+            await link.device.cancel(None, "the daemon is stopping")
+        session.events.close("the daemon is stopping")
+        await asyncio.gather(_stop_server(server, connections), page.stop())
+        for task in others:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task  # the audit writer writes what is still queued
+        for link in session.providers:
+            await link.client.close()
+            if link.device_client is not link.client:
+                await link.device_client.close()
+
     faulthandler.dump_traceback_later(STOP_LIMIT_SECONDS, exit=True)
-    stages = asyncio.ensure_future(_stages(session, server, connections, page, background))
-    done, _ = await asyncio.wait({stages}, timeout=STAGES_LIMIT_SECONDS)
+    running = asyncio.ensure_future(stages())
+    done, _ = await asyncio.wait({running}, timeout=STAGES_LIMIT_SECONDS)
     if not done:
         log.error(
             "the stop is stuck: leaving what still waits",
             extra={"waiting": waiting_tasks(), "limit_s": STAGES_LIMIT_SECONDS},
         )
         return
-    stages.result()
-
-
-async def _stages(
-    session: SessionManager,
-    server: CheckedServer,
-    connections: ConnectionTable,
-    page: PageOnDemand,
-    background: list[asyncio.Task[None]],
-) -> None:
-    keeper, *others = background
-    keeper.cancel()
-    await session.keeper.finish_renewals(SHUTDOWN_GRACE_SECONDS)  # else their answer is lost
-    for link in session.providers:  # nothing of a device sign-in is stored: watchers are told
-        await link.device.cancel(None, "the daemon is stopping")
-    session.events.close("the daemon is stopping")
-    await asyncio.gather(_stop_server(server, connections), page.stop())
-    for task in others:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task  # the audit writer writes what is still queued
-    for link in session.providers:
-        await link.client.close()
-        if link.device_client is not link.client:
-            await link.device_client.close()
+    running.result()
 
 
 async def _stop_server(server: CheckedServer, connections: ConnectionTable) -> None:
