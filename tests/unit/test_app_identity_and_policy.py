@@ -52,8 +52,27 @@ def test_the_policy_file_survives_a_round_trip() -> None:
         AppRule("/usr/bin/mail", Decision.ALLOW, ("user:1",), ("openid", "email"), "a" * 64),
         AppRule('/usr/bin/python3 /home/me/"odd" app.py', Decision.DENY),
         AppRule("/usr/bin/tv", Decision.ASK),
+        AppRule("/usr/bin/kubectl", Decision.ALLOW, id_token=True),
     ]
     assert parse(render(rules)) == {rule.app: rule for rule in rules}
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("id_token = 1", "id_token must be true or false"),
+        ('id_token = "yes"', "id_token must be true or false"),
+    ],
+)
+def test_id_token_must_be_a_boolean(line: str, said: str) -> None:
+    with pytest.raises(PolicyError, match=said):
+        parse(f'[[apps]]\napp = "/usr/bin/kubectl"\ndecision = "allow"\n{line}\n')
+
+
+@pytest.mark.parametrize("decision", ["deny", "ask"])
+def test_the_id_token_goes_only_with_allow(decision: str) -> None:
+    with pytest.raises(PolicyError, match="id_token = true needs"):
+        parse(f'[[apps]]\napp = "/usr/bin/kubectl"\ndecision = "{decision}"\nid_token = true\n')
 
 
 def test_an_app_listed_twice_is_an_error() -> None:

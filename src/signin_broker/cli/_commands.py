@@ -316,6 +316,7 @@ def apps(client: BrokerClient, args: argparse.Namespace) -> int:
             accounts=getattr(args, "accounts", ()),
             scopes=getattr(args, "scopes", ()),
             pin=getattr(args, "pin", False),
+            id_token=getattr(args, "id_token", False),
         )
         if args.json:
             return _print_json(app)

@@ -126,6 +126,12 @@ def _token_format_options(parser: argparse.ArgumentParser) -> None:
         " exec-credential: a Kubernetes ExecCredential, for kubectl's exec plugin",
     )
     parser.add_argument(
+        "--id-token",
+        action="store_true",
+        help="the account's ID token instead, where the user allowed this app to have it"
+        " (`apps allow APP --id-token`); for kubectl's OIDC set-up",
+    )
+    parser.add_argument(
         "--env-name",
         default=DEFAULT_ENV_NAME,
         metavar="NAME",
@@ -261,6 +267,11 @@ def _apps_options(parser: argparse.ArgumentParser) -> None:
             _repeatable(sub, "--scope", "at most this scope")
             sub.add_argument(
                 "--pin", action="store_true", help="only the program file as it is now (sha256)"
+            )
+            sub.add_argument(
+                "--id-token",
+                action="store_true",
+                help="the account's ID token as well (kubectl's OIDC set-up wants it)",
             )
 
 

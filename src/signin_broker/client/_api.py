@@ -151,17 +151,20 @@ class BrokerApi:
         scopes: Iterable[str] = (),
         min_ttl_seconds: int = 0,
         audience: str = "",
+        id_token: bool = False,
     ) -> pb.GetTokenRequest:
         """An access token of `account` (default account when empty).
 
         Fewer `scopes` than the sign-in's, or an `audience` (RFC 8707), give a
-        down-scoped token, which the daemon keeps while it is valid.
+        down-scoped token, which the daemon keeps while it is valid. `id_token` asks
+        for the account's ID token too: only an app the user allowed it gets it.
         """
         return pb.GetTokenRequest(
             account=account,
             scopes=list(scopes),
             min_ttl_seconds=min_ttl_seconds,
             audience=audience,
+            id_token=id_token,
         )
 
     @unary("GetStatus", Status.from_proto)
@@ -231,10 +234,12 @@ class BrokerApi:
         accounts: Iterable[str] = (),
         scopes: Iterable[str] = (),
         pin: bool = False,
+        id_token: bool = False,
     ) -> pb.SetAppPolicyRequest:
         """Record the user's decision for an app; returns it and how many waiting calls it answered.
 
         AppDecision.UNSPECIFIED removes the app's entry so the default applies again.
+        `id_token` (with ALLOW) lets the app have the account's ID token as well.
         """
         return pb.SetAppPolicyRequest(
             app=app,
@@ -242,6 +247,7 @@ class BrokerApi:
             accounts=list(accounts),
             scopes=list(scopes),
             pin=pin,
+            id_token=id_token,
         )
 
     @unary("SetDefaultAccount", lambda response: Account.from_proto(response.account))

@@ -151,14 +151,16 @@ def _enum_reader(proto_enum: EnumDescriptor) -> Reader:
     return lambda number: members.get(number, kind.UNSPECIFIED)
 
 
-class Token(Model, message=pb.GetTokenResponse, secret=("access_token",)):
-    """An access token. Its repr leaves the secret out, so logging the object is safe."""
+class Token(Model, message=pb.GetTokenResponse, secret=("access_token", "id_token")):
+    """An access token. Its repr leaves the secrets out, so logging the object is safe."""
 
     access_token: str
     token_type: str
     expires_at_unix: int
     scopes: tuple[str, ...]
     account: str
+    id_token: str = ""  # only when asked for (get_token(id_token=True)) and allowed
+    id_token_expires_at_unix: int = 0
 
     @property
     def authorization(self) -> str:
@@ -303,6 +305,7 @@ class App(Model, message=pb.App):
     last_pid: int
     waiting: bool  # a request of it waits for the user's answer
     sha256: str  # the pinned program file; "" when not pinned
+    id_token: bool = False  # it may have the account's ID token as well
 
 
 class AppList(Model, message=pb.ListAppsResponse):

@@ -33,7 +33,7 @@ class AppUse:
     last_pid: int
     last_used: float
     tokens_issued: int
-    last_grant: tuple[int, int, str] = field(default=(0, 0, ""), repr=False)  # see _note_use
+    last_grant: tuple[int, int, str, bool] = field(default=(0, 0, "", False), repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +62,8 @@ class IssuedToken:
     expires_at: int
     scopes: tuple[str, ...]
     account: str
+    id_token: str = field(default="", repr=False)  # only when asked for, and allowed
+    id_token_expires_at: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +134,7 @@ class Entitlement:
 
     accounts: frozenset[str] | None = None
     scopes: frozenset[str] | None = None
+    id_token: bool = False  # may have the account's ID token as well (never by default)
 
     def sees(self, account: str) -> bool:
         """Whether the caller may see and use the account."""

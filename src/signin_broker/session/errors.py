@@ -39,6 +39,20 @@ class ScopesNotAllowed(SessionError):
         )
 
 
+class IdTokenNotAllowed(SessionError):
+    """The caller asked for the ID token, which its app rule does not allow."""
+
+    def __init__(self, app: str) -> None:
+        super().__init__(
+            "this app may not have the ID token; the user can allow it with"
+            f" `signin-broker apps allow {app} --id-token`"
+        )
+
+
+class IdTokenUnavailable(SessionError):
+    """The session has no ID token that is still valid (the provider did not renew it)."""
+
+
 class InvalidSignIn(SessionError):
     """A sign-in asked for something that cannot go together (e.g. device and redirect_to)."""
 

@@ -32,6 +32,8 @@ from ..store.audit import Action, Actor, AuditEntry
 from .accounts import EVERYTHING, Account, AppUse, Entitlement, IssuedToken
 from .errors import (
     AnswerLost,
+    IdTokenNotAllowed,
+    IdTokenUnavailable,
     OAuthError,
     ProviderRefused,
     ProviderUnavailable,
@@ -54,7 +56,7 @@ from .schedule import (
     next_revalidation,
     retry_after_failure,
 )
-from .tokens import TokenSet
+from .tokens import TokenSet, id_token_expiry
 
 if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
     from .oidc import TokenResponse
@@ -102,8 +104,13 @@ class TokenKeeper:
         audience: str = "",
         actor: Actor | None = None,
         entitlement: Entitlement = EVERYTHING,
+        id_token: bool = False,
     ) -> IssuedToken:
         """A token of the account (default when empty) valid for min_ttl seconds more.
+
+        With id_token, the account's ID token too, valid as long (IdTokenNotAllowed
+        unless the caller's rule allows it; IdTokenUnavailable when the provider did
+        not renew it with the access token).
 
         TokenLifetimeTooShort when the provider's tokens never last that long: after at
         most one renewal, so such a caller costs the provider nothing more.
@@ -115,6 +122,8 @@ class TokenKeeper:
         """
         if entitlement.scopes is not None and not entitlement.scopes.issuperset(scopes):
             raise ScopesNotAllowed(entitlement.scopes)
+        if id_token and not entitlement.id_token:
+            raise IdTokenNotAllowed(actor.app if actor is not None else "APP")
         account = self._registry.resolve(account_id, entitlement)
         if entitlement.scopes is not None and not scopes:
             scopes = sorted(entitlement.scopes & frozenset(account.tokens.scopes))
@@ -127,15 +136,31 @@ class TokenKeeper:
             tokens = await self._scoped_token(account, (wanted, audience), min_ttl, app)
         else:
             tokens = await self._main_token(account, min_ttl)
+        identity = self._id_token(account, min_ttl) if id_token else ("", 0)
         if actor is not None:
-            self._note_use(account, actor, tokens, audience)
+            self._note_use(account, actor, tokens, audience, id_token)
         return IssuedToken(
             access_token=tokens.access_token,
             token_type=tokens.token_type,
             expires_at=int(tokens.expires_at),
             scopes=tokens.scopes,
             account=account.info.id,
+            id_token=identity[0],
+            id_token_expires_at=identity[1],
         )
+
+    def _id_token(self, account: Account, min_ttl: int) -> tuple[str, int]:
+        """The session's ID token and its expiry, if it lasts min_ttl seconds more."""
+        token = account.tokens.id_token
+        if not token:
+            raise IdTokenUnavailable("the provider issued no ID token for this session")
+        expires_at = id_token_expiry(token)
+        if expires_at < self._clock() + min_ttl:
+            raise IdTokenUnavailable(
+                "the session's ID token has expired and the provider did not renew it with"
+                " the access token; sign in again (`signin-broker login`)"
+            )
+        return token, expires_at
 
     async def _main_token(  # noqa: PLR0911 - each return is a different situation
         self, account: Account, min_ttl: int
@@ -440,7 +465,9 @@ class TokenKeeper:
         degraded = link.degraded_reason if link is not None else ""
         return account.refusal or degraded or "the last renewal failed"
 
-    def _note_use(self, account: Account, actor: Actor, tokens: TokenSet, audience: str) -> None:
+    def _note_use(
+        self, account: Account, actor: Actor, tokens: TokenSet, audience: str, id_token: bool
+    ) -> None:
         """Count the use; audit each token the first time a process gets it.
 
         An app asking again for a token it already holds is counted, not audited
@@ -448,7 +475,7 @@ class TokenKeeper:
         nothing that the first one did not say.
         """
         previous = account.apps.get(actor.app)
-        grant = (actor.pid, hash(tokens.access_token), audience)  # str caches its hash
+        grant = (actor.pid, hash(tokens.access_token), audience, id_token)  # str caches its hash
         now = self._clock()
         account.apps[actor.app] = _one_more(previous, actor, now, grant)
         self.app_use[actor.app] = _one_more(self.app_use.get(actor.app), actor, now, grant)
@@ -460,6 +487,8 @@ class TokenKeeper:
         }
         if audience:
             payload["audience"] = audience
+        if id_token:  # (a key naming a token would be refused as a secret)
+            payload["with"] = "ID token"
         self._audit.record(
             AuditEntry(actor, Action.ISSUE_TOKEN, "token", account.info.id, payload=payload)
         )
@@ -572,7 +601,7 @@ class TokenKeeper:
 
 
 def _one_more(
-    previous: AppUse | None, actor: Actor, now: float, grant: tuple[int, int, str]
+    previous: AppUse | None, actor: Actor, now: float, grant: tuple[int, int, str, bool]
 ) -> AppUse:
     """The app's use counted once more, by this process at this moment."""
     return AppUse(

@@ -135,3 +135,12 @@ class TokenSet:
             refresh_in_doubt=record.get("refresh_in_doubt") is True,
             refresh_kept=record.get("refresh_kept") is True,
         )
+
+
+def id_token_expiry(id_token: str) -> int:
+    """The `exp` of an ID token checked when it was received (0 when it has none)."""
+    import jwt  # the OAuth stack is loaded by the time a session has tokens
+
+    claims = jwt.decode(id_token, options={"verify_signature": False})
+    expires = claims.get("exp")
+    return int(expires) if isinstance(expires, int | float) else 0

@@ -35,6 +35,8 @@ from ...session.accounts import (
 )
 from ...session.errors import (
     AccountNotFound,
+    IdTokenNotAllowed,
+    IdTokenUnavailable,
     InvalidSignIn,
     NotConfigured,
     ProviderRefused,
@@ -81,6 +83,8 @@ _STATUS_OF: dict[type[SessionError], Status] = {
     TooManyNewTokens: Status.RESOURCE_EXHAUSTED,
     AppDenied: Status.PERMISSION_DENIED,
     ScopesNotAllowed: Status.PERMISSION_DENIED,
+    IdTokenNotAllowed: Status.PERMISSION_DENIED,
+    IdTokenUnavailable: Status.FAILED_PRECONDITION,
     UnknownApp: Status.NOT_FOUND,
 }
 _DECISION = {
@@ -197,6 +201,7 @@ class TokenBrokerServicer:
             audience=audience,
             actor=_actor(caller),
             entitlement=entitlement,
+            id_token=request.id_token,
         )
         return pb.GetTokenResponse(
             access_token=token.access_token,
@@ -204,6 +209,8 @@ class TokenBrokerServicer:
             expires_at_unix=token.expires_at,
             scopes=token.scopes,
             account=token.account,
+            id_token=token.id_token,
+            id_token_expires_at_unix=token.id_token_expires_at,
         )
 
     @_unary
@@ -346,8 +353,10 @@ class TokenBrokerServicer:
             raise InvalidRequest("accounts must not contain an empty id")
         scopes = _checked(check_scopes, list(request.scopes))
         decision = _DECISION_OF.get(request.decision)
+        if request.id_token and decision is not Decision.ALLOW:
+            raise InvalidRequest("the ID token can be allowed only with the decision allow")
         view, answered = await self._apps.decide(
-            request.app, decision, accounts, scopes, pin=request.pin
+            request.app, decision, accounts, scopes, pin=request.pin, id_token=request.id_token
         )
         self._audit.record(
             AuditEntry(
@@ -355,7 +364,11 @@ class TokenBrokerServicer:
                 Action.UPDATE if view.decided else Action.DELETE,
                 "app_policy",
                 resource_id=view.record.id,
-                payload={"decision": str(decision or "default"), "accounts": accounts},
+                payload={
+                    "decision": str(decision or "default"),
+                    "accounts": accounts,
+                    **({"with": "ID token"} if request.id_token else {}),
+                },
             )
         )
         use = self._session.keeper.app_use.get(view.record.id)
@@ -519,6 +532,7 @@ def _app(view: AppView, use: AppUse | None) -> pb.App:
         last_pid=use.last_pid if use else 0,
         waiting=view.waiting,
         sha256=rule.sha256,
+        id_token=rule.id_token,
     )
 
 

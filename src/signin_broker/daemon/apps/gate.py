@@ -237,6 +237,7 @@ class AppGate:
         scopes: Sequence[str] = (),
         *,
         pin: bool = False,
+        id_token: bool = False,
     ) -> tuple[AppView, int]:
         """Record the user's decision (None removes the entry); answer the app's waiting calls."""
         record = self.find(named)
@@ -245,7 +246,9 @@ class AppGate:
             rules.pop(record.id, None)
         else:
             sha256 = await self._pin_of(record) if pin else ""
-            rules[record.id] = AppRule(record.id, decision, tuple(accounts), tuple(scopes), sha256)
+            rules[record.id] = AppRule(
+                record.id, decision, tuple(accounts), tuple(scopes), sha256, id_token
+            )
         self.policy.save(rules)
         answered = 0
         effective = self._rule_of(record.id).decision  # the policy now holds `rules`
@@ -303,6 +306,7 @@ def _entitlement(rule: AppRule) -> Entitlement:
     return Entitlement(
         accounts=frozenset(rule.accounts) if rule.accounts else None,
         scopes=frozenset(rule.scopes) if rule.scopes else None,
+        id_token=rule.id_token,
     )
 
 

@@ -30,7 +30,7 @@ HEADER = """\
 # signin-broker app policy: which apps may get tokens from the broker.
 # decision: "allow", "deny" or "ask" (each request waits for `signin-broker apps allow|deny`).
 # accounts: only these accounts (default: all); scopes: at most these (default: the sign-in's);
-# sha256: only this build of the executable (or script).
+# sha256: only this build of the executable (or script); id_token: may have the ID token too.
 # Written by `signin-broker apps`; hand edits are read when the file changes.
 """
 
@@ -56,6 +56,7 @@ class AppRule:
     accounts: tuple[str, ...] = ()  # empty: every account
     scopes: tuple[str, ...] = ()  # empty: the scopes of the sign-in
     sha256: str = ""  # pins the program file; "" accepts any
+    id_token: bool = False  # may have the account's ID token as well (never by default)
 
 
 def parse(text: str, source: str = "apps.toml") -> dict[str, AppRule]:
@@ -85,7 +86,7 @@ def parse(text: str, source: str = "apps.toml") -> dict[str, AppRule]:
 def _rule(table: object) -> AppRule:
     if not isinstance(table, Mapping):
         raise TypeError("must be a table")
-    unknown = sorted(set(table) - {"app", "decision", "accounts", "scopes", "sha256"})
+    unknown = sorted(set(table) - {"app", "decision", "accounts", "scopes", "sha256", "id_token"})
     if unknown:
         raise ValueError(f"unknown key {unknown[0]!r}")
     app = table.get("app")
@@ -98,12 +99,18 @@ def _rule(table: object) -> AppRule:
     sha256 = table.get("sha256", "")
     if not isinstance(sha256, str) or (sha256 and not SHA256.fullmatch(sha256)):
         raise ValueError("sha256 must be 64 lower-case hex digits")
+    id_token = table.get("id_token", False)
+    if not isinstance(id_token, bool):
+        raise TypeError("id_token must be true or false")
+    if id_token and decision is not Decision.ALLOW:
+        raise ValueError('id_token = true needs decision = "allow"')
     return AppRule(
         app=app.strip(),
         decision=decision,
         accounts=_strings(table.get("accounts", []), "accounts"),
         scopes=tuple(check_scope(scope) for scope in _strings(table.get("scopes", []), "scopes")),
         sha256=sha256,
+        id_token=id_token,
     )
 
 
@@ -129,6 +136,8 @@ def render(rules: Iterable[AppRule]) -> str:
             lines.append(f"scopes = [{', '.join(map(_quoted, rule.scopes))}]")
         if rule.sha256:
             lines.append(f"sha256 = {_quoted(rule.sha256)}")
+        if rule.id_token:
+            lines.append("id_token = true")
         parts.append("\n".join(lines) + "\n")
     return "".join(parts)
 
