@@ -2,21 +2,91 @@
 
 The daemon answers unary calls as JSON over HTTP/1.1 on its socket (daemon.api.json_calls),
 behind the same kernel check as gRPC. A shell's `$(signin-broker token)` then pays for
-Python and this module, not for grpcio and protobuf (about 60 ms here).
+Python and this module, not for grpcio and protobuf (about 60 ms here). The other lean
+commands (exec, the credential helpers) ask through `fetch` too.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import socket
 import sys
+import time
 
 from ..locations import resolve_socket
-from ._failures import EXIT_FAILED, complain, not_running, not_signed_in, refused
+from ._failures import EXIT_FAILED, EXIT_USAGE, complain, not_running, not_signed_in, refused
 
 GET_TOKEN = "/signin_broker.v1.TokenBroker/GetToken"  # noqa: S105 - a path
 MAX_ANSWER_BYTES = 1 << 20
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# kubectl names the ExecCredential version it wants in KUBERNETES_EXEC_INFO.
+EXEC_CREDENTIAL_VERSIONS = (
+    "client.authentication.k8s.io/v1",
+    "client.authentication.k8s.io/v1beta1",
+)
+
+
+FORMATS = ("bare", "header", "json", "env", "exec-credential")
+DEFAULT_ENV_NAME = "SIGNIN_BROKER_TOKEN"
+
+
+def add_request_options(parser: argparse.ArgumentParser, min_ttl: int = 0) -> None:
+    """What a token is asked for with: account, scopes, lifetime left, audience."""
+    parser.add_argument("--account", default="", help="account id (default: the default account)")
+    parser.add_argument(
+        "--scope",
+        dest="scopes",
+        action="append",
+        default=[],
+        metavar="SCOPE",
+        help="a scope the token must carry; repeat for more",
+    )
+    parser.add_argument(
+        "--min-ttl",
+        type=int,
+        default=min_ttl,
+        metavar="SECONDS",
+        help=f"the token must stay valid at least this long (default {min_ttl})",
+    )
+    parser.add_argument(
+        "--audience", default="", metavar="URI", help="the resource the token is for (RFC 8707)"
+    )
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """The token command's options: the request's, then how to print it."""
+    add_request_options(parser)
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="bare",
+        help="bare: the token alone (default); header: an Authorization header line;"
+        " json: the token and its details; env: an `export NAME=...` line for eval;"
+        " exec-credential: a Kubernetes ExecCredential, for kubectl's exec plugin",
+    )
+    parser.add_argument(
+        "--id-token",
+        action="store_true",
+        help="the account's ID token instead, where the user allowed this app to have it"
+        " (`apps allow APP --id-token`); for kubectl's OIDC set-up",
+    )
+    parser.add_argument(
+        "--env-name",
+        default=DEFAULT_ENV_NAME,
+        metavar="NAME",
+        help=f"the variable --format env sets (default {DEFAULT_ENV_NAME})",
+    )
+
+
+class Refused(Exception):
+    """The token could not be had; `status` is the command's exit status (said already)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
 
 
 def json_call(path: str, method: str, body: bytes, timeout: float) -> tuple[int, bytes]:
@@ -52,37 +122,101 @@ def json_call(path: str, method: str, body: bytes, timeout: float) -> tuple[int,
     return status, rest[:length]
 
 
-def token(args: argparse.Namespace) -> int:
-    """Ask the daemon for a token and print it (bare, or as JSON with --json)."""
+def fetch(args: argparse.Namespace, **request: object) -> dict[str, object]:
+    """GetToken with the command's options (and these fields); Refused says why not."""
     path = resolve_socket(args.socket)
-    request = {
+    body = {
         "account": args.account,
         "scopes": args.scopes,
         "min_ttl_seconds": args.min_ttl,
         "audience": args.audience,
+        **request,
     }
     try:
-        status, answer = json_call(path, GET_TOKEN, json.dumps(request).encode(), args.timeout)
-        body = json.loads(answer or b"{}")
+        status, answer = json_call(path, GET_TOKEN, json.dumps(body).encode(), args.timeout)
+        issued = json.loads(answer or b"{}")
     except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
-        return not_running(path)
+        raise Refused(not_running(path)) from None
     except (OSError, ValueError, IndexError) as error:
         complain(f"unavailable: the daemon did not answer ({error})")
-        return EXIT_FAILED
+        raise Refused(EXIT_FAILED) from None
     if status == 401:
-        return not_signed_in(body.get("error", ""))
+        raise Refused(not_signed_in(issued.get("error", "")))
     if status != 200:
-        return refused(body.get("code", "unknown"), body.get("error", ""))
-    if args.json:
-        issued = {
-            "access_token": body.get("access_token", ""),
-            "token_type": body.get("token_type", ""),
-            "expires_at_unix": int(body.get("expires_at_unix", 0)),
-            "scopes": body.get("scopes", []),
-            "account": body.get("account", ""),
+        raise Refused(refused(issued.get("code", "unknown"), issued.get("error", "")))
+    return dict(issued)
+
+
+def token(args: argparse.Namespace) -> int:
+    """Ask the daemon for a token and print it in the format asked for."""
+    form = "json" if args.json else args.format
+    if form == "env" and not SHELL_NAME.fullmatch(args.env_name):
+        complain(f"--env-name must be a shell variable name, not {args.env_name!r}")
+        return EXIT_USAGE
+    version = ""
+    if form == "exec-credential":
+        try:
+            version = exec_credential_version(os.environ.get("KUBERNETES_EXEC_INFO", ""))
+        except ValueError as error:
+            complain(str(error))
+            return EXIT_USAGE
+    try:
+        issued = fetch(args, id_token=args.id_token)
+    except Refused as refusal:
+        return refusal.status
+    secret, expires = _presented(issued, args.id_token)
+    if form == "json":
+        shown = {
+            "access_token": issued.get("access_token", ""),
+            "token_type": issued.get("token_type", ""),
+            "expires_at_unix": int(str(issued.get("expires_at_unix", 0))),
+            "scopes": issued.get("scopes", []),
+            "account": issued.get("account", ""),
         }
-        json.dump(issued, sys.stdout, indent=2)
+        if args.id_token:
+            shown |= {"id_token": secret, "id_token_expires_at_unix": expires}
+        json.dump(shown, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    elif form == "header":
+        print(f"Authorization: Bearer {secret}")
+    elif form == "env":
+        import shlex
+
+        print(f"export {args.env_name}={shlex.quote(secret)}")
+    elif form == "exec-credential":
+        json.dump(exec_credential(version, secret, expires), sys.stdout)
         sys.stdout.write("\n")
     else:
-        print(body["access_token"])
+        print(secret)
     return 0
+
+
+def _presented(issued: dict[str, object], id_token: bool) -> tuple[str, int]:
+    """The secret to hand on (the access token, or the ID token) and when it expires."""
+    if id_token:
+        return str(issued.get("id_token", "")), int(str(issued.get("id_token_expires_at_unix", 0)))
+    return str(issued.get("access_token", "")), int(str(issued.get("expires_at_unix", 0)))
+
+
+def exec_credential_version(exec_info: str) -> str:
+    """The ExecCredential apiVersion kubectl asks for (KUBERNETES_EXEC_INFO), v1 by default."""
+    if not exec_info:
+        return EXEC_CREDENTIAL_VERSIONS[0]
+    try:
+        asked = json.loads(exec_info).get("apiVersion", "")
+    except (ValueError, AttributeError):
+        raise ValueError("KUBERNETES_EXEC_INFO is not a JSON object") from None
+    if asked not in EXEC_CREDENTIAL_VERSIONS:
+        raise ValueError(
+            f"kubectl asks for ExecCredential {asked!r}; this knows"
+            f" {' and '.join(EXEC_CREDENTIAL_VERSIONS)}"
+        )
+    return str(asked)
+
+
+def exec_credential(version: str, secret: str, expires_at: int) -> dict[str, object]:
+    """A Kubernetes ExecCredential carrying the token and its expiry (RFC 3339, UTC)."""
+    status: dict[str, object] = {"token": secret}
+    if expires_at:
+        status["expirationTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires_at))
+    return {"apiVersion": version, "kind": "ExecCredential", "status": status}

@@ -100,45 +100,6 @@ def _no_options(parser: argparse.ArgumentParser) -> None:
     del parser
 
 
-def _token_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--account", default="", help="account id (default: the default account)")
-    _repeatable(parser, "--scope", "a scope the token must carry")
-    parser.add_argument(
-        "--min-ttl",
-        type=int,
-        default=0,
-        metavar="SECONDS",
-        help="the token must stay valid at least this long",
-    )
-    parser.add_argument(
-        "--audience", default="", metavar="URI", help="the resource the token is for (RFC 8707)"
-    )
-
-
-def _token_format_options(parser: argparse.ArgumentParser) -> None:
-    _token_options(parser)
-    parser.add_argument(
-        "--format",
-        choices=TOKEN_FORMATS,
-        default="bare",
-        help="bare: the token alone (default); header: an Authorization header line;"
-        " json: the token and its details; env: an `export NAME=...` line for eval;"
-        " exec-credential: a Kubernetes ExecCredential, for kubectl's exec plugin",
-    )
-    parser.add_argument(
-        "--id-token",
-        action="store_true",
-        help="the account's ID token instead, where the user allowed this app to have it"
-        " (`apps allow APP --id-token`); for kubectl's OIDC set-up",
-    )
-    parser.add_argument(
-        "--env-name",
-        default=DEFAULT_ENV_NAME,
-        metavar="NAME",
-        help=f"the variable --format env sets (default {DEFAULT_ENV_NAME})",
-    )
-
-
 def _lean_options(module: str) -> Callable[[argparse.ArgumentParser], None]:
     """A lean command's options, from its own module (imported when the command runs)."""
 
@@ -340,7 +301,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
     ),
     "token": (
         "print an access token (for scripts; --format for headers, env, kubectl)",
-        _token_format_options,
+        _lean_options("_token"),
         _lean("_token", "token"),
     ),
     "exec": (
@@ -407,8 +368,6 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
 LEAN_COMMANDS = frozenset(
     {"token", "exec", "git-credential", "docker-credential", "proto", "completion"}
 )
-TOKEN_FORMATS = ("bare", "header", "json", "env", "exec-credential")
-DEFAULT_ENV_NAME = "SIGNIN_BROKER_TOKEN"
 
 
 def _repeatable(parser: argparse.ArgumentParser, flag: str, help_text: str) -> None:
