@@ -19,12 +19,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-import time
 
 from ._failures import EXIT_USAGE, complain
-from ._token import Refused, add_request_options, fetch
+from ._token import Refused, add_request_options, fetch, read_input, renew
 
-MAX_INPUT_BYTES = 64 * 1024
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
 
@@ -42,7 +40,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 def git_credential(args: argparse.Namespace) -> int:
     """Answer one request of git's credential protocol."""
     try:
-        request = _read_request(sys.stdin.buffer)
+        request = _parsed(read_input())
     except ValueError as error:
         complain(f"git-credential: {error}")
         return EXIT_USAGE
@@ -55,9 +53,8 @@ def git_credential(args: argparse.Namespace) -> int:
     token = str(issued["access_token"])
     if args.operation == "erase":
         if request.get("password") == token:  # the one the server refused: renew it
-            lasts = int(str(issued.get("expires_at_unix", 0))) - int(time.time())
             with contextlib.suppress(Refused):  # said; the next `get` tries again
-                fetch(args, min_ttl_seconds=max(lasts, 0) + 1)
+                renew(args)
         return 0
     expires = int(str(issued.get("expires_at_unix", 0)))
     sys.stdout.write(f"username={args.username}\npassword={token}\n")
@@ -66,11 +63,8 @@ def git_credential(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_request(stream: object) -> dict[str, str]:
-    """The `key=value` lines git sends, up to a blank line or the end (bounded)."""
-    data = stream.read(MAX_INPUT_BYTES + 1)  # type: ignore[attr-defined]
-    if len(data) > MAX_INPUT_BYTES:
-        raise ValueError(f"the request is larger than {MAX_INPUT_BYTES} bytes")
+def _parsed(data: bytes) -> dict[str, str]:
+    """The `key=value` lines git sends, up to a blank line or the end."""
     request: dict[str, str] = {}
     for line in data.decode("utf-8", "replace").split("\n"):
         if not line.strip():

@@ -147,6 +147,22 @@ def fetch(args: argparse.Namespace, **request: object) -> dict[str, object]:
     return dict(issued)
 
 
+def renew(args: argparse.Namespace) -> None:
+    """Tell the daemon a server refused its token, so the next fetch brings a renewed one.
+
+    The daemon renews at most once a quarter of the token's lifetime for refusals.
+    """
+    fetch(args, refused=True)
+
+
+def read_input(limit: int = 64 * 1024) -> bytes:
+    """What a tool sends on stdin, bounded (ValueError when it sends more)."""
+    given = sys.stdin.buffer.read(limit + 1)
+    if len(given) > limit:
+        raise ValueError(f"the request is larger than {limit} bytes")
+    return given
+
+
 def token(args: argparse.Namespace) -> int:
     """Ask the daemon for a token and print it in the format asked for."""
     form = "json" if args.json else args.format

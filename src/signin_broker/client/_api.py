@@ -152,12 +152,14 @@ class BrokerApi:
         min_ttl_seconds: int = 0,
         audience: str = "",
         id_token: bool = False,
+        refused: bool = False,
     ) -> pb.GetTokenRequest:
         """An access token of `account` (default account when empty).
 
         Fewer `scopes` than the sign-in's, or an `audience` (RFC 8707), give a
         down-scoped token, which the daemon keeps while it is valid. `id_token` asks
         for the account's ID token too: only an app the user allowed it gets it.
+        `refused`: a server refused the last token (HTTP 401); the daemon renews it.
         """
         return pb.GetTokenRequest(
             account=account,
@@ -165,6 +167,7 @@ class BrokerApi:
             min_ttl_seconds=min_ttl_seconds,
             audience=audience,
             id_token=id_token,
+            refused=refused,
         )
 
     @unary("GetStatus", Status.from_proto)

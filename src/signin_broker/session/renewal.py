@@ -105,8 +105,13 @@ class TokenKeeper:
         actor: Actor | None = None,
         entitlement: Entitlement = EVERYTHING,
         id_token: bool = False,
+        refused: bool = False,
     ) -> IssuedToken:
         """A token of the account (default when empty) valid for min_ttl seconds more.
+
+        `refused`: a server refused the token handed out last (HTTP 401); it is renewed
+        now, unless renewing for a refusal already happened within a quarter of its
+        lifetime (a server that refuses every token must not make the daemon hammer).
 
         With id_token, the account's ID token too, valid as long (IdTokenNotAllowed
         unless the caller's rule allows it; IdTokenUnavailable when the provider did
@@ -135,7 +140,7 @@ class TokenKeeper:
             app = actor.app if actor is not None else ""
             tokens = await self._scoped_token(account, (wanted, audience), min_ttl, app)
         else:
-            tokens = await self._main_token(account, min_ttl)
+            tokens = await self._main_token(account, min_ttl, refused=refused)
         identity = self._id_token(account, min_ttl) if id_token else ("", 0)
         if actor is not None:
             self._note_use(account, actor, tokens, audience, id_token)
@@ -163,11 +168,14 @@ class TokenKeeper:
         return token, expires_at
 
     async def _main_token(  # noqa: PLR0911 - each return is a different situation
-        self, account: Account, min_ttl: int
+        self, account: Account, min_ttl: int, *, refused: bool = False
     ) -> TokenSet:
         tokens = account.tokens
         now = self._clock()
-        if not tokens.wants_refresh(now, min_ttl):
+        if refused:
+            if tokens.renewed_within_a_quarter(now):
+                return tokens  # renewed for a refusal (or by schedule) just now: no more
+        elif not tokens.wants_refresh(now, min_ttl):
             return tokens  # the common case: no lock, no await
         if tokens.renewal_would_hammer(now, min_ttl):  # issue 14, finding 5
             raise TokenLifetimeTooShort(tokens.lifetime, min_ttl)

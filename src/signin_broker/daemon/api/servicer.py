@@ -202,6 +202,7 @@ class TokenBrokerServicer:
             actor=_actor(caller),
             entitlement=entitlement,
             id_token=request.id_token,
+            refused=request.refused,
         )
         return pb.GetTokenResponse(
             access_token=token.access_token,
