@@ -258,6 +258,8 @@ def test_the_wheel_works_in_a_fresh_venv_without_the_source_tree(tmp_path: Path)
     assert proto.read_bytes() == (REPO / "proto/signin_broker/v1/broker.proto").read_bytes()
     for helper in ("git-credential-signin-broker", "docker-credential-signin-broker"):
         assert (venv / "bin" / helper).exists()
+    for page in ("signin-broker.1", "signin-brokerd.1"):  # `man signin-broker` finds them
+        assert (venv / "share" / "man" / "man1" / page).is_file()
     socket_path = tmp_path / "run" / "broker.sock"
     daemon = DaemonProcess(socket_path)
     daemon.args[0] = str(venv / "bin" / "python")  # the installed daemon, not this tree's
