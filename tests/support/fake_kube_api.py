@@ -1,0 +1,130 @@
+"""A loopback fake of a Kubernetes API server for kubectl's exec-plugin tests.
+
+HTTPS (kubectl sends an exec plugin's token only over TLS) with a certificate made
+here for 127.0.0.1; any GET is answered 200 when its bearer token is one the stub
+provider issued and still honours, and 401 otherwise, as an API server with OIDC or
+webhook token authentication does.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import ssl
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from signin_broker.testing import StubProvider
+
+
+class FakeKubeApi:
+    """Serves https://127.0.0.1:PORT; `tokens` holds each accepted request's token."""
+
+    def __init__(self, folder: Path, stub: StubProvider) -> None:
+        self.stub = stub
+        self.tokens: list[str] = []
+        self.certificate = folder / "kube-api.pem"
+        key_file = folder / "kube-api.key"
+        _self_signed(self.certificate, key_file)
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self.certificate, key_file)
+        self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> FakeKubeApi:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                scheme, _, token = self.headers.get("Authorization", "").partition(" ")
+                valid = scheme == "Bearer" and api.stub.access_token_info(token) is not None
+                if valid:
+                    api.tokens.append(token)
+                body = json.dumps(
+                    {"kind": "Status", "status": "Success" if valid else "Failure"}
+                ).encode()
+                self.send_response(200 if valid else 401)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        return Handler
+
+
+def _self_signed(certificate: Path, key_file: Path) -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    issued = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    certificate.write_bytes(issued.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+
+
+def kubeconfig(path: Path, api: FakeKubeApi, command: list[str], exec_api_version: str) -> Path:
+    """A kubeconfig whose one user gets its credential from `command` (an exec plugin)."""
+    user: dict[str, object] = {
+        "apiVersion": exec_api_version,
+        "command": command[0],
+        "args": command[1:],
+    }
+    if exec_api_version.endswith("/v1"):
+        user["interactiveMode"] = "Never"  # required from v1 on
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "fake",
+                "cluster": {"server": api.url, "certificate-authority": str(api.certificate)},
+            }
+        ],
+        "users": [{"name": "broker", "user": {"exec": user}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "broker"}}],
+        "current-context": "fake",
+    }
+    path.write_text(json.dumps(config))  # JSON is YAML
+    return path
