@@ -1,0 +1,73 @@
+"""`BrokerAuth` for requests: each request carries a token from the broker.
+
+    import requests
+    from signin_broker.requests import BrokerAuth
+
+    requests.get("https://api.example.com/me", auth=BrokerAuth())
+
+As with the httpx one (signin_broker.httpx): the token is asked for per request, and
+on a 401 the broker is told it was refused, renews it, and the request is sent once
+more with the new token (the way requests' own digest auth answers a 401). Install
+with `pip install signin-broker[requests]`.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Iterable
+from typing import Any
+
+import requests
+from requests.auth import AuthBase
+
+from .client import BrokerClient
+from .client._channel import DEFAULT_TIMEOUT_SECONDS
+
+
+class BrokerAuth(AuthBase):
+    """A requests auth that asks the broker for the token of `account` (default: the default)."""
+
+    def __init__(
+        self,
+        account: str = "",
+        *,
+        scopes: Iterable[str] = (),
+        audience: str = "",
+        socket_path: str | os.PathLike[str] | None = None,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    ) -> None:
+        self.account, self.scopes, self.audience = account, tuple(scopes), audience
+        self._broker = BrokerClient(socket_path, timeout=timeout)
+        self._resent: weakref.WeakSet[requests.PreparedRequest] = weakref.WeakSet()
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        request.headers["Authorization"] = self._token().authorization
+        request.hooks["response"].append(self._once_more_on_401)
+        return request
+
+    def _token(self, *, refused: bool = False) -> Any:
+        return self._broker.get_token(
+            self.account, scopes=self.scopes, audience=self.audience, refused=refused
+        )
+
+    def _once_more_on_401(self, response: requests.Response, **send: Any) -> requests.Response:
+        sent = response.request
+        if response.status_code != requests.codes.unauthorized or sent in self._resent:
+            return response  # a second 401 stands
+        renewed = self._token(refused=True)
+        if sent.headers.get("Authorization") == renewed.authorization:
+            return response  # the daemon kept the token: nothing new to try
+        response.content  # noqa: B018 - consume, so the connection can be reused
+        response.close()
+        again = sent.copy()
+        again.headers["Authorization"] = renewed.authorization
+        self._resent.add(again)
+        retried: requests.Response = response.connection.send(again, **send)
+        retried.history.append(response)
+        retried.request = again
+        return retried
+
+    def close(self) -> None:
+        """Close the broker connection."""
+        self._broker.close()

@@ -1,0 +1,123 @@
+"""BrokerAuth for httpx (sync and async) and requests, against a loopback resource server."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+import requests
+
+from signin_broker.client import BrokerClient, BrokerError, DaemonNotRunning
+from signin_broker.httpx import BrokerAuth as HttpxAuth
+from signin_broker.requests import BrokerAuth as RequestsAuth
+from signin_broker.testing import StubProvider
+from support.protected_api import ProtectedApi
+from support.signin import signed_in_daemon
+
+
+def with_httpx(api: ProtectedApi, socket_path: Path) -> tuple[int, dict]:
+    auth = HttpxAuth(socket_path=socket_path)
+    with httpx.Client(auth=auth) as http:
+        answer = http.post(api.url, content=b'{"hello": 1}')
+    auth.close()
+    return answer.status_code, answer.json()
+
+
+def with_async_httpx(api: ProtectedApi, socket_path: Path) -> tuple[int, dict]:
+    async def run() -> tuple[int, dict]:
+        auth = HttpxAuth(socket_path=socket_path)
+        async with httpx.AsyncClient(auth=auth) as http:
+            answer = await http.post(api.url, content=b'{"hello": 1}')
+        await auth.aclose()
+        return answer.status_code, answer.json()
+
+    return asyncio.run(run())
+
+
+def with_requests(api: ProtectedApi, socket_path: Path) -> tuple[int, dict]:
+    auth = RequestsAuth(socket_path=socket_path)
+    answer = requests.post(api.url, data=b'{"hello": 1}', auth=auth, timeout=10)
+    auth.close()
+    return answer.status_code, answer.json()
+
+
+CLIENTS: dict[str, Callable[[ProtectedApi, Path], tuple[int, dict]]] = {
+    "httpx": with_httpx,
+    "httpx-async": with_async_httpx,
+    "requests": with_requests,
+}
+
+
+def token_of(socket_path: Path) -> str:
+    with BrokerClient(socket_path) as client:
+        return client.get_token().access_token
+
+
+@pytest.mark.parametrize("name", list(CLIENTS))
+def test_the_request_carries_the_brokers_token(
+    name: str, stub: StubProvider, socket_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    with ProtectedApi(stub) as api:
+        status, me = CLIENTS[name](api, socket_path)
+    assert (status, me["sub"]) == (200, "1001")
+    assert api.seen == [token_of(socket_path)]
+    daemon.stop()
+
+
+@pytest.mark.parametrize("name", list(CLIENTS))
+def test_a_401_renews_the_token_once_and_sends_again(
+    name: str, stub: StubProvider, socket_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    first = token_of(socket_path)
+    refreshes = len(stub.token_requests("refresh_token"))
+    with ProtectedApi(stub) as api:
+        api.refuse.add(first)
+        status, me = CLIENTS[name](api, socket_path)
+    assert (status, me["sub"]) == (200, "1001")
+    assert len(stub.token_requests("refresh_token")) == refreshes + 1
+    assert api.seen == [first, token_of(socket_path)] and api.seen[1] != first
+    daemon.stop()
+
+
+@pytest.mark.parametrize("name", list(CLIENTS))
+def test_a_second_401_is_the_callers_with_no_loop(
+    name: str, stub: StubProvider, socket_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    with ProtectedApi(stub) as api:
+        api.refuse_all = True
+        status, body = CLIENTS[name](api, socket_path)
+        assert (status, body) == (401, {"error": "invalid_token"})
+        assert len(api.seen) == 2  # the first try and one resend, with a renewed token
+        again, _ = CLIENTS[name](api, socket_path)  # within a quarter: no second renewal
+        assert again == 401 and len(api.seen) == 3
+    daemon.stop()
+
+
+def test_a_denied_app_or_no_daemon_raises_the_sdks_errors(
+    stub: StubProvider, socket_path: Path, folder: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path, "--new-apps", "deny")
+    with ProtectedApi(stub) as api:
+        with pytest.raises(BrokerError, match="app policy denies"):
+            with_httpx(api, socket_path)
+        with pytest.raises(DaemonNotRunning):
+            with_requests(api, folder / "nothing.sock")
+        assert api.seen == []
+    daemon.stop()
+
+
+def test_importing_the_sdk_loads_neither_http_library() -> None:
+    probe = (
+        "import sys, signin_broker, signin_broker.client\n"
+        "assert 'httpx' not in sys.modules and 'requests' not in sys.modules, sys.modules.keys()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
