@@ -109,8 +109,10 @@ def percentile(samples: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
 
 
-def one_shots(commands: list[list[str]], runs: int, check: bool = True) -> list[float]:
-    """Median wall time of each whole command, process start to exit.
+def one_shots(
+    commands: list[list[str]], runs: int, check: bool = True, given: bytes = b""
+) -> list[float]:
+    """Median wall time of each whole command, process start to exit (`given` on stdin).
 
     The runs are interleaved, so the machine's slow moments fall on all of them alike.
     """
@@ -118,7 +120,7 @@ def one_shots(commands: list[list[str]], runs: int, check: bool = True) -> list[
     for _ in range(runs):
         for args, samples in zip(commands, times, strict=True):
             began = time.perf_counter()
-            subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=check)
+            subprocess.run(args, input=given, capture_output=True, check=check)
             samples.append(time.perf_counter() - began)
     return [statistics.median(samples) for samples in times]
 
@@ -175,6 +177,34 @@ def sign_in(begin_url: str) -> None:
             if "/callback" in url or not response.has_redirect_location:
                 return
             url = str(response.url.join(response.headers["location"]))
+
+
+def helper_rows(broker_socket: str, python_pass: float) -> list[str]:
+    """The tool bridges' one-shots (each reads its request on stdin), beside python -c pass."""
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "signin-broker"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "docker.toml").write_text('[registries."registry.example.com"]\n')
+    lines = []
+    for label, command, given in (
+        ("`token --format exec-credential`", ["signin-broker", "token", "--format",
+                                             "exec-credential"], b""),
+        ("git-credential-signin-broker get", ["git-credential-signin-broker", "get"],
+         b"protocol=https\nhost=git.example.com\n\n"),
+        ("docker-credential-signin-broker get", ["docker-credential-signin-broker", "get"],
+         b"registry.example.com\n"),
+    ):  # fmt: skip
+        program = [str(BIN / command[0]), "--socket", broker_socket, *command[1:]]
+        (seconds,) = one_shots([program], 21, given=given)
+        lines.append(
+            row(
+                f"{label} (ms)",
+                f"{python_pass * 1000:.0f}",
+                f"{seconds * 1000:.0f}",
+                f"{seconds / python_pass:.2f}x",
+                "`python -c pass`; as `token`",
+            )
+        )
+    return lines
 
 
 def incumbent_rows(stub: StubProvider, curl: list[str], curl_token: float) -> list[str]:
@@ -318,6 +348,7 @@ def main() -> None:
                     f"{target} `{name}`",
                 )
             )
+        lines += helper_rows(broker_socket, python_pass)
         lines += incumbent_rows(stub, curl, curl_token)
         lines.append(
             row(
