@@ -15,45 +15,29 @@ once more with the new one; a second 401 is the caller's to see. Works with
 
 from __future__ import annotations
 
-import functools
-import os
-from collections.abc import AsyncGenerator, Generator, Iterable
+from collections.abc import AsyncGenerator, Generator
 
 import httpx
 
 from .client import AsyncBrokerClient, BrokerClient
-from .client._channel import DEFAULT_TIMEOUT_SECONDS
+from .client._http_auth import TokenRequest
 
 
-class BrokerAuth(httpx.Auth):
+class BrokerAuth(TokenRequest, httpx.Auth):
     """An httpx auth that asks the broker for the token of `account` (default: the default)."""
 
     requires_request_body = True  # read once, so the request can be sent again after a 401
-
-    def __init__(
-        self,
-        account: str = "",
-        *,
-        scopes: Iterable[str] = (),
-        audience: str = "",
-        socket_path: str | os.PathLike[str] | None = None,
-        timeout: float = DEFAULT_TIMEOUT_SECONDS,
-    ) -> None:
-        self.account, self.scopes, self.audience = account, tuple(scopes), audience
-        self._socket_path, self._timeout = socket_path, timeout
-        self._sync: BrokerClient | None = None
-        self._async: AsyncBrokerClient | None = None
+    _sync: BrokerClient | None = None
+    _async: AsyncBrokerClient | None = None
 
     def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response]:
         if self._sync is None:
-            self._sync = BrokerClient(self._socket_path, timeout=self._timeout)
-        ask = functools.partial(self._sync.get_token, self.account, scopes=self.scopes,
-                                audience=self.audience)  # fmt: skip
-        sent = ask()
+            self._sync = BrokerClient(self.socket_path, timeout=self.timeout)
+        sent = self.ask(self._sync)
         request.headers["Authorization"] = sent.authorization
         response = yield request
         if response.status_code == httpx.codes.UNAUTHORIZED:
-            renewed = ask(refused=True)
+            renewed = self.ask(self._sync, refused=True)
             if renewed.access_token != sent.access_token:
                 request.headers["Authorization"] = renewed.authorization
                 yield request
@@ -62,14 +46,12 @@ class BrokerAuth(httpx.Auth):
         self, request: httpx.Request
     ) -> AsyncGenerator[httpx.Request, httpx.Response]:
         if self._async is None:
-            self._async = AsyncBrokerClient(self._socket_path, timeout=self._timeout)
-        ask = functools.partial(self._async.get_token, self.account, scopes=self.scopes,
-                                audience=self.audience)  # fmt: skip
-        sent = await ask()
+            self._async = AsyncBrokerClient(self.socket_path, timeout=self.timeout)
+        sent = await self.ask(self._async)
         request.headers["Authorization"] = sent.authorization
         response = yield request
         if response.status_code == httpx.codes.UNAUTHORIZED:
-            renewed = await ask(refused=True)
+            renewed = await self.ask(self._async, refused=True)
             if renewed.access_token != sent.access_token:
                 request.headers["Authorization"] = renewed.authorization
                 yield request

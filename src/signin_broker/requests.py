@@ -13,33 +13,23 @@ with `pip install signin-broker[requests]`.
 
 from __future__ import annotations
 
-import os
 import weakref
-from collections.abc import Iterable
 from typing import Any
 
 import requests
 from requests.auth import AuthBase
 
 from .client import BrokerClient
-from .client._channel import DEFAULT_TIMEOUT_SECONDS
+from .client._http_auth import TokenRequest
+
+# The requests sent once more after a 401: a second 401 on one of them stands.
+_RESENT: weakref.WeakSet[requests.PreparedRequest] = weakref.WeakSet()
 
 
-class BrokerAuth(AuthBase):
+class BrokerAuth(TokenRequest, AuthBase):
     """A requests auth that asks the broker for the token of `account` (default: the default)."""
 
-    def __init__(
-        self,
-        account: str = "",
-        *,
-        scopes: Iterable[str] = (),
-        audience: str = "",
-        socket_path: str | os.PathLike[str] | None = None,
-        timeout: float = DEFAULT_TIMEOUT_SECONDS,
-    ) -> None:
-        self.account, self.scopes, self.audience = account, tuple(scopes), audience
-        self._broker = BrokerClient(socket_path, timeout=timeout)
-        self._resent: weakref.WeakSet[requests.PreparedRequest] = weakref.WeakSet()
+    _broker: BrokerClient | None = None
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
         request.headers["Authorization"] = self._token().authorization
@@ -47,13 +37,13 @@ class BrokerAuth(AuthBase):
         return request
 
     def _token(self, *, refused: bool = False) -> Any:
-        return self._broker.get_token(
-            self.account, scopes=self.scopes, audience=self.audience, refused=refused
-        )
+        if self._broker is None:
+            self._broker = BrokerClient(self.socket_path, timeout=self.timeout)
+        return self.ask(self._broker, refused=refused)
 
     def _once_more_on_401(self, response: requests.Response, **send: Any) -> requests.Response:
         sent = response.request
-        if response.status_code != requests.codes.unauthorized or sent in self._resent:
+        if response.status_code != requests.codes.unauthorized or sent in _RESENT:
             return response  # a second 401 stands
         renewed = self._token(refused=True)
         if sent.headers.get("Authorization") == renewed.authorization:
@@ -62,7 +52,7 @@ class BrokerAuth(AuthBase):
         response.close()
         again = sent.copy()
         again.headers["Authorization"] = renewed.authorization
-        self._resent.add(again)
+        _RESENT.add(again)
         retried: requests.Response = response.connection.send(again, **send)
         retried.history.append(response)
         retried.request = again
@@ -70,4 +60,5 @@ class BrokerAuth(AuthBase):
 
     def close(self) -> None:
         """Close the broker connection."""
-        self._broker.close()
+        if self._broker is not None:
+            self._broker.close()

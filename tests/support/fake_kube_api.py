@@ -12,8 +12,7 @@ import datetime
 import ipaddress
 import json
 import ssl
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from cryptography import x509
@@ -22,9 +21,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from signin_broker.testing import StubProvider
+from support.loopback_http import LoopbackServer, QuietHandler, honoured
 
 
-class FakeKubeApi:
+class FakeKubeApi(LoopbackServer):
     """Serves https://127.0.0.1:PORT; `tokens` holds each accepted request's token."""
 
     def __init__(self, folder: Path, stub: StubProvider) -> None:
@@ -33,34 +33,18 @@ class FakeKubeApi:
         self.certificate = folder / "kube-api.pem"
         key_file = folder / "kube-api.key"
         _self_signed(self.certificate, key_file)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(self.certificate, key_file)
-        self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"https://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> FakeKubeApi:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(self._handler(), tls=context)
+        self.url = self.origin
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 scheme, _, token = self.headers.get("Authorization", "").partition(" ")
-                valid = scheme == "Bearer" and api.stub.access_token_info(token) is not None
+                valid = scheme == "Bearer" and honoured(api.stub, token)
                 if valid:
                     api.tokens.append(token)
                 body = json.dumps(

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import base64
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from signin_broker.testing import StubProvider
+from support.loopback_http import LoopbackServer, QuietHandler, honoured
 
 HTTP_BACKEND = "/usr/lib/git-core/git-http-backend"
 
 
-class GitServer:
+class GitServer(LoopbackServer):
     """Serves the bare repositories under `root` at http://127.0.0.1:PORT/<name>.git."""
 
     def __init__(self, root: Path, stub: StubProvider) -> None:
@@ -26,28 +26,13 @@ class GitServer:
         self.stub = stub
         self.seen: list[tuple[str, str]] = []  # (username, token) of each accepted request
         self.refuse: set[str] = set()  # tokens answered 401 although valid
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> GitServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(self._handler())
+        self.url = self.origin
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 self._serve()
 
@@ -107,7 +92,7 @@ class GitServer:
             username, _, token = base64.b64decode(encoded).decode().partition(":")
         except ValueError:
             return None
-        if token in self.refuse or self.stub.access_token_info(token) is None:
+        if token in self.refuse or not honoured(self.stub, token):
             return None
         return username, token
 

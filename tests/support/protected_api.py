@@ -8,40 +8,25 @@ revocation the broker has not seen yet. `seen` keeps each request's token.
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from signin_broker.testing import StubProvider
+from support.loopback_http import LoopbackServer, QuietHandler, honoured
 
 
-class ProtectedApi:
+class ProtectedApi(LoopbackServer):
     def __init__(self, stub: StubProvider) -> None:
         self.stub = stub
         self.seen: list[str] = []
         self.refuse: set[str] = set()
         self.refuse_all = False
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/me"
-
-    def __enter__(self) -> ProtectedApi:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(self._handler())
+        self.url = self.origin + "/me"
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 self._answer()
 
@@ -52,9 +37,9 @@ class ProtectedApi:
             def _answer(self) -> None:
                 _, _, token = self.headers.get("Authorization", "").partition("Bearer ")
                 api.seen.append(token)
-                info = api.stub.access_token_info(token)
-                refused = api.refuse_all or token in api.refuse or info is None
-                body = json.dumps({"error": "invalid_token"} if refused else info).encode()
+                refused = api.refuse_all or token in api.refuse or not honoured(api.stub, token)
+                info = {"error": "invalid_token"} if refused else api.stub.access_token_info(token)
+                body = json.dumps(info).encode()
                 self.send_response(401 if refused else 200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
