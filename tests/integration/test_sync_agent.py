@@ -1,0 +1,85 @@
+"""The headless example (examples/sync_agent.py): renewals, a revocation, a new sign-in.
+
+A background program with no terminal and no display keeps working on the broker's
+tokens, stops calling when the provider ends the session, and resumes by itself when
+the person signs in again; it never runs an OAuth flow of its own.
+"""
+
+from __future__ import annotations
+
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx2
+
+from signin_broker.testing import StubProvider
+from signin_broker.testing.browser import Browser
+from support.signin import sign_in, signed_in_daemon
+
+AGENT = Path(__file__).parents[2] / "examples" / "sync_agent.py"
+
+
+class Lines:
+    """The agent's stdout, read in a thread, awaited line by line (bounded waits)."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self._lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        assert process.stdout is not None
+        threading.Thread(target=self._read, args=(process.stdout,), daemon=True).start()
+
+    def _read(self, stream: object) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            self._lines.put(line.rstrip("\n"))
+
+    def wait_for(self, text: str, timeout: float = 30) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            self.seen.append(line)
+            if text in line:
+                return line
+        raise AssertionError(f"no line with {text!r}; saw {self.seen}")
+
+
+def userinfo_calls(stub: StubProvider) -> int:
+    return sum(1 for r in stub.requests if r.path.endswith("/userinfo") and r.method == "GET")
+
+
+def test_the_agent_pauses_at_a_revocation_and_resumes_at_the_next_sign_in(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path, "--revalidate-seconds", "2")
+    userinfo = httpx2.get(stub.discovery_url, timeout=10).json()["userinfo_endpoint"]
+    agent = subprocess.Popen(
+        [sys.executable, str(AGENT), userinfo, "--interval", "0.2"],
+        env={"SIGNIN_BROKER_SOCKET": str(socket_path), "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    lines = Lines(agent)
+    try:
+        lines.wait_for("synced as Alice Example")
+        stub.revoke_user("1001")
+        lines.wait_for("paused: the provider ended the session")
+        calls = userinfo_calls(stub)
+        time.sleep(1.0)  # five of its intervals
+        assert userinfo_calls(stub) == calls  # it stopped calling
+        with Browser() as browser:
+            sign_in(browser, daemon)
+        lines.wait_for("resumed: user:1001 signed in again")
+        lines.wait_for("synced as Alice Example")
+        assert len(stub.token_requests("authorization_code")) == 2  # the person's two, no more
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        code = agent.wait(30)
+    assert code == 0
+    lines.wait_for("stopped")
+    daemon.stop()
