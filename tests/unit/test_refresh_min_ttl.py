@@ -65,7 +65,7 @@ def test_a_min_ttl_within_the_lifetime_still_renews_when_the_token_falls_short()
         assert (await session.keeper.get_token("", (), 1800)).access_token == "at-1"
         clock.now += 1801  # the renewed token falls short again: renewed again
         assert (await session.keeper.get_token("", (), 1800)).access_token == "at-2"
-        assert len(provider.refreshes) == 2
+        assert provider.refreshes == ["rt-0", "rt-1"]
 
     asyncio.run(run())
 
@@ -109,21 +109,25 @@ def test_min_ttl_of_half_the_lifetime_is_served_as_often_as_it_is_asked() -> Non
     asyncio.run(run())
 
 
-def test_a_refused_token_is_renewed_at_once_but_not_again_within_a_quarter() -> None:
+@pytest.mark.parametrize("audience", ["", API], ids=["main", "down-scoped"])
+def test_a_refused_token_is_renewed_at_once_but_not_again_within_a_quarter(audience: str) -> None:
     """A server that refuses every token (401) makes at most one renewal per 15 s here."""
 
     async def run() -> None:
         clock = Clock()
         provider, tokens = sixty_second_session(clock)
         session, _ = await signed_in(clock, provider, stored_account(clock, tokens))
-        renewed = await session.keeper.get_token("", (), 0, refused=True)  # brand new, refused
-        assert renewed.access_token == "at-1"
+
+        async def refused() -> str:
+            issued = await session.keeper.get_token("", (), 0, audience=audience, refused=True)
+            return issued.access_token
+
+        assert await refused() == "at-1"  # brand new (or not yet held), refused: renewed
         for _ in range(100):  # refused again and again, 0.1 s apart: 10 s in all
             clock.now += 0.1
-            again = await session.keeper.get_token("", (), 0, refused=True)
-            assert again.access_token == "at-1"
+            assert await refused() == "at-1"
         clock.now += 5.1  # past a quarter of the lifetime since the renewal
-        assert (await session.keeper.get_token("", (), 0, refused=True)).access_token == "at-2"
+        assert await refused() == "at-2"
         assert provider.refreshes == ["rt-0", "rt-1"]
 
     asyncio.run(run())

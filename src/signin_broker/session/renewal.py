@@ -138,7 +138,7 @@ class TokenKeeper:
         wanted = frozenset(scopes)
         if audience or (wanted and wanted != frozenset(account.tokens.scopes)):
             app = actor.app if actor is not None else ""
-            tokens = await self._scoped_token(account, (wanted, audience), min_ttl, app)
+            tokens = await self._scoped_token(account, (wanted, audience), min_ttl, app, refused)
         else:
             tokens = await self._main_token(account, min_ttl, refused=refused)
         identity = self._id_token(account, min_ttl) if id_token else ("", 0)
@@ -172,10 +172,7 @@ class TokenKeeper:
     ) -> TokenSet:
         tokens = account.tokens
         now = self._clock()
-        if refused:
-            if tokens.renewed_within_a_quarter(now):
-                return tokens  # renewed for a refusal (or by schedule) just now: no more
-        elif not tokens.wants_refresh(now, min_ttl):
+        if tokens.serves(now, min_ttl, refused):
             return tokens  # the common case: no lock, no await
         if tokens.renewal_would_hammer(now, min_ttl):  # issue 14, finding 5
             raise TokenLifetimeTooShort(tokens.lifetime, min_ttl)
@@ -237,11 +234,11 @@ class TokenKeeper:
         return renewed
 
     async def _scoped_token(
-        self, account: Account, key: ScopedKey, min_ttl: int, app: str
+        self, account: Account, key: ScopedKey, min_ttl: int, app: str, refused: bool
     ) -> TokenSet:
         cached = account.scoped.get(key)
         now = self._clock()
-        if cached is not None and not cached.wants_refresh(now, min_ttl):
+        if cached is not None and cached.serves(now, min_ttl, refused):
             return cached  # no provider round trip while it is good
         if cached is not None and cached.renewal_would_hammer(now, min_ttl):
             raise TokenLifetimeTooShort(cached.lifetime, min_ttl)  # as in _main_token
@@ -255,7 +252,7 @@ class TokenKeeper:
             raise
         try:
             async with self._refresh_turn(account):
-                token = await self._fetch_scoped(account, key, min_ttl)
+                token = await self._fetch_scoped(account, key, min_ttl, refused)
         except ProviderUnreachable:
             if cached is not None and cached.lasts(self._clock(), min_ttl):
                 return cached
@@ -277,10 +274,12 @@ class TokenKeeper:
         finally:
             account.refresh_lock.release()
 
-    async def _fetch_scoped(self, account: Account, key: ScopedKey, min_ttl: int) -> TokenSet:
+    async def _fetch_scoped(
+        self, account: Account, key: ScopedKey, min_ttl: int, refused: bool
+    ) -> TokenSet:
         """A new down-scoped token (the caller holds the account's lock)."""
         cached = account.scoped.get(key)
-        if cached is not None and not cached.wants_refresh(self._clock(), min_ttl):
+        if cached is not None and cached.serves(self._clock(), min_ttl, refused):
             return cached  # a caller ahead in the queue fetched it
         scopes, audience = key
         try:

@@ -92,9 +92,15 @@ class TokenSet:
         """At or past 75 % of the lifetime, or not lasting min_ttl seconds more."""
         return self.is_due(now) or not self.lasts(now, min_ttl)
 
-    def renewed_within_a_quarter(self, now: float) -> bool:
-        """Whether these tokens came from a renewal less than a quarter of their lifetime ago."""
-        return self.from_refresh and now - self.issued_at < self.lifetime / 4
+    def serves(self, now: float, min_ttl: float, refused: bool = False) -> bool:
+        """Whether these tokens may be handed out as they are, with no renewal.
+
+        `refused`: a server refused them (HTTP 401); they are renewed, unless they came
+        from a renewal less than a quarter of their lifetime ago (no hammering).
+        """
+        if refused:
+            return self.from_refresh and now - self.issued_at < self.lifetime / 4
+        return not self.wants_refresh(now, min_ttl)
 
     def renewal_would_hammer(self, now: float, min_ttl: float) -> bool:
         """Whether renewing these just-renewed tokens for a caller's min_ttl is refused.
