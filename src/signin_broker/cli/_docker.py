@@ -64,11 +64,10 @@ def _answer(args: argparse.Namespace, server: str, settings: dict[str, object]) 
     """The registry's token (get), or its renewal (erase: the registry refused it)."""
     args.account, args.scopes = settings["account"], settings["scopes"]
     args.audience, args.min_ttl = settings["audience"], 60
-    issued = fetch(args)
-    if args.operation == "erase":
+    if args.operation == "erase":  # docker sends no secret to compare: tell the daemon
         renew(args)
         return 0
-    secret = issued["access_token"]
+    secret = fetch(args)["access_token"]
     json.dump({"ServerURL": server, "Username": settings["username"], "Secret": secret}, sys.stdout)
     return 0
 
