@@ -109,14 +109,20 @@ def _lean_options(module: str) -> Callable[[argparse.ArgumentParser], None]:
     return add_options
 
 
-def _lean(module: str, function: str) -> Callable[..., int]:
-    """A command on the JSON path: standard library only, no gRPC SDK to import."""
+class _Lean:
+    """A command on the JSON path: standard library only, no gRPC SDK to import.
 
-    def run(args: argparse.Namespace) -> int:
-        command: Callable[[argparse.Namespace], int] = getattr(_lean_module(module), function)
+    main() runs it with the arguments alone, before any client is made.
+    """
+
+    def __init__(self, module: str, function: str) -> None:
+        self._module, self._function = module, function
+
+    def __call__(self, args: argparse.Namespace) -> int:
+        command: Callable[[argparse.Namespace], int] = getattr(
+            _lean_module(self._module), self._function
+        )
         return command(args)
-
-    return run
 
 
 def _lean_module(name: str) -> Any:
@@ -302,22 +308,22 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
     "token": (
         "print an access token (for scripts; --format for headers, env, kubectl)",
         _lean_options("_token"),
-        _lean("_token", "token"),
+        _Lean("_token", "token"),
     ),
     "exec": (
         "run a command with a fresh access token in its environment",
         _lean_options("_exec"),
-        _lean("_exec", "exec_command"),
+        _Lean("_exec", "exec_command"),
     ),
     "git-credential": (
         "git's credential helper: `git config credential.helper signin-broker`",
         _lean_options("_git"),
-        _lean("_git", "git_credential"),
+        _Lean("_git", "git_credential"),
     ),
     "docker-credential": (
         "docker's credential helper protocol (get, store, erase, list)",
         _lean_options("_docker"),
-        _lean("_docker", "docker_credential"),
+        _Lean("_docker", "docker_credential"),
     ),
     "login": ("sign in through the web browser", _login_options, _command("login")),
     "logout": ("sign out", _logout_options, _command("logout")),
@@ -339,12 +345,12 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
     "completion": (
         'print the shell\'s completion script: eval "$(signin-broker completion bash)"',
         _lean_options("_completion"),
-        _lean("_completion", "completion"),
+        _Lean("_completion", "completion"),
     ),
     "proto": (
         "print the path of the API's broker.proto, for apps in other languages",
         _no_options,
-        _lean("_proto", "proto"),
+        _Lean("_proto", "proto"),
     ),
     "install-service": (
         "run the daemon as a user service (systemd socket activation, or launchd)",
@@ -362,12 +368,6 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
         _client_secret,
     ),
 }
-
-
-# The commands that take the JSON path (cli/_token.py's json_call), standard library only.
-LEAN_COMMANDS = frozenset(
-    {"token", "exec", "git-credential", "docker-credential", "proto", "completion"}
-)
 
 
 def _repeatable(parser: argparse.ArgumentParser, flag: str, help_text: str) -> None:
@@ -403,7 +403,7 @@ def _actions(parser: argparse.ArgumentParser) -> Callable[[str, str], argparse.A
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status."""
     args = _parse(argv)
-    if args.command in LEAN_COMMANDS:  # one JSON call on the socket, no gRPC to import
+    if isinstance(args.run, _Lean):  # no gRPC to import, no client to make
         lean: int = args.run(args)
         return lean
     from ..client import BrokerClient, BrokerError, DaemonNotRunning, NotSignedIn
