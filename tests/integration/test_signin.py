@@ -70,6 +70,28 @@ def test_provider_declining_gives_a_page_and_an_event(
     assert "declined" in failed.detail
 
 
+def test_the_providers_error_description_arrives_as_printable_text_only(
+    broker: DaemonProcess, stub: StubProvider, browser: Browser
+) -> None:
+    """It reaches the page and the event, but no control character (a log or terminal
+    escape) and no more than 200 characters of it."""
+    state = begun_state(browser, broker, stub)
+    said = "Not a member of workspace 7\n\x1b[2Jforged line\r" + "x" * 500
+    with BrokerClient(broker.socket_path) as client:
+        events = client.watch_events(timeout=20)
+        next(events)
+        page = browser.get(
+            broker.web_url + CALLBACK,
+            params={"state": state, "error": "access_denied", "error_description": said},
+        )
+        failed = next(events)
+    assert failed.kind is EventKind.SIGN_IN_FAILED
+    assert "Not a member of workspace 7" in failed.detail and "forged line" in failed.detail
+    assert not any(c in failed.detail for c in "\n\r\x1b")
+    assert failed.detail.count("x") <= 200
+    assert "Not a member of workspace 7" in page.text and "\x1b" not in page.text
+
+
 def test_a_replayed_callback_is_refused(
     broker: DaemonProcess, stub: StubProvider, browser: Browser
 ) -> None:
