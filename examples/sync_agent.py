@@ -57,6 +57,8 @@ class Agent:
                 self.signed_in.clear()
                 self.say("paused: nobody is signed in; waiting for a sign-in")
             return
+        if not self.signed_in.is_set():  # the session ended while the broker answered
+            return
         async with httpx2.AsyncClient(timeout=10) as http:
             answer = await http.get(self.url, headers={"Authorization": token.authorization})
         if answer.status_code == 200:
@@ -65,29 +67,35 @@ class Agent:
             self.say(f"the server answered HTTP {answer.status_code}; trying again later")
 
 
+async def sync_forever(agent: Agent, interval: float, rounds: int | None) -> int:
+    done = 0
+    try:
+        while rounds is None or done < rounds:
+            await agent.sync_once()
+            done += 1
+            await asyncio.sleep(interval)
+    except BrokerError as error:  # e.g. the app is denied: `signin-broker apps` says why
+        agent.say(f"the broker refused: {error.message}")
+        return 1
+    return 0
+
+
 async def run(url: str, account: str, interval: float, rounds: int | None) -> int:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
     async with AsyncBrokerClient() as broker:
         agent = Agent(broker, url, account)
         following = asyncio.create_task(agent.follow_the_session())
-        stopping = asyncio.create_task(stop.wait())
-        done = 0
+        syncing = asyncio.create_task(sync_forever(agent, interval, rounds))
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):  # stops it even while paused
+            loop.add_signal_handler(signum, syncing.cancel)
         try:
-            while not stop.is_set() and (rounds is None or done < rounds):
-                await agent.sync_once()
-                done += 1
-                await asyncio.wait([stopping], timeout=interval)
-        except BrokerError as error:  # e.g. the app is denied: `signin-broker apps` says why
-            agent.say(f"the broker refused: {error.message}")
-            return 1
+            code = await syncing
+        except asyncio.CancelledError:
+            code = 0
         finally:
             following.cancel()
-            stopping.cancel()
     agent.say("stopped")
-    return 0
+    return code
 
 
 if __name__ == "__main__":

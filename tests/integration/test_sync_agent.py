@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx2
 
+from signin_broker import BrokerClient
 from signin_broker.testing import StubProvider
 from signin_broker.testing.browser import Browser
 from support.signin import sign_in, signed_in_daemon
@@ -54,21 +55,26 @@ def userinfo_calls(stub: StubProvider) -> int:
     return sum(1 for r in stub.requests if r.path.endswith("/userinfo") and r.method == "GET")
 
 
+def start_agent(socket_path: Path, url: str) -> tuple[subprocess.Popen[str], Lines]:
+    agent = subprocess.Popen(
+        [sys.executable, str(AGENT), url, "--interval", "0.2"],
+        env={"SIGNIN_BROKER_SOCKET": str(socket_path), "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    return agent, Lines(agent)
+
+
 def test_the_agent_pauses_at_a_revocation_and_resumes_at_the_next_sign_in(
     stub: StubProvider, socket_path: Path
 ) -> None:
     daemon = signed_in_daemon(stub, socket_path, "--revalidate-seconds", "2")
     userinfo = httpx2.get(stub.discovery_url, timeout=10).json()["userinfo_endpoint"]
-    agent = subprocess.Popen(
-        [sys.executable, str(AGENT), userinfo, "--interval", "0.2"],
-        env={"SIGNIN_BROKER_SOCKET": str(socket_path), "PATH": "/usr/bin:/bin"},
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    lines = Lines(agent)
+    agent, lines = start_agent(socket_path, userinfo)
     try:
         lines.wait_for("synced as Alice Example")
         stub.revoke_user("1001")
         lines.wait_for("paused: the provider ended the session")
+        time.sleep(0.5)  # a call already on its way when the event came may still land
         calls = userinfo_calls(stub)
         time.sleep(1.0)  # five of its intervals
         assert userinfo_calls(stub) == calls  # it stopped calling
@@ -80,6 +86,26 @@ def test_the_agent_pauses_at_a_revocation_and_resumes_at_the_next_sign_in(
     finally:
         agent.send_signal(signal.SIGTERM)
         code = agent.wait(30)
+    assert code == 0
+    lines.wait_for("stopped")
+    daemon.stop()
+
+
+def test_the_agent_stops_on_sigterm_while_it_waits_for_a_sign_in(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    userinfo = httpx2.get(stub.discovery_url, timeout=10).json()["userinfo_endpoint"]
+    agent, lines = start_agent(socket_path, userinfo)
+    try:
+        lines.wait_for("synced as Alice Example")
+        with BrokerClient(socket_path) as client:
+            assert client.sign_out().was_signed_in
+        lines.wait_for("paused:")
+        time.sleep(0.5)  # its loop is now parked on the sign-in it waits for
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        code = agent.wait(10)
     assert code == 0
     lines.wait_for("stopped")
     daemon.stop()
