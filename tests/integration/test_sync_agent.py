@@ -1,4 +1,4 @@
-"""The headless example (examples/sync_agent.py): renewals, a revocation, a new sign-in.
+"""The headless example (signin_broker.examples.sync_agent): renewals, a revocation, a new sign-in.
 
 A background program with no terminal and no display keeps working on the broker's
 tokens, stops calling when the provider ends the session, and resumes by itself when
@@ -7,11 +7,9 @@ the person signs in again; it never runs an OAuth flow of its own.
 
 from __future__ import annotations
 
-import queue
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -20,35 +18,10 @@ import httpx2
 from signin_broker import BrokerClient
 from signin_broker.testing import StubProvider
 from signin_broker.testing.browser import Browser
+from signin_broker.testing.lines import Lines
 from support.signin import sign_in, signed_in_daemon
 
-AGENT = Path(__file__).parents[2] / "examples" / "sync_agent.py"
-
-
-class Lines:
-    """The agent's stdout, read in a thread, awaited line by line (bounded waits)."""
-
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        self._lines: queue.Queue[str] = queue.Queue()
-        self.seen: list[str] = []
-        assert process.stdout is not None
-        threading.Thread(target=self._read, args=(process.stdout,), daemon=True).start()
-
-    def _read(self, stream: object) -> None:
-        for line in stream:  # type: ignore[attr-defined]
-            self._lines.put(line.rstrip("\n"))
-
-    def wait_for(self, text: str, timeout: float = 30) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            self.seen.append(line)
-            if text in line:
-                return line
-        raise AssertionError(f"no line with {text!r}; saw {self.seen}")
+AGENT = "signin_broker.examples.sync_agent"
 
 
 def userinfo_calls(stub: StubProvider) -> int:
@@ -57,11 +30,12 @@ def userinfo_calls(stub: StubProvider) -> int:
 
 def start_agent(socket_path: Path, url: str) -> tuple[subprocess.Popen[str], Lines]:
     agent = subprocess.Popen(
-        [sys.executable, str(AGENT), url, "--interval", "0.2"],
+        [sys.executable, "-m", AGENT, url, "--interval", "0.2"],
         env={"SIGNIN_BROKER_SOCKET": str(socket_path), "PATH": "/usr/bin:/bin"},
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
-    return agent, Lines(agent)
+    assert agent.stdout is not None
+    return agent, Lines(agent.stdout)
 
 
 def test_the_agent_pauses_at_a_revocation_and_resumes_at_the_next_sign_in(
