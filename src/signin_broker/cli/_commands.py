@@ -317,10 +317,13 @@ def apps(client: BrokerClient, args: argparse.Namespace) -> int:
             scopes=getattr(args, "scopes", ()),
             pin=getattr(args, "pin", False),
             id_token=getattr(args, "id_token", False),
+            once=getattr(args, "once", False),
         )
         if args.json:
             return _print_json(app)
         said = f"{app.id}: {app.decision.value}" + ("" if app.decided else " (the default)")
+        if getattr(args, "once", False):
+            said = f"{app.id}: {args.action} this once"
         if answered:
             said += f"; answered its waiting request{'s' if answered > 1 else ''}"
         print(said, file=sys.stderr)

@@ -15,9 +15,9 @@ from pathlib import Path
 from .._version import __version__
 from ..client import BrokerClient
 from ..conformance import hooks, registry
+from ..conformance.catalog import BY_NAME
 from ..conformance.runner import run_surface
 from ..conformance.stage import CALLBACK, Target
-from ..conformance.surfaces import BY_NAME
 from ..locations import default_state_dir
 from ._failures import EXIT_USAGE
 

@@ -110,8 +110,9 @@ def _lean_options(module: str) -> Callable[[argparse.ArgumentParser], None]:
 
 
 class _Lean:
-    """A command on the JSON path: standard library only, no gRPC SDK to import.
+    """A command that makes its own connection: no SDK client for it to import or close.
 
+    The JSON-path commands use the standard library only; the TUI an asyncio client.
     main() runs it with the arguments alone, before any client is made.
     """
 
@@ -229,6 +230,12 @@ def _apps_options(parser: argparse.ArgumentParser) -> None:
     ):
         sub = action(name, text)
         sub.add_argument("app", help="the app: its id, its path, or a file name of one app")
+        if name in ("allow", "deny"):
+            sub.add_argument(
+                "--once",
+                action="store_true",
+                help="answer only its waiting request and record nothing: the next one asks",
+            )
         if name == "allow":
             _repeatable(sub, "--account", "only this account")
             _repeatable(sub, "--scope", "at most this scope")
@@ -341,6 +348,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
         "show recent audit rows: who got tokens, what changed",
         _audit_options,
         _command("audit"),
+    ),
+    "tui": (
+        "a full-screen terminal UI: accounts, sign-in with a code, apps waiting for you",
+        _lean_options("_tui"),
+        _Lean("_tui", "tui"),
     ),
     "completion": (
         'print the shell\'s completion script: eval "$(signin-broker completion bash)"',

@@ -238,11 +238,13 @@ class BrokerApi:
         scopes: Iterable[str] = (),
         pin: bool = False,
         id_token: bool = False,
+        once: bool = False,
     ) -> pb.SetAppPolicyRequest:
         """Record the user's decision for an app; returns it and how many waiting calls it answered.
 
         AppDecision.UNSPECIFIED removes the app's entry so the default applies again.
         `id_token` (with ALLOW) lets the app have the account's ID token as well.
+        `once` (ALLOW or DENY) answers only the requests waiting now and records nothing.
         """
         return pb.SetAppPolicyRequest(
             app=app,
@@ -251,6 +253,7 @@ class BrokerApi:
             scopes=list(scopes),
             pin=pin,
             id_token=id_token,
+            once=once,
         )
 
     @unary("SetDefaultAccount", lambda response: Account.from_proto(response.account))

@@ -24,7 +24,7 @@ CASE_IDS: tuple[str, ...] = tuple(
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 _STATUSES = (PASS, FAIL, SKIP)
 
-SURFACES: tuple[str, ...] = ("web", "cli", "desktop", "tv")
+SURFACES: tuple[str, ...] = ("web", "cli", "desktop", "tv", "tui", "backend")
 
 _NOT_RUN = "-"
 _CELL_WIDTH = 4

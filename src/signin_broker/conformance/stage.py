@@ -10,7 +10,9 @@ from __future__ import annotations
 import functools
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import httpx2
@@ -36,6 +38,15 @@ PERSON = StubUser(
 
 
 REVALIDATE_SECONDS = 20
+
+
+class Closeable(Protocol):
+    """What a surface starts for a stage and the stage ends: a terminal, a service."""
+
+    def close(self) -> object: ...
+
+
+Part = TypeVar("Part", bound=Closeable)
 
 
 class Skip(Exception):
@@ -70,6 +81,7 @@ class Stage:
         self.daemon: DaemonProcess | None = None
         self.browser = Browser()
         self._client: BrokerClient | None = None
+        self._parts: dict[str, Closeable] = {}
         try:
             issuer, self.client_id = target.issuer, target.client_id
             if not issuer:
@@ -118,6 +130,13 @@ class Stage:
             self._client = BrokerClient(self.running.socket_path, timeout=30)
         return self._client
 
+    def part(self, name: str, start: Callable[[], Part]) -> Part:
+        """What a surface runs for this stage (its TUI, its service): started once, closed last."""
+        if name not in self._parts:
+            self._parts[name] = start()
+        part = self._parts[name]
+        return part  # type: ignore[return-value]
+
     def provider_origin(self) -> str:
         """scheme://host:port of the identity provider."""
         parts = urlsplit(self.issuer)
@@ -137,6 +156,8 @@ class Stage:
         A daemon that outlives STOP_SECONDS after SIGTERM is killed, and that is
         reported (AssertionError) once all else is cleaned up: it is a defect.
         """
+        for part in self._parts.values():
+            part.close()
         if self._client is not None:
             self._client.close()
         self.browser.close()

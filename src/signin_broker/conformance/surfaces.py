@@ -302,6 +302,3 @@ class Tv(Desktop):
     def daemon_serves(self, stage: Stage) -> bool:
         """GetToken alone: a token the provider refuses but the daemon still hands out counts."""
         return super().request(stage) is not None
-
-
-BY_NAME: dict[str, Surface] = {surface.name: surface for surface in (Web(), Cli(), Desktop(), Tv())}

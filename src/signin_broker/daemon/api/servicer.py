@@ -62,7 +62,7 @@ from ...session.validation import (
 )
 from ...store.audit import Action, Actor, AuditEntry, AuditRow
 from ...v1 import broker_pb2 as pb
-from ..apps.gate import AppDenied, AppGate, AppView, UnknownApp
+from ..apps.gate import AppDenied, AppGate, AppView, NothingWaits, UnknownApp
 from ..apps.policy import Decision
 from ..audit_trail import AuditTrail
 from ..callers.identity import Caller
@@ -86,6 +86,7 @@ _STATUS_OF: dict[type[SessionError], Status] = {
     IdTokenNotAllowed: Status.PERMISSION_DENIED,
     IdTokenUnavailable: Status.FAILED_PRECONDITION,
     UnknownApp: Status.NOT_FOUND,
+    NothingWaits: Status.FAILED_PRECONDITION,
 }
 _DECISION = {
     Decision.ALLOW: pb.APP_DECISION_ALLOW,
@@ -356,6 +357,21 @@ class TokenBrokerServicer:
         decision = _DECISION_OF.get(request.decision)
         if request.id_token and decision is not Decision.ALLOW:
             raise InvalidRequest("the ID token can be allowed only with the decision allow")
+        if request.once:
+            if decision not in (Decision.ALLOW, Decision.DENY) or request.id_token or request.pin:
+                raise InvalidRequest("an answer for once is allow or deny, without rules")
+            view, answered = self._apps.answer_once(request.app, decision)
+            self._audit.record(
+                AuditEntry(
+                    _actor(caller),
+                    Action.UPDATE,
+                    "app_policy",
+                    resource_id=view.record.id,
+                    payload={"decision": f"{decision} once", "answered": answered},
+                )
+            )
+            use = self._session.keeper.app_use.get(view.record.id)
+            return pb.SetAppPolicyResponse(app=_app(view, use), answered=answered)
         view, answered = await self._apps.decide(
             request.app, decision, accounts, scopes, pin=request.pin, id_token=request.id_token
         )

@@ -38,6 +38,10 @@ class UnknownApp(SessionError):
     """No known app matches what the user named (or more than one does)."""
 
 
+class NothingWaits(SessionError):
+    """An answer for this request only, and no request of the app waits for one."""
+
+
 @dataclass
 class AppRecord:
     """An app as the daemon knows it: its identity, use since start, and any waiting request."""
@@ -228,6 +232,16 @@ class AppGate:
             f"{named!r} matches {len(matches)} apps; name one by its id:"
             f" {', '.join(sorted(m.id for m in matches))}"
         )
+
+    def answer_once(self, named: str, decision: Decision) -> tuple[AppView, int]:
+        """Answer the app's waiting requests without recording a rule: the next one asks again."""
+        record = self.find(named)
+        if record.answer is None:
+            raise NothingWaits(f"no request of {record.name} waits for an answer")
+        record.answer.set_result(decision)
+        record.answer, answered = None, record.waiters
+        log.info("app answered once", extra={"app": record.id, "decision": str(decision)})
+        return self._view(record), answered
 
     async def decide(
         self,
