@@ -21,7 +21,7 @@ from prompt_toolkit.styles import Style
 
 from ..client import AppDecision, AsyncBrokerClient, BrokerError
 from .board import Board, Question, Tone
-from .screen import STYLES, draw
+from .screen import STYLES, app_name, draw
 
 TICK_SECONDS = 1.0  # countdowns and waiting apps
 RETRY_SECONDS = 2.0  # a daemon that is away is asked again this often
@@ -220,13 +220,13 @@ class Tui:
         waiting = self.board.waiting
         if not waiting or self.board.showing_sign_in is not None:
             return
-        app = waiting[0].id
+        app, name = waiting[0].id, app_name(waiting[0])
         decision = AppDecision.DENY if answer == "deny" else AppDecision.ALLOW
 
         async def decide() -> str:
             _, answered = await self.broker.set_app_policy(app, decision, once=answer == "once")
             said = {"once": "allowed this once", "always": "allowed", "deny": "denied"}[answer]
-            return f"{app}: {said} ({answered} waiting request{'s' * (answered != 1)} answered)"
+            return f"{name}: {said} ({answered} waiting request{'s' * (answered != 1)} answered)"
 
         self._do(decide)
 

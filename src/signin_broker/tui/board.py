@@ -117,7 +117,9 @@ class Board:
         elif event.kind is EventKind.SIGN_IN_PROGRESS and mine and self.sign_in is not None:
             self.sign_in.progress = event.detail
         elif event.kind is EventKind.REVOKED:
-            self.say(f"{event.account}: the provider ended the session. {event.detail}", Tone.BAD)
+            self.say(
+                f"{event.account}: {event.detail or 'the provider ended the session'}", Tone.BAD
+            )
         elif event.kind is EventKind.SIGNED_OUT and event.account:
             self.say(f"{event.account}: {event.detail or 'signed out'}")
         elif event.kind in (EventKind.DEGRADED, EventKind.RECOVERED):

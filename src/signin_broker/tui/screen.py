@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import textwrap
 import time
+from pathlib import PurePath
 
 from ..client import Account, App, AppDecision
 from .board import Board, SignInView, Tone
@@ -30,7 +31,7 @@ STYLES = {
     "dim": "italic",
 }
 KEYS_HOME: tuple[tuple[str, str], ...] = (
-    ("s", "sign in (code)"),
+    ("s", "sign in"),
     ("b", "browser link"),
     ("↑↓", "select"),
     ("d", "default"),
@@ -40,6 +41,7 @@ KEYS_HOME: tuple[tuple[str, str], ...] = (
 )
 BESIDE_QR = 38  # columns the steps need beside the QR code
 KEYS_SIGN_IN = (("esc", "back"), ("q", "quit"))
+KEYS_AWAY = (("q", "quit"),)
 KEYS_ASK = (("y", "allow once"), ("a", "allow always"), ("n", "deny"))
 KEYS_QUESTION = (("y", "yes"), ("n", "no"))
 
@@ -92,9 +94,10 @@ def _header(board: Board) -> Line:
 
 
 def _unreachable(board: Board) -> list[Line]:
+    said = [] if "not running" in board.unreachable else [[("", f" ({board.unreachable})")]]
     return [
         [("class:bad", " The signin-broker daemon is not running.")],
-        [("", f" ({board.unreachable})")],
+        *said,
         [],
         [("", " Start it with one of:")],
         [("class:key", "   systemctl --user start signin-broker.socket")],
@@ -129,14 +132,22 @@ def _home(board: Board, now: float) -> list[Line]:
     if waiting:
         lines.append([("class:heading", " Waiting for your answer")])
         for app in waiting:
-            lines.append([("class:ask", f" ! {app.id}"), ("", " asks for a token")])
-        lines.append([("", "   "), *_key_hints(KEYS_ASK), ("", f"   (answers {waiting[0].id})")])
+            lines.append(
+                [
+                    ("class:ask", f" ! {app_name(app)}"),
+                    ("", " asks for a token  "),
+                    ("class:dim", app.id),
+                ]
+            )
+        lines.append(
+            [("", "   "), *_key_hints(KEYS_ASK), ("", f"(answers {app_name(waiting[0])})")]
+        )
         lines.append([])
     lines.append([("class:heading", " Apps")])
     if not board.apps:
         lines.append([("class:dim", " No app has asked for a token yet.")])
     for app in board.apps:
-        lines.append([("", " " + _app_line(app))])
+        lines.append([("", " " + _app_line(app)), ("class:dim", f"  {app.id}")])
     return lines
 
 
@@ -163,7 +174,12 @@ def _app_line(app: App) -> str:
     }.get(app.decision, "default")
     used = time.strftime("%H:%M:%S", time.localtime(app.last_used_unix))
     last = f"{app.tokens_issued} tokens, last at {used}" if app.last_used_unix else "no tokens yet"
-    return f"{app.id}  {decision}  {last}"
+    return f"{app_name(app)}  {decision}  {last}"
+
+
+def app_name(app: App) -> str:
+    """What a person calls an app: its script's or program's file name (the id says the rest)."""
+    return PurePath(app.script.removeprefix("-m ") or app.executable).name or app.id
 
 
 def _sign_in(view: SignInView, width: int, room: int, now: float) -> list[Line]:
@@ -237,7 +253,13 @@ def _message(board: Board) -> Line:
 
 
 def _keys(board: Board) -> Line:
-    keys = KEYS_SIGN_IN if board.showing_sign_in is not None else KEYS_HOME
+    keys: tuple[tuple[str, str], ...]
+    if board.unreachable:
+        keys = KEYS_AWAY
+    elif board.showing_sign_in is not None:
+        keys = KEYS_SIGN_IN
+    else:
+        keys = KEYS_HOME
     return [("", " "), *_key_hints(keys)]
 
 
