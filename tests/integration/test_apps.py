@@ -312,3 +312,27 @@ def test_audit_rows_outlive_a_logout_and_go_with_a_removal(
     assert code == 0
     assert not [row for row in json.loads(out) if row["target_account"] == "user:1001"]
     daemon.stop()
+
+
+def test_an_answer_for_once_records_nothing_and_needs_a_waiting_request(
+    stub: StubProvider, socket_path: Path, tmp_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path, "--new-apps", "ask")
+    mail = App(tmp_path, "mail")
+    waiting = mail.start(socket_path, "token")
+    wait_until_waiting(socket_path, mail)
+    code, _, err = cli(daemon, "apps", "allow", "--once", mail.id)
+    assert code == 0 and "allow this once" in err
+    assert outcome(waiting)["account"] == "user:1001"
+    assert (
+        not policy_path(socket_path).exists() or mail.id not in policy_path(socket_path).read_text()
+    )
+    code, _, err = cli(daemon, "apps", "deny", "--once", mail.id)  # nothing waits now
+    assert code != 0 and "no request of" in err and "waits for an answer" in err
+    again = mail.start(socket_path, "token")  # it asks again: the answer was for once
+    wait_until_waiting(socket_path, mail)
+    code, _, _ = cli(daemon, "apps", "deny", "--once", mail.id)
+    assert code == 0
+    assert outcome(again)["code"] == "PERMISSION_DENIED"
+    assert daemon.alive
+    daemon.stop()

@@ -74,10 +74,22 @@ def test_a_case_that_cannot_apply_is_a_skip_with_its_reason_and_the_grid_keeps_e
         "status": "SKIP",
         "reason": "no --issuer given: this case runs against a staging provider",
     }
+    terminal = signin_broker(
+        "conformance", "--surface", "tui", "--surface", "backend", "--case", "N4", "--json",
+        "--registry", str(registry), timeout=120,
+    )  # fmt: skip
+    assert terminal.returncode == 0, terminal.stderr
+    rows = {row["surface"]: row for row in map(json.loads, terminal.stdout.splitlines())}
+    assert rows["tui"]["cases"]["N4"] == {
+        "status": "SKIP",
+        "reason": "a device sign-in never sends a browser back: no redirect_to to forge",
+    }
+    assert rows["backend"]["cases"]["N4"]["status"] == "PASS"  # its sign-in is the page's
     page = registry.with_suffix(".html").read_text()
     assert cells_of(page, "web")["N4"] == "pass"
     assert cells_of(page, "tv")["N4"] == "skip"
-    assert [r.surface for r in read(registry)] == ["web", "tv"]
+    assert cells_of(page, "tui")["N4"] == "skip"
+    assert [r.surface for r in read(registry)] == ["web", "tv", "tui", "backend"]
 
 
 def test_a_broken_registry_is_reported_before_any_case_runs(tmp_path: Path) -> None:

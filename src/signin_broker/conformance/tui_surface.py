@@ -119,7 +119,6 @@ def _read_attempt(shown: str) -> Attempt | None:
     after = next((n for n, line in enumerate(lines) if line.endswith("and enter the code")), -1)
     code = lines[after + 1].split()[-1] if 0 <= after < len(lines) - 1 and lines[after + 1] else ""
     address = _found(r"Open (https?://\S+)$", shown)
-    address = address or _found(r"(https?://\S+) on another device$", shown)
     expiry = re.search(r"expires in (\d+):(\d\d)", shown)
     interval = _found(r"Checking every (\d+) s", shown)
     if not (code and address and expiry and interval):

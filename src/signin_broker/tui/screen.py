@@ -191,12 +191,11 @@ def _sign_in(view: SignInView, width: int, room: int, now: float) -> list[Line]:
     qr = half_block_rows(start.url) if start.device and not view.failure else []
     beside = bool(qr) and len(qr) + 1 <= room and len(qr[0]) + 3 + BESIDE_QR <= width
     if start.device:
-        where = "the address below" if beside else f"{start.verification_uri}"
         steps: list[Line] = [
             [("class:heading", "Sign in with a code")],
             [],
             [("", "Scan the QR code with a phone, or open" if beside else "Open")],
-            [("class:key" if not beside else "", f"{where} on another device")],
+            [("", "the address below on another device")],
             [("", "and enter the code")],
             [("class:code", f" {start.user_code} ")],
             [],
@@ -210,8 +209,16 @@ def _sign_in(view: SignInView, width: int, room: int, now: float) -> list[Line]:
             [],
         ]
     steps += _sign_in_progress(view, now, width - 2)
+    address = [  # in full: split over lines when the terminal is narrower than it
+        [("", " "), ("class:key", part)]
+        for part in textwrap.wrap(
+            f"Open {start.verification_uri}", width - 1, break_on_hyphens=False
+        )
+    ]
+    if not start.device:
+        address = []
     if not beside:
-        return [[("", " "), *line] for line in steps]
+        return [[("", " "), *line] for line in steps] + address
     blank = " " * len(qr[0])
     joined: list[Line] = [
         [
@@ -222,7 +229,7 @@ def _sign_in(view: SignInView, width: int, room: int, now: float) -> list[Line]:
         ]
         for row in range(max(len(qr), len(steps)))
     ]
-    return [*joined, [("", " Open "), ("class:key", start.verification_uri)]]
+    return [*joined, *address]
 
 
 def _sign_in_progress(view: SignInView, now: float, width: int) -> list[Line]:
