@@ -18,6 +18,7 @@ import sys
 import httpx2
 
 from ..testing.lines import Lines
+from ..testing.processes import stop
 from .stage import Stage
 from .surfaces import OUTCOME_SECONDS, Attempt, Verdict, Web
 
@@ -52,12 +53,7 @@ class Service:
 
     def close(self) -> None:
         """SIGTERM, as systemd stops it; SIGKILL if it does not stop."""
-        self.process.terminate()
-        try:
-            self.process.wait(OUTCOME_SECONDS)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(OUTCOME_SECONDS)
+        stop(self.process, OUTCOME_SECONDS)
 
 
 class Backend(Web):

@@ -34,6 +34,13 @@ class Tui(Surface):
         """The stage's TUI, started for the workspace of the first sign-in asked of it."""
 
         def start() -> Terminal:
+            try:
+                import prompt_toolkit  # noqa: F401 - what `signin-broker tui` runs on
+                import pyte  # noqa: F401 - what reads its screen
+            except ImportError as error:
+                raise AssertionError(
+                    f"the tui surface needs {error.name}: pip install 'signin-broker[conformance]'"
+                ) from None
             command = [
                 sys.executable,
                 "-m",

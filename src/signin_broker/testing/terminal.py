@@ -16,8 +16,12 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pyte
+from .processes import stop
+
+if TYPE_CHECKING:
+    import pyte
 
 SCREEN_SECONDS = 20.0  # what a step shows arrives well within this
 
@@ -33,7 +37,9 @@ class Terminal:
         columns: int = 80,
         rows: int = 24,
     ) -> None:
-        self.screen = pyte.Screen(columns, rows)
+        import pyte  # the [conformance] extra: only what drives a terminal needs it
+
+        self.screen: pyte.Screen = pyte.Screen(columns, rows)
         self._stream = pyte.ByteStream(self.screen)
         self._lock = threading.Lock()
         self._master, replica = os.openpty()
@@ -91,13 +97,7 @@ class Terminal:
 
     def close(self, timeout: float = 10.0) -> int:
         """End the program (SIGTERM, then SIGKILL) and the pty; its exit status."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout)
+        stop(self.process, timeout)
         os.close(self._master)
         self._reader.join(timeout)
         return self.process.returncode
