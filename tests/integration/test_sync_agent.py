@@ -28,9 +28,11 @@ def userinfo_calls(stub: StubProvider) -> int:
     return sum(1 for r in stub.requests if r.path.endswith("/userinfo") and r.method == "GET")
 
 
-def start_agent(socket_path: Path, url: str) -> tuple[subprocess.Popen[str], Lines]:
+def start_agent(
+    socket_path: Path, url: str, interval: float = 0.2
+) -> tuple[subprocess.Popen[str], Lines]:
     agent = subprocess.Popen(
-        [sys.executable, "-m", AGENT, url, "--interval", "0.2"],
+        [sys.executable, "-m", AGENT, url, "--interval", str(interval)],
         env={"SIGNIN_BROKER_SOCKET": str(socket_path), "PATH": "/usr/bin:/bin"},
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -82,4 +84,28 @@ def test_the_agent_stops_on_sigterm_while_it_waits_for_a_sign_in(
         code = agent.wait(10)
     assert code == 0
     lines.wait_for("stopped")
+    daemon.stop()
+
+
+def test_sigterm_right_after_a_wake_stops_the_agent_every_time(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    """A stop landing as a wake ends its wait is not lost.
+
+    The hang it guards against (asyncio.wait_for on Python 3.11 swallowing the
+    cancellation) showed in the grid's backend stages, after a resume and a wake; this
+    loop did not reproduce it on the old code, the grid's every stage close does.
+    """
+    daemon = signed_in_daemon(stub, socket_path)
+    userinfo = httpx2.get(stub.discovery_url, timeout=10).json()["userinfo_endpoint"]
+    for _ in range(5):
+        agent, lines = start_agent(socket_path, userinfo, interval=3600)
+        try:
+            lines.wait_for("synced as Alice Example")
+            agent.send_signal(signal.SIGUSR1)
+            lines.wait_for("synced as Alice Example")
+        finally:
+            agent.send_signal(signal.SIGTERM)
+            code = agent.wait(10)
+        assert code == 0
     daemon.stop()

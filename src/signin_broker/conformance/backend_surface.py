@@ -72,9 +72,14 @@ class Backend(Web):
         return super().begin(stage, redirect_to=redirect_to, workspace_id=workspace_id)
 
     def outcome(self, stage: Stage, attempt: Attempt, delivered: httpx2.Response | None) -> Verdict:
-        """The service's journal line about the sign-in."""
-        line = self.service(stage).lines.wait_for("sign-in: ", "a sign-in failed:")
-        return Verdict(line.startswith("sync-agent: sign-in: "), line)
+        """The service's journal line telling the outcome the page told the person.
+
+        Lines about other callbacks (a forged one refused meanwhile, N1) are passed
+        over; the service must learn this sign-in's outcome, or the case fails.
+        """
+        page = super().outcome(stage, attempt, delivered)
+        wanted = "sync-agent: sign-in: " if page.ok else "sync-agent: a sign-in failed:"
+        return Verdict(page.ok, self.service(stage).lines.wait_for(wanted))
 
     def request(self, stage: Stage) -> str | None:
         """A sync: the line naming the user; None when it did not sync or the server refused."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import signal
 import sys
 
@@ -43,6 +42,7 @@ class Agent:
         self.signed_in = asyncio.Event()
         self.signed_in.set()  # until told otherwise: the first call finds out
         self.woken = asyncio.Event()  # sync now: SIGUSR1, or the session is back
+        self.stopping = asyncio.Event()  # SIGTERM: end at the next pause
         self.asked = False  # the wake came from a person (SIGUSR1), who wants an answer
 
     @staticmethod
@@ -118,16 +118,31 @@ class Agent:
         """Sync every interval (or when woken) until stopped; 1 when the broker refuses the app."""
         calls = 0
         try:
-            while rounds is None or calls < rounds:
+            while not self.stopping.is_set() and (rounds is None or calls < rounds):
                 calls += await self.sync_once()
                 self.asked = False
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.woken.wait(), interval)
-                self.woken.clear()
+                await self._pause(interval)
         except BrokerError as error:  # e.g. the app is denied: `signin-broker apps` says why
             self.say(f"the broker refused: {error.message}")
             return 1
         return 0
+
+    async def _pause(self, interval: float) -> None:
+        """Until the interval ends, a wake, or a stop.
+
+        Not a task.cancel() from the signal handler: asyncio.wait_for on Python 3.11 can
+        swallow a cancellation that lands as its wait ends, and the agent then kept going.
+        """
+        waits = [
+            asyncio.ensure_future(self.woken.wait()),
+            asyncio.ensure_future(self.stopping.wait()),
+        ]
+        try:
+            await asyncio.wait(waits, timeout=interval, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        self.woken.clear()
 
 
 async def run(url: str, account: str, interval: float, rounds: int | None) -> int:
@@ -135,15 +150,12 @@ async def run(url: str, account: str, interval: float, rounds: int | None) -> in
     async with AsyncBrokerClient() as broker:
         agent = Agent(broker, url, account)
         following = asyncio.create_task(agent.follow_the_session())
-        syncing = asyncio.create_task(agent.sync_forever(interval, rounds))
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):  # stops it even while paused
-            loop.add_signal_handler(signum, syncing.cancel)
+            loop.add_signal_handler(signum, agent.stopping.set)
         loop.add_signal_handler(signal.SIGUSR1, lambda: agent.wake(asked=True))
         try:
-            code = await syncing
-        except asyncio.CancelledError:
-            code = 0
+            code = await agent.sync_forever(interval, rounds)
         finally:
             following.cancel()
     agent.say("stopped")
