@@ -17,8 +17,6 @@ if TYPE_CHECKING:
 
 BLACK_ON_WHITE = "\x1b[30;47m"
 RESET = "\x1b[0m"
-# (top dark, bottom dark) -> the character that draws them in the foreground colour
-_HALVES = {(False, False): " ", (True, False): "▀", (False, True): "▄", (True, True): "█"}
 
 
 def wants_colour(stream: TextIO) -> bool:
@@ -28,16 +26,7 @@ def wants_colour(stream: TextIO) -> bool:
 
 def terminal_qr(text: str, *, colour: bool) -> str:
     """The QR code of text as lines for a terminal (quiet zone included)."""
-    import segno  # only for `login --device`
+    from ..tui.qr import half_block_rows  # the TUI draws the same blocks
 
-    rows = [
-        [bool(module) for module in row]
-        for row in segno.make(text, error="m").matrix_iter(scale=1, border=2)
-    ]
-    if len(rows) % 2:
-        rows.append([False] * len(rows[0]))
-    lines = []
-    for top, bottom in zip(rows[::2], rows[1::2], strict=True):
-        drawn = "".join(_HALVES[pair] for pair in zip(top, bottom, strict=True))
-        lines.append(f"{BLACK_ON_WHITE}{drawn}{RESET}" if colour else drawn)
-    return "\n".join(lines)
+    rows = half_block_rows(text)
+    return "\n".join(f"{BLACK_ON_WHITE}{row}{RESET}" if colour else row for row in rows)

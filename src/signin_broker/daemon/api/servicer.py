@@ -361,31 +361,21 @@ class TokenBrokerServicer:
             if decision not in (Decision.ALLOW, Decision.DENY) or request.id_token or request.pin:
                 raise InvalidRequest("an answer for once is allow or deny, without rules")
             view, answered = self._apps.answer_once(request.app, decision)
-            self._audit.record(
-                AuditEntry(
-                    _actor(caller),
-                    Action.UPDATE,
-                    "app_policy",
-                    resource_id=view.record.id,
-                    payload={"decision": f"{decision} once", "answered": answered},
-                )
+            action = Action.UPDATE
+            payload: dict[str, object] = {"decision": f"{decision} once", "answered": answered}
+        else:
+            view, answered = await self._apps.decide(
+                request.app, decision, accounts, scopes, pin=request.pin, id_token=request.id_token
             )
-            use = self._session.keeper.app_use.get(view.record.id)
-            return pb.SetAppPolicyResponse(app=_app(view, use), answered=answered)
-        view, answered = await self._apps.decide(
-            request.app, decision, accounts, scopes, pin=request.pin, id_token=request.id_token
-        )
+            action = Action.UPDATE if view.decided else Action.DELETE
+            payload = {
+                "decision": str(decision or "default"),
+                "accounts": accounts,
+                **({"with": "ID token"} if request.id_token else {}),
+            }
         self._audit.record(
             AuditEntry(
-                _actor(caller),
-                Action.UPDATE if view.decided else Action.DELETE,
-                "app_policy",
-                resource_id=view.record.id,
-                payload={
-                    "decision": str(decision or "default"),
-                    "accounts": accounts,
-                    **({"with": "ID token"} if request.id_token else {}),
-                },
+                _actor(caller), action, "app_policy", resource_id=view.record.id, payload=payload
             )
         )
         use = self._session.keeper.app_use.get(view.record.id)

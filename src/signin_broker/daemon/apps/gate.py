@@ -238,8 +238,7 @@ class AppGate:
         record = self.find(named)
         if record.answer is None:
             raise NothingWaits(f"no request of {record.name} waits for an answer")
-        record.answer.set_result(decision)
-        record.answer, answered = None, record.waiters
+        answered = self._settle(record, decision)
         log.info("app answered once", extra={"app": record.id, "decision": str(decision)})
         return self._view(record), answered
 
@@ -264,16 +263,22 @@ class AppGate:
                 record.id, decision, tuple(accounts), tuple(scopes), sha256, id_token
             )
         self.policy.save(rules)
-        answered = 0
         effective = self._rule_of(record.id).decision  # the policy now holds `rules`
-        if record.answer is not None and effective is not Decision.ASK:
-            record.answer.set_result(effective)
-            record.answer, answered = None, record.waiters
+        answered = self._settle(record, effective) if effective is not Decision.ASK else 0
         log.info(
             "app policy changed",
             extra={"app": record.id, "decision": str(decision) if decision else "default"},
         )
         return self._view(record), answered
+
+    @staticmethod
+    def _settle(record: AppRecord, decision: Decision) -> int:
+        """Answer the app's waiting requests, if any; how many there were."""
+        if record.answer is None:
+            return 0
+        record.answer.set_result(decision)
+        record.answer = None
+        return record.waiters
 
     @staticmethod
     async def _pin_of(record: AppRecord) -> str:
