@@ -134,8 +134,7 @@ class Stage:
         """What a surface runs for this stage (its TUI, its service): started once, closed last."""
         if name not in self._parts:
             self._parts[name] = start()
-        part = self._parts[name]
-        return part  # type: ignore[return-value]
+        return self._parts[name]  # type: ignore[return-value]  # started by `start` above
 
     def provider_origin(self) -> str:
         """scheme://host:port of the identity provider."""

@@ -98,9 +98,9 @@ class Tui:
         async def run() -> None:
             try:
                 said = await work()
+                await self._reload()  # first: the message never stands beside a stale board
                 if said:
                     self.board.say(said, Tone.GOOD)
-                await self._reload()
             except BrokerError as error:
                 self.board.say(error.message, Tone.BAD)
             self.app.invalidate()
