@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -197,6 +198,27 @@ def test_a_denied_app_can_neither_allow_itself_nor_begin_a_sign_in_nor_see_a_dev
         "message": "not found",
     }
     assert kiosk.run(socket_path, "qr", kiosks["sign_in_id"])["ok"]  # still pending, its own
+
+
+def test_an_app_that_asks_cannot_answer_its_own_request_once(
+    daemon: DaemonProcess, socket_path: Path, tmp_path: Path
+) -> None:
+    """Its second process calls SetAppPolicy(once) for itself: refused, the first still waits."""
+    asking = App(tmp_path, "asking")
+    write_policy(socket_path, rule(asking, "ask"))
+    waiting = asking.start(socket_path, "token")
+    deadline = time.monotonic() + 30
+    with BrokerClient(socket_path) as owner:
+        while not any(app.waiting and app.id == asking.id for app in owner.apps().apps):
+            assert time.monotonic() < deadline, "the app never waited"
+            time.sleep(0.05)
+        for decision in ("allow", "deny"):
+            refused = asking.run(socket_path, "answer_once", asking.id, decision)
+            assert refused.get("code") == DENIED, refused
+        assert waiting.poll() is None  # not answered by itself
+        _, answered = owner.set_app_policy(asking.id, AppDecision.DENY, once=True)
+    assert answered == 1
+    assert outcome(waiting).get("code") == DENIED  # the person's answer, not the app's
 
 
 def test_watch_events_and_list_accounts_are_refused_to_a_denied_app(

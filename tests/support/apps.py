@@ -61,6 +61,10 @@ with BrokerClient(socket_path, timeout=120) as broker:
         elif action == "set_policy":  # app, decision name, then accounts
             decision = AppDecision[rest[1].upper()]
             result = {"decided": broker.set_app_policy(rest[0], decision, accounts=rest[2:])[0].id}
+        elif action == "answer_once":  # app, decision name
+            decision = AppDecision[rest[1].upper()]
+            answered = broker.set_app_policy(rest[0], decision, once=True)[1]
+            result = {"answered": answered}
         elif action == "watch":  # for rest[0] s, or until an event of kind rest[1] (of rest[2])
             seconds, until, events = float(rest[0]), rest[1:], []
             try:
