@@ -77,13 +77,15 @@ def test_only_a_client_socket_a_process_holds_is_named(listener: socket.socket) 
 
     # Reset: no client end at all; nor is a listener that now holds its address taken
     # for it (sock_diag's exact lookup falls back to a listener on the local port).
+    # The lookalike binds the address while the client still holds it (both reuse it),
+    # so no other process's connect can take the port in between; it listens once the
+    # client is gone.
     gone, served = connection(listener)
-    with closing(served):
+    with closing(served), socket.socket(listener.family) as lookalike:  # the owner's
         peer, local = ends(served)
+        lookalike.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        lookalike.bind(peer)
         reset(gone)
         assert loopback_tcp_peer_uid(peer, local) is None
-        with socket.socket(listener.family) as lookalike:  # the owner's, same address
-            lookalike.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            lookalike.bind(peer)
-            lookalike.listen()
-            assert loopback_tcp_peer_uid(peer, local) is None
+        lookalike.listen()
+        assert loopback_tcp_peer_uid(peer, local) is None
