@@ -40,6 +40,16 @@ def start_agent(
     return agent, Lines(agent.stdout)
 
 
+def parked(agent: subprocess.Popen[str], lines: Lines) -> None:
+    """Wait until a paused agent's loop has come round to its pause: no call is on its way.
+
+    Woken by a person (SIGUSR1), the loop says it cannot sync as it passes, so the line
+    comes only once any call begun before the pause has ended.
+    """
+    agent.send_signal(signal.SIGUSR1)
+    lines.wait_for("not synced: waiting for a sign-in")
+
+
 def test_the_agent_pauses_at_a_revocation_and_resumes_at_the_next_sign_in(
     stub: StubProvider, socket_path: Path
 ) -> None:
@@ -50,9 +60,10 @@ def test_the_agent_pauses_at_a_revocation_and_resumes_at_the_next_sign_in(
         lines.wait_for("synced as Alice Example")
         stub.revoke_user("1001")
         lines.wait_for("paused: the provider ended the session")
-        time.sleep(0.5)  # a call already on its way when the event came may still land
+        parked(agent, lines)  # a call already on its way when the event came has landed
         calls = userinfo_calls(stub)
         time.sleep(1.0)  # five of its intervals
+        parked(agent, lines)  # asked to sync now, it still does not call
         assert userinfo_calls(stub) == calls  # it stopped calling
         with Browser() as browser:
             sign_in(browser, daemon)
@@ -78,7 +89,7 @@ def test_the_agent_stops_on_sigterm_while_it_waits_for_a_sign_in(
         with BrokerClient(socket_path) as client:
             assert client.sign_out().was_signed_in
         lines.wait_for("paused:")
-        time.sleep(0.5)  # its loop is now parked on the sign-in it waits for
+        parked(agent, lines)
     finally:
         agent.send_signal(signal.SIGTERM)
         code = agent.wait(10)

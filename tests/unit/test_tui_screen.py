@@ -114,3 +114,23 @@ def test_token_time_left_and_an_expired_token_read_as_such() -> None:
     assert "> user:1001  Alice Example (default)  signed in, token 52 s left" in shown
     expired = as_text(draw(board_with(accounts=[account(-5)]), 80, 24, now=NOW))
     assert "token expired" in expired and "signed in, token" not in expired
+
+
+def test_a_view_asked_before_an_answer_never_replaces_one_asked_after_it() -> None:
+    # The 1 s tick asks while the person answers an app; its view (the app still
+    # waiting) arrives after the one the answer's own reload asked for.
+    from signin_broker.client import AppList, Status
+    from signin_broker.v1 import broker_pb2 as pb
+
+    status = Status.from_proto(pb.GetStatusResponse())
+    waiting = AppList.from_proto(
+        pb.ListAppsResponse(apps=[pb.App(id="exe:/usr/bin/mail", waiting=True)])
+    ).apps
+    board = board_with()
+    tick, after_the_answer = board.ask(), board.ask()
+    board.connected(after_the_answer, status, [account(52)], [])
+    board.connected(tick, status, [], list(waiting))
+    assert board.waiting == [] and [a.id for a in board.accounts] == ["user:1001"]
+    later = board.ask()
+    board.connected(later, status, [], list(waiting))
+    assert [a.id for a in board.waiting] == ["exe:/usr/bin/mail"]

@@ -90,10 +90,13 @@ class Agent:
         self.signed_in.set()
         self.wake(asked=False)
 
-    async def sync_once(self) -> bool:
-        """One call with a fresh token; False when there was no session to call with."""
+    async def sync_once(self, *, asked: bool = False) -> bool:
+        """One call with a fresh token; False when there was no session to call with.
+
+        `asked`: a person woke it (SIGUSR1) and is told when it cannot call.
+        """
         if not self.signed_in.is_set():
-            if self.asked:
+            if asked:
                 self.say("not synced: waiting for a sign-in")
             return False
         try:
@@ -119,8 +122,8 @@ class Agent:
         calls = 0
         try:
             while not self.stopping.is_set() and (rounds is None or calls < rounds):
-                calls += await self.sync_once()
-                self.asked = False
+                asked, self.asked = self.asked, False  # a wake during the call is kept
+                calls += await self.sync_once(asked=asked)
                 await self._pause(interval)
         except BrokerError as error:  # e.g. the app is denied: `signin-broker apps` says why
             self.say(f"the broker refused: {error.message}")

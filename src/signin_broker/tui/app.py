@@ -64,10 +64,11 @@ class Tui:
     # -- the daemon's side ------------------------------------------------------------
 
     async def _reload(self) -> None:
+        ticket = self.board.ask()
         status, accounts, apps = await asyncio.gather(
             self.broker.status(), self.broker.accounts(), self.broker.apps()
         )
-        self.board.connected(status, list(accounts), list(apps.apps))
+        self.board.connected(ticket, status, list(accounts), list(apps.apps))
 
     async def _follow(self) -> None:
         """Watch the daemon's events for as long as the screen is up, reconnecting."""

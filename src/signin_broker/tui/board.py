@@ -54,13 +54,30 @@ class Board:
     question: Question | None = None
     message: str = ""
     tone: Tone = Tone.INFO
+    asked: int = 0  # views asked of the daemon so far
+    shown: int = 0  # the latest asked view that is on the board
 
     def say(self, message: str, tone: Tone = Tone.INFO) -> None:
         """The line under the board: what just happened."""
         self.message, self.tone = message, tone
 
-    def connected(self, status: Status, accounts: list[Account], apps: list[App]) -> None:
-        """The daemon answered: take its view of things."""
+    def ask(self) -> int:
+        """A ticket for a view about to be asked of the daemon (see `connected`)."""
+        self.asked += 1
+        return self.asked
+
+    def connected(
+        self, ticket: int, status: Status, accounts: list[Account], apps: list[App]
+    ) -> None:
+        """The daemon answered: take its view, unless a view asked later is already shown.
+
+        Views are asked concurrently (the 1 s tick, an event, an action's own reload), so
+        one asked before an action can arrive after it; taken, it would show an answered
+        app as waiting again, and a key pressed at it would answer nothing.
+        """
+        if ticket < self.shown:
+            return
+        self.shown = ticket
         self.status, self.accounts, self.apps, self.unreachable = status, accounts, apps, ""
         self.selected = min(self.selected, max(0, len(accounts) - 1))
 
