@@ -94,6 +94,7 @@ def test_ask_is_shared_by_every_waiting_request_and_answered_once(tmp_path: Path
         await asyncio.sleep(0.01)
         assert [view.waiting for view in gate.apps()] == [True]
         _, answered = await gate.decide("mail.py", Decision.ALLOW)
+        assert [view.waiting for view in gate.apps()] == [False]  # before they resume
         return list(await asyncio.gather(*waiting)), answered
 
     entitlements, answered = asyncio.run(scenario())

@@ -304,7 +304,9 @@ class AppGate:
 
     def _view(self, record: AppRecord) -> AppView:
         decided = record.id in self.policy.rules
-        return AppView(record, self._rule_of(record.id), decided, waiting=record.waiters > 0)
+        # Waiting until answered, not until the answered requests have resumed: a list
+        # asked for right after an answer must not offer that request for answering again.
+        return AppView(record, self._rule_of(record.id), decided, waiting=record.answer is not None)
 
     def _record(self, caller: Caller) -> AppRecord:
         record = self._apps.get(caller.app)
