@@ -101,10 +101,10 @@ class Agent:
             return False
         try:
             token = await self.broker.get_token(self.account, min_ttl_seconds=30)
-        except NotSignedIn:
+        except NotSignedIn as error:  # the broker says why the session ended, if it did
             if self.signed_in.is_set():
                 self.signed_in.clear()
-                self.say("paused: nobody is signed in; waiting for a sign-in")
+                self.say(f"paused: {error.message}; waiting for a sign-in")
             return False
         if not self.signed_in.is_set():  # the session ended while the broker answered
             return False

@@ -13,10 +13,10 @@ class SessionError(Exception):
 
 
 class SignInRequired(SessionError):
-    """The account has no session: the user must sign in."""
+    """The account has no session: the user must sign in; `reason` says why it ended."""
 
-    def __init__(self) -> None:
-        super().__init__("sign-in required")
+    def __init__(self, reason: str = "") -> None:
+        super().__init__(f"sign-in required: {reason}" if reason else "sign-in required")
 
 
 class AccountNotFound(SessionError):

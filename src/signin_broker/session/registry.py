@@ -110,11 +110,19 @@ class AccountRegistry:
         if not account_id:
             account_id = self.default_for(entitlement)
             if not account_id:
-                raise SignInRequired
+                ended = self.ended(entitlement)
+                raise self.sign_in_required(ended[0].account if ended else "")
         account = self._accounts.get(account_id)
+        if account is None and account_id in self._ended and entitlement.sees(account_id):
+            raise self.sign_in_required(account_id)  # ended by itself: say why
         if account is None or not entitlement.sees(account_id):
             raise AccountNotFound
         return account
+
+    def sign_in_required(self, account_id: str) -> SignInRequired:
+        """The refusal for an account without a session: why it ended, if it ended by itself."""
+        ended = self._ended.get(account_id)
+        return SignInRequired(f"{account_id}: {ended.reason}" if ended is not None else "")
 
     def info(self, account: Account) -> AccountInfo:
         """What may be said of the account, with its token's expiry and next renewal."""

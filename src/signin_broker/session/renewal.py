@@ -191,10 +191,10 @@ class TokenKeeper:
             return self._without_renewal(account, min_ttl, str(error))
         except OAuthError:
             if not self._registry.is_current(account):
-                raise SignInRequired from None  # the provider ended the session
+                raise self._registry.sign_in_required(account.info.id) from None
             return self._without_renewal(account, min_ttl, self._backoff_reason(account))
         if not self._registry.is_current(account):
-            raise SignInRequired  # signed out while the provider answered
+            raise self._registry.sign_in_required(account.info.id)  # ended meanwhile
         if renewed.lifetime < min_ttl:
             raise TokenLifetimeTooShort(renewed.lifetime, min_ttl)
         return renewed
@@ -290,7 +290,7 @@ class TokenKeeper:
             raise ProviderUnreachable(str(error)) from None
         except OAuthError as error:
             if error.error == "invalid_grant":
-                raise SignInRequired from None
+                raise self._registry.sign_in_required(account.info.id) from None
             raise ProviderRefused(error.error) from None
         now = self._clock()
         requested = tuple(sorted(scopes)) if scopes else account.tokens.scopes
@@ -438,7 +438,7 @@ class TokenKeeper:
         if tokens.is_valid(now):
             raise TokenTooShortLived(int(tokens.expires_at - now))
         await self._expire(account)
-        raise SignInRequired
+        raise self._registry.sign_in_required(account.info.id)
 
     async def _expire(self, account: Account) -> None:
         """End a session whose token expired and cannot be renewed: status agrees with GetToken."""
