@@ -204,7 +204,7 @@ def test_a_failed_write_leaves_the_previous_state_and_key(
     vault.save("user:1", {"n": 1})
     before = dict(keys.entries)
 
-    def disk_full(path: Path, data: bytes) -> None:
+    def disk_full(path: Path, data: bytes, **_: object) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(vault_module, "write_atomically", disk_full)

@@ -11,11 +11,15 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 MAX_FILE_BYTES = 1 << 20  # a state or key file is a few kilobytes
+# What write_atomically writes before its rename: `.<name>.<16 hex digits>.tmp`.
+TEMPORARY_NAME = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{16}\.tmp")
 
 
 class UnsafeStorage(OSError):
@@ -119,12 +123,17 @@ def read_regular_file(path: Path, limit: int = MAX_FILE_BYTES) -> bytes | None:
     return data
 
 
-def write_atomically(path: Path, data: bytes) -> None:
+def write_atomically(
+    path: Path, data: bytes, *, before_rename: Callable[[], None] | None = None
+) -> None:
     """Write a private (0600) file by write, fsync, rename, fsync of the folder.
 
     The folder is checked to be private first. The temporary file has a random name
     and is created exclusively without following symlinks, so nothing planted at a
-    guessed name receives the data.
+    guessed name receives the data. `before_rename` runs once the data is on disk,
+    before it takes the file's place (the vault stores the file's key then); if it
+    fails, nothing is replaced. A crash leaves at most the temporary file, which
+    `leftover_writes` finds.
     """
     private_folder(path.parent)
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
@@ -135,13 +144,31 @@ def write_atomically(path: Path, data: bytes) -> None:
             file.write(data)
             file.flush()
             os.fsync(file.fileno())
+        if before_rename is not None:
+            before_rename()
         temporary.replace(path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             temporary.unlink()
         raise
-    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    sync_folder(path.parent)  # the rename itself survives a power cut
+
+
+def sync_folder(folder: Path) -> None:
+    """Flush a folder to disk, so the renames and removals in it survive a power cut."""
+    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        os.fsync(folder)  # the rename itself survives a power cut
+        os.fsync(descriptor)
     finally:
-        os.close(folder)
+        os.close(descriptor)
+
+
+def leftover_writes(folder: Path) -> dict[str, list[Path]]:
+    """The temporary files of writes a crash interrupted, by the name each was to take."""
+    found: dict[str, list[Path]] = {}
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for entry in sorted(folder.iterdir()):
+            named = TEMPORARY_NAME.fullmatch(entry.name)
+            if named is not None:
+                found.setdefault(named["name"], []).append(entry)
+    return found

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from .files import private_folder, read_regular_file, write_atomically
+from .files import leftover_writes, private_folder, read_regular_file, write_atomically
 
 SERVICE = "signin-broker"
 
@@ -103,6 +103,9 @@ class FileKeyStore:
         self._path = path
         self._lock_path = path.with_name(f".{path.name}.lock")
         self.description = f"key file {path} (weaker than a keyring)"
+        with self._locked():  # a write a crash cut short left its temporary file: unused
+            for temporary in leftover_writes(path.parent).get(path.name, []):
+                temporary.unlink(missing_ok=True)
 
     def get(self, name: str) -> bytes | None:
         """Read a key from the file."""

@@ -9,10 +9,16 @@ no unscoped read (contract 4.4), and an empty account id is refused.
 Each save also counts a generation, kept in the key store entry beside the key and,
 authenticated, in the file. A file older than its key's generation is a copy put back
 after a later save (a restored backup, or an attacker): its refresh token is likely
-spent, so it is refused and reported rather than sent to the provider. The key store
-entry is written first, so a file is never encrypted with a key that is not stored,
-and the moment the file is in place the save is complete; a crash between the two
-leaves the previous file, reported as rolled back like any older copy.
+spent, so it is refused and reported rather than sent to the provider.
+
+A save survives a crash at any instant. The new file is written and synced under a
+temporary name, then the key store entry takes its generation, then the file takes
+its place: no file is ever in place whose key is not stored. A crash before the
+rename leaves the temporary file, and the next start completes that save if the
+file decrypts with the account's key and is newer than the one in place (it may
+hold a rotated refresh token the provider already expects); other leftovers are
+removed. Only a file made with the account's key can be rolled forward this way, so
+a genuinely older copy put in place is still refused.
 """
 
 from __future__ import annotations
@@ -26,8 +32,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
-from .files import read_regular_file, write_atomically
-from .keys import KeyStore
+from .files import leftover_writes, read_regular_file, sync_folder, write_atomically
+from .keys import KeyStore, KeyStoreUnavailable
 from .tenants import tenant_key
 
 log = logging.getLogger(__name__)
@@ -56,6 +62,7 @@ class Vault:
         self._keys = keys
         self._saving = threading.Lock()  # one save or delete at a time: generations stay in order
         self._generations: dict[str, int] = {}  # the newest each account is known to have
+        self._complete_interrupted_saves()
         self._rolled_back = [
             account for account in self.accounts() if self._is_rolled_back(account)
         ]
@@ -88,18 +95,96 @@ class Vault:
             plaintext = json.dumps(record, separators=(",", ":")).encode()
             header = MAGIC + nonce + GENERATION.pack(generation)
             sealed = AESGCM(key).encrypt(nonce, plaintext, _associated_data(header, account_id))
-            self._keys.set(name, key + GENERATION.pack(generation))
+            stored_key = False
+
+            def store_key() -> None:  # once the new file is on disk, before it is in place
+                nonlocal stored_key
+                self._keys.set(name, key + GENERATION.pack(generation))
+                stored_key = True
+
             try:
-                write_atomically(self._path(account_id), header + sealed)
-            except OSError as error:  # the file is as it was: so is its key
-                if previous is None:
-                    self._keys.delete(name)
-                else:
-                    self._keys.set(name, previous)
+                write_atomically(self._path(account_id), header + sealed, before_rename=store_key)
+            except (OSError, KeyStoreUnavailable) as error:  # the file is as it was
+                if stored_key:  # and so is its key, if the key store lets it be
+                    self._put_back(name, previous)
                 raise VaultError(f"cannot write the state of {account_id}: {error}") from error
             self._generations[account_id] = generation
             if account_id in self._rolled_back:
                 self._rolled_back.remove(account_id)
+
+    def _put_back(self, name: str, previous: bytes | None) -> None:
+        """The key store entry as it was before a save that failed after storing it."""
+        try:
+            if previous is None:
+                self._keys.delete(name)
+            else:
+                self._keys.set(name, previous)
+        except KeyStoreUnavailable as error:  # a newer generation than the file: see load
+            log.warning("could not put a key entry back", extra={"reason": str(error)})
+
+    def _complete_interrupted_saves(self) -> None:
+        """Finish the saves a crash interrupted, and remove what they left behind.
+
+        A temporary state file that decrypts with its account's key and is newer than
+        the file in place was fully written: it becomes the account's file (the key
+        store entry first, so a crash here is recovered the same way next time).
+        Others (a write cut short, a key never stored) are removed. When the key store
+        cannot be read, nothing is removed: the temporary file may be the newest state.
+        """
+        for name, temporaries in leftover_writes(self._folder).items():
+            account_id = unquote(name.removesuffix(SUFFIX))
+            if name.endswith(SUFFIX) and account_id:
+                try:
+                    self._roll_forward(account_id, temporaries)
+                except (OSError, KeyStoreUnavailable, VaultError) as error:
+                    log.warning(
+                        "an interrupted save could not be completed; it is tried again at"
+                        " the next start",
+                        extra={"account": account_id, "reason": str(error)},
+                    )
+                    continue
+            for temporary in temporaries:
+                temporary.unlink(missing_ok=True)
+        if self._folder.is_dir():
+            sync_folder(self._folder)
+
+    def _roll_forward(self, account_id: str, temporaries: list[Path]) -> None:
+        """Put the newest complete temporary file of the account in place, if newer."""
+        account_id = tenant_key(account_id)
+        name = self._key_name(account_id)
+        entry = self._keys.get(name)
+        if entry is None:
+            return  # a first save whose key was never stored: nothing can read it
+        key, stored = _split_entry(entry)
+        path = self._path(account_id)
+        newest, newest_generation = None, self._generation_in_place(path, key, account_id)
+        for temporary in temporaries:
+            blob = read_regular_file(temporary)
+            try:
+                _, generation = self._open(temporary, blob or b"", key, account_id)
+            except (VaultError, ValueError):
+                continue  # cut short: the save it belonged to never happened
+            if generation > newest_generation:
+                newest, newest_generation = temporary, generation
+        if newest is None:
+            return
+        if newest_generation > stored:
+            self._keys.set(name, key + GENERATION.pack(newest_generation))
+        newest.replace(path)
+        log.info(
+            "a save interrupted by a stop was completed",
+            extra={"account": account_id, "generation": newest_generation},
+        )
+
+    def _generation_in_place(self, path: Path, key: bytes, account_id: str) -> int:
+        """The generation of the account's file; -1 when there is none or it is unreadable."""
+        blob = read_regular_file(path)
+        if blob is None:
+            return -1
+        try:
+            return self._open(path, blob, key, account_id)[1]
+        except (VaultError, ValueError):
+            return -1
 
     def load(self, account_id: str) -> dict[str, Any] | None:
         """The account's record, or None when there is none; StateRolledBack for an old copy."""

@@ -1,0 +1,116 @@
+"""Issue 23: a stored session survives a SIGKILL at every step of a save.
+
+A child process saves an account's record again and again; it is killed just before
+its k-th file system call (open, fsync, rename, close: every step that can leave a
+trace), for every k until it finishes unharmed. After each kill a new vault on the
+same folder, as the restarted daemon opens it, must load the last saved record or the
+one being saved, never report a rollback or a missing key, and leave no temporary
+file behind.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from signin_broker.store.keys import FileKeyStore
+from signin_broker.store.vault import Vault
+
+SAVES = 3
+CHILD = """
+import os, signal, sys
+from pathlib import Path
+from signin_broker.store.keys import FileKeyStore
+from signin_broker.store.vault import Vault
+
+state, kill_at = Path(sys.argv[1]), int(sys.argv[2])
+vault = Vault(state / "accounts", FileKeyStore(state / "keys.json"))
+start = (vault.load("user:1001") or {"n": 0})["n"]
+calls = 0
+
+def counted(real):
+    def call(*args, **kwargs):
+        global calls
+        calls += 1
+        if calls == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(*args, **kwargs)
+    return call
+
+for name in ("open", "fsync", "replace", "rename", "close", "unlink"):
+    setattr(os, name, counted(getattr(os, name)))
+for n in range(start + 1, start + 1 + int(sys.argv[3])):
+    vault.save("user:1001", {"n": n, "refresh_token": f"rt-{n}"})
+    print(n, flush=True)
+"""
+
+
+def leftovers(state: Path) -> list[str]:
+    return sorted(p.name for p in state.rglob("*.tmp"))
+
+
+def test_a_kill_at_any_step_of_a_save_loses_nothing_and_leaves_nothing(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    kills = 0
+    for kill_at in range(1, 400):  # bounded: a save is a few dozen calls
+        before = Vault(state / "accounts", FileKeyStore(state / "keys.json"))
+        was = (before.load("user:1001") or {"n": 0})["n"]
+        child = subprocess.run(
+            [sys.executable, "-c", CHILD, str(state), str(kill_at), str(SAVES)],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        saved = [int(line) for line in child.stdout.split()]
+        if child.returncode == 0:
+            assert saved == list(range(was + 1, was + 1 + SAVES))
+            break
+        assert child.returncode == -9, child.stderr
+        kills += 1
+        last = saved[-1] if saved else was
+        restarted = Vault(state / "accounts", FileKeyStore(state / "keys.json"))
+        record = restarted.load("user:1001")  # never StateRolledBack, never a missing key
+        assert "ROLLED BACK" not in restarted.description
+        now = 0 if record is None else record["n"]
+        assert now in (last, last + 1), f"killed at call {kill_at}: saved {last}, loaded {now}"
+        assert record is None or record["refresh_token"] == f"rt-{now}"
+        assert leftovers(state) == [], f"killed at call {kill_at}"
+    else:
+        raise AssertionError("the child never finished its saves")
+    assert kills >= 3 * SAVES, kills  # every save was cut at several of its steps
+
+
+def test_a_newer_save_cut_short_before_its_rename_is_completed_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    """The rotated refresh token it holds may be the only one the provider still accepts."""
+    state = tmp_path / "state"
+    vault = Vault(state / "accounts", FileKeyStore(state / "keys.json"))
+    vault.save("user:1001", {"n": 1})
+    path = state / "accounts" / "user%3A1001.state"
+    older = path.read_bytes()
+    vault.save("user:1001", {"n": 2})
+    newer = path.read_bytes()
+    path.write_bytes(older)  # as if the rename never happened
+    (state / "accounts" / ".user%3A1001.state.0123456789abcdef.tmp").write_bytes(newer)
+    (state / "accounts" / ".user%3A1001.state.fedcba9876543210.tmp").write_bytes(newer[:30])
+    restarted = Vault(state / "accounts", FileKeyStore(state / "keys.json"))
+    assert restarted.load("user:1001") == {"n": 2}
+    assert leftovers(state) == []
+
+
+def test_an_older_copy_put_in_place_is_still_refused_whatever_lies_beside_it(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    vault = Vault(state / "accounts", FileKeyStore(state / "keys.json"))
+    vault.save("user:1001", {"n": 1})
+    path = state / "accounts" / "user%3A1001.state"
+    older = path.read_bytes()
+    vault.save("user:1001", {"n": 2})
+    path.write_bytes(older)  # a backup put back
+    (state / "accounts" / ".user%3A1001.state.0123456789abcdef.tmp").write_bytes(older)
+    restarted = Vault(state / "accounts", FileKeyStore(state / "keys.json"))
+    assert "ROLLED BACK: user:1001" in restarted.description
+    assert leftovers(state) == []
+    assert json.dumps(restarted.accounts()) == '["user:1001"]'
