@@ -134,6 +134,19 @@ class AnswerLost(ProviderUnavailable):
     """
 
 
+class AnswerUnusable(AnswerLost):
+    """The provider answered with success, but the answer cannot be used as it is.
+
+    Not JSON, too large, or its fields missing or out of bounds: the provider did act
+    on the request (a refresh token rotated). `refresh_token` is the new one when the
+    answer still names one usably, so that a rotation is not lost with the rest.
+    """
+
+    def __init__(self, reason: str, refresh_token: str | None = None) -> None:
+        super().__init__(reason)
+        self.refresh_token = refresh_token
+
+
 class OAuthError(Exception):
     """The provider refused a request with an OAuth error code such as invalid_grant."""
 

@@ -29,7 +29,7 @@ from authlib.oauth2.rfc6749.parameters import prepare_token_request
 
 from .._version import __version__
 from .client_auth import ClientAuth
-from .errors import AnswerLost, IdTokenInvalid, OAuthError, ProviderUnavailable
+from .errors import AnswerLost, AnswerUnusable, IdTokenInvalid, OAuthError, ProviderUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,12 @@ METADATA_RETRY_SECONDS = 60.0
 TENANT_PLACEHOLDER = "{tenantid}"
 TENANT_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")  # one path segment: a tenant's GUID or name
 DEFAULT_EXPIRES_IN_SECONDS = 3600
+# Bounds on what a provider's answer may hold: a token of at most 32 KiB (it must fit an
+# HTTP header and the 1 MiB state file with room to spare), an answer of at most
+# 256 KiB, a stated lifetime of at most a day (longer is taken as a day).
+MAX_TOKEN_CHARS = 32 * 1024
+MAX_ANSWER_BYTES = 256 * 1024
+MAX_TOKEN_LIFETIME_SECONDS = 24 * 3600
 OAUTH_METADATA = "RFC 8414 metadata"  # what a metadata read is called in errors and logs
 # Asymmetric algorithms only: "none" and shared-secret HS* can never sign an id_token here.
 SIGNING_ALGORITHMS = (
@@ -269,31 +275,63 @@ class TokenResponse:
 
     @classmethod
     def from_json(cls, body: object) -> TokenResponse:
-        """Check the fields a token response must have."""
-        if not isinstance(body, dict) or not isinstance(body.get("access_token"), str):
-            raise ProviderUnavailable("the token response has no access_token")
-        token_type = body.get("token_type")
-        if not isinstance(token_type, str) or token_type.lower() != "bearer":
-            raise ProviderUnavailable(f"the token response has token_type {token_type!r}")
-        expires_in = body.get("expires_in", DEFAULT_EXPIRES_IN_SECONDS)
-        if isinstance(expires_in, str) and expires_in.isdigit():
-            expires_in = int(expires_in)
-        if not isinstance(expires_in, int) or isinstance(expires_in, bool) or expires_in <= 0:
-            raise ProviderUnavailable("the token response has an unusable expires_in")
+        """Check a token response; AnswerUnusable (with any usable refresh token) if it is not.
+
+        Every token must be printable ASCII of at most MAX_TOKEN_CHARS (so whatever is
+        accepted can be stored and handed to apps as a header), and expires_in a
+        positive number; a lifetime above MAX_TOKEN_LIFETIME_SECONDS is taken as that
+        (re-validation finds out sooner if the token dies sooner).
+        """
+        if not isinstance(body, dict):
+            raise AnswerUnusable("the token response is not a JSON object")
+        refresh_token = _token(body, "refresh_token")  # unusable: nothing can be kept
+        try:
+            access_token = _token(body, "access_token")
+            if access_token is None:
+                raise AnswerUnusable("the token response has no access_token")
+            token_type = body.get("token_type")
+            if not isinstance(token_type, str) or token_type.lower() != "bearer":
+                raise AnswerUnusable(f"the token response has token_type {token_type!r:.40}")
+            expires_in = _lifetime(body.get("expires_in", DEFAULT_EXPIRES_IN_SECONDS))
+            id_token = _token(body, "id_token")
+        except AnswerUnusable as error:  # the refresh token it rotated to is kept
+            raise AnswerUnusable(str(error), refresh_token) from None
         scope = body.get("scope")
         return cls(
-            access_token=body["access_token"],
+            access_token=access_token,
             token_type="Bearer",  # noqa: S106 - a token type, not a password
             expires_in=expires_in,
-            refresh_token=_optional_text(body, "refresh_token"),
-            id_token=_optional_text(body, "id_token"),
+            refresh_token=refresh_token,
+            id_token=id_token,
             scope=tuple(scope.split()) if isinstance(scope, str) else None,
         )
 
 
-def _optional_text(body: dict[str, Any], name: str) -> str | None:
+def _token(body: dict[str, Any], name: str) -> str | None:
+    """A token of the answer; None when absent; AnswerUnusable when not usable as one."""
     value = body.get(name)
-    return value if isinstance(value, str) and value else None
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not (value.isascii() and value.isprintable()):
+        raise AnswerUnusable(f"the token response's {name} is not printable text")
+    if len(value) > MAX_TOKEN_CHARS:
+        raise AnswerUnusable(f"the token response's {name} is over {MAX_TOKEN_CHARS} characters")
+    return value
+
+
+def _lifetime(expires_in: object) -> int:
+    """expires_in as seconds (a string of digits is accepted), at most a day."""
+    if isinstance(expires_in, str) and expires_in.isdigit():
+        expires_in = int(expires_in)
+    if not isinstance(expires_in, int) or isinstance(expires_in, bool) or expires_in <= 0:
+        raise AnswerUnusable(f"the token response has an unusable expires_in ({expires_in!r:.40})")
+    if expires_in > MAX_TOKEN_LIFETIME_SECONDS:
+        log.warning(
+            "the provider states a token lifetime above a day; it is taken as a day",
+            extra={"expires_in": expires_in},
+        )
+        return MAX_TOKEN_LIFETIME_SECONDS
+    return expires_in
 
 
 class Provider:
@@ -624,19 +662,33 @@ class Provider:
         headers: dict[str, str] | None = None,
         answer_within: float | None = None,
     ) -> httpx2.Response:
-        """One request; AnswerLost when it may have reached the provider but no answer came."""
+        """One request and its whole answer; AnswerLost when it may have reached the provider
+        but no whole answer came back.
+
+        The exchange as a whole is bounded in time, `answer_within` seconds (else
+        HTTP_TIMEOUT_SECONDS): a body still trickling in is read while that lasts, and
+        only then given up. An answer over MAX_ANSWER_BYTES is not read further.
+        """
         headers = {"Accept": "application/json", **(headers or {})}
         if bearer is not None:
             headers["Authorization"] = f"Bearer {bearer}"
-        waits = (
-            httpx2.USE_CLIENT_DEFAULT
-            if answer_within is None
-            else httpx2.Timeout(answer_within, connect=HTTP_TIMEOUT_SECONDS)
+        total = HTTP_TIMEOUT_SECONDS if answer_within is None else answer_within
+        request = self._http.build_request(
+            method,
+            url,
+            content=content,
+            headers=headers,
+            timeout=httpx2.Timeout(total, connect=min(total, HTTP_TIMEOUT_SECONDS)),
         )
         try:
-            response = await self._http.request(
-                method, url, content=content, headers=headers, timeout=waits
-            )
+            async with asyncio.timeout(total):
+                streamed = await self._http.send(request, stream=True)
+                try:
+                    body = await _read_bounded(streamed, what)
+                finally:
+                    await streamed.aclose()
+        except TimeoutError:
+            raise AnswerLost(f"the {what} request got no whole answer within {total:g} s") from None
         except httpx2.HTTPError as error:
             unsent = isinstance(
                 error, (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout)
@@ -644,6 +696,9 @@ class Provider:
             raise (ProviderUnavailable if unsent else AnswerLost)(
                 f"the {what} request failed: {type(error).__name__}"
             ) from None
+        response = httpx2.Response(
+            streamed.status_code, headers=streamed.headers, content=body, request=request
+        )
         if response.status_code == 504:  # a gateway gave up waiting: the provider may act on it
             raise AnswerLost(f"the {what} endpoint answered HTTP 504")
         if response.status_code >= 500:
@@ -653,13 +708,32 @@ class Provider:
         return response
 
 
+async def _read_bounded(response: httpx2.Response, what: str) -> bytes:
+    """The answer's body (decoded), refused once it is over MAX_ANSWER_BYTES.
+
+    Refused as unusable when the provider answered with success (it acted on the
+    request), else as not answering usefully.
+    """
+    refusal = AnswerUnusable if response.is_success else ProviderUnavailable
+    too_large = f"the {what} endpoint's answer is over {MAX_ANSWER_BYTES // 1024} KiB"
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
+        raise refusal(too_large)
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > MAX_ANSWER_BYTES:
+            raise refusal(too_large)
+    return bytes(body)
+
+
 def _json_of(response: httpx2.Response, what: str) -> Any:
     if response.status_code >= 400:
         raise ProviderUnavailable(f"the {what} endpoint answered HTTP {response.status_code}")
     try:
         return response.json()
     except ValueError:
-        raise ProviderUnavailable(
+        raise (AnswerUnusable if response.is_success else ProviderUnavailable)(
             f"the {what} endpoint answered something that is not JSON"
         ) from None
 

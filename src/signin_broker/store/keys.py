@@ -103,9 +103,7 @@ class FileKeyStore:
         self._path = path
         self._lock_path = path.with_name(f".{path.name}.lock")
         self.description = f"key file {path} (weaker than a keyring)"
-        with self._locked():  # a write a crash cut short left its temporary file: unused
-            for temporary in leftover_writes(path.parent).get(path.name, []):
-                temporary.unlink(missing_ok=True)
+        self._swept = False  # leftovers of writes a crash cut short, removed at the first lock
 
     def get(self, name: str) -> bytes | None:
         """Read a key from the file."""
@@ -139,6 +137,10 @@ class FileKeyStore:
             if not stat.S_ISREG(os.fstat(descriptor).st_mode):
                 raise KeyStoreUnavailable(f"{self._lock_path} is not a regular file; remove it")
             fcntl.flock(descriptor, fcntl.LOCK_EX)
+            if not self._swept:  # none is being written now: any there is a crash's, unused
+                for temporary in leftover_writes(self._path.parent).get(self._path.name, []):
+                    temporary.unlink(missing_ok=True)
+                self._swept = True
             yield
         finally:
             os.close(descriptor)  # releases the lock
