@@ -1,4 +1,9 @@
-"""A refresh, once sent, is never abandoned, nor its refresh token sent twice (issue 14, #1).
+"""A refresh, once sent, is never abandoned; one whose answer is lost is sent once more only.
+
+Issue 14 #1 and issue 23 #4: a refresh token whose refresh got no answer may have been
+spent by a rotating provider, and a second use reads as theft; but a request the
+provider never saw costs nothing. So it is sent once more, shortly before the access
+token expires: the session is lost only where the provider completed the lost refresh.
 
 On a fake clock with a scripted provider; tests/integration/test_refresh_outages.py
 stalls the real stub mid-refresh.
@@ -13,13 +18,22 @@ import pytest
 
 from signin_broker.session import renewal
 from signin_broker.session.accounts import Account, SignInState
-from signin_broker.session.errors import AnswerLost, ProviderUnavailable, SignInRequired
+from signin_broker.session.errors import (
+    AnswerLost,
+    OAuthError,
+    ProviderUnavailable,
+    ProviderUnreachable,
+    SignInRequired,
+)
 from signin_broker.session.events import EventKind
+from signin_broker.session.manager import SessionManager
 from signin_broker.session.tokens import TokenSet
 from support.refreshing import (
     ACCOUNT,
     Clock,
+    RecordedEvents,
     ScriptedProvider,
+    Store,
     settle,
     signed_in,
     stored_account,
@@ -59,36 +73,100 @@ def test_a_stalled_refresh_is_awaited_and_its_late_answer_stored_and_used() -> N
     asyncio.run(run())
 
 
-def test_a_refresh_whose_answer_is_lost_is_never_sent_again_and_lasts_until_expiry() -> None:
+EXPIRES_AT = 1_000_000.0 + 3600  # the stored account's access token
+RESEND_AT = EXPIRES_AT - 60
+
+
+async def lost_once(clock: Clock, provider: ScriptedProvider, store: Store) -> SessionManager:
+    """A session whose renewal at 80 % lost its answer; the provider answers again after."""
+    session, _ = await signed_in(clock, provider, store)
+    provider.failure = LOST
+    clock.now += 0.8 * 3600
+    assert (await session.keeper.get_token("", (), 0)).access_token == "at-0"
+    await settle()
+    provider.failure = None
+    return session
+
+
+async def until_the_resend(session: SessionManager, clock: Clock) -> None:
+    """Tend and serve every 20 s up to the resend's moment: the old token all along."""
+    while clock.now + 20 < RESEND_AT:
+        clock.now += 20
+        await session.keeper.tend()
+        assert (await session.keeper.get_token("", (), 0)).access_token == "at-0"
+        assert session.registry.state() is SignInState.SIGNED_IN
+
+
+def test_a_refresh_whose_answer_is_lost_is_sent_once_more_shortly_before_expiry() -> None:
     async def run() -> None:
         clock, provider = Clock(), ScriptedProvider()
-        provider.failure = LOST
         store = stored_account(clock)
-        session, events = await signed_in(clock, provider, store)
-        clock.now += 0.8 * 3600
-        assert (await session.keeper.get_token("", (), 0)).access_token == "at-0"
-        await settle()
-        assert Account.from_record(store.records[ACCOUNT]).tokens.refresh_in_doubt  # kept
-        assert EventKind.DEGRADED in events.kinds()
+        session = await lost_once(clock, provider, store)
+        assert Account.from_record(store.records[ACCOUNT]).tokens.unanswered == 1  # kept
+        assert "sent once more at" in session.degraded_reason
         info = session.registry.account(ACCOUNT)
-        assert info is not None and info.next_refresh_at == 0  # status: no renewal ahead
-        provider.failure = None  # the provider answers again: still not sent again
-        expires_at = 1_000_000.0 + 3600
-        while clock.now + 20 < expires_at:
-            clock.now += 20
-            await session.keeper.tend()
-            assert (await session.keeper.get_token("", (), 0)).access_token == "at-0"
-            assert session.registry.state() is SignInState.SIGNED_IN
+        assert info is not None and info.next_refresh_at == RESEND_AT  # status: when
+        with pytest.raises(ProviderUnreachable, match="sent once more at"):
+            await session.keeper.get_token("", (), 1800)  # not at once, whoever asks
+        await until_the_resend(session, clock)
         assert provider.refreshes == ["rt-0"]
-        clock.now = expires_at + 1
+        clock.now = RESEND_AT
         await session.keeper.tend()
-        assert EventKind.SIGNED_OUT in events.kinds()  # it could not be renewed...
-        assert EventKind.REVOKED not in events.kinds()  # ...but nobody revoked it
-        assert session.registry.state() is SignInState.SIGNED_OUT  # status agrees with GetToken
-        with pytest.raises(SignInRequired):
-            await session.keeper.get_token("", (), 0)
+        await settle()
+        assert provider.refreshes == ["rt-0", "rt-0"]  # the provider had never seen it
+        assert (await session.keeper.get_token("", (), 0)).access_token == "at-2"
+        assert store.records[ACCOUNT]["tokens"]["refresh_unanswered"] == 0
+
+    asyncio.run(run())
+
+
+def test_a_resend_the_provider_refuses_ends_the_session_and_says_why() -> None:
+    """The provider had completed the lost refresh: the old token is spent (reuse)."""
+
+    async def run() -> None:
+        clock, provider = Clock(), ScriptedProvider()
+        store = stored_account(clock)
+        session = await lost_once(clock, provider, store)
+        await until_the_resend(session, clock)
+        provider.failure = OAuthError("invalid_grant", "refresh token reused", 400)
+        clock.now = RESEND_AT
+        await session.keeper.tend()
+        await settle()
+        assert provider.refreshes == ["rt-0", "rt-0"]
+        assert session.registry.state() is SignInState.SIGNED_OUT
+        [ended] = session.registry.ended()
+        assert "having completed the renewal whose answer was lost" in ended.reason
         assert store.records == {}
-        assert provider.refreshes == ["rt-0"]
+
+    asyncio.run(run())
+
+
+def test_a_resend_whose_answer_is_lost_too_is_never_sent_again_and_lasts_until_expiry() -> None:
+    async def run() -> None:
+        clock, provider = Clock(), ScriptedProvider()
+        store = stored_account(clock)
+        session = await lost_once(clock, provider, store)
+        session_events = session.registry.events
+        await until_the_resend(session, clock)
+        provider.failure = LOST
+        clock.now = RESEND_AT
+        await session.keeper.tend()
+        await settle()
+        provider.failure = None
+        assert not session.registry.renewable(session.registry.get(ACCOUNT))
+        clock.now += 30  # still valid: served, and nothing sent
+        await session.keeper.tend()
+        assert (await session.keeper.get_token("", (), 0)).access_token == "at-0"
+        clock.now = EXPIRES_AT + 1
+        await session.keeper.tend()
+        assert session.registry.state() is SignInState.SIGNED_OUT  # status agrees with GetToken
+        with pytest.raises(SignInRequired, match="never answered the last two renewals"):
+            await session.keeper.get_token("", (), 0)
+        assert isinstance(session_events, RecordedEvents)
+        assert EventKind.SIGNED_OUT in session_events.kinds()  # it could not be renewed...
+        assert EventKind.REVOKED not in session_events.kinds()  # ...but nobody revoked it
+        assert store.records == {}
+        assert provider.refreshes == ["rt-0", "rt-0"]
 
     asyncio.run(run())
 
@@ -141,18 +219,15 @@ def test_a_refresh_token_the_provider_keeps_is_sent_again_after_a_lost_answer() 
 def test_a_refresh_token_in_doubt_stays_in_doubt_after_a_restart() -> None:
     async def run() -> None:
         clock, provider = Clock(), ScriptedProvider()
-        provider.failure = LOST
         store = stored_account(clock)
-        session, _ = await signed_in(clock, provider, store)
-        clock.now += 0.8 * 3600
-        await session.keeper.get_token("", (), 0)
-        await settle()
+        await lost_once(clock, provider, store)
         restarted, _ = await signed_in(clock, fresh := ScriptedProvider(), store)
-        for _ in range(5):
-            clock.now += 10
-            await restarted.keeper.tend()
-            assert (await restarted.keeper.get_token("", (), 0)).access_token == "at-0"
+        await until_the_resend(restarted, clock)
         assert fresh.refreshes == []
+        clock.now = RESEND_AT
+        await restarted.keeper.tend()
+        await settle()
+        assert fresh.refreshes == ["rt-0"]
 
     asyncio.run(run())
 
@@ -177,14 +252,14 @@ def test_an_answer_that_comes_after_sign_out_is_revoked_not_stored() -> None:
 
 def test_in_doubt_and_kept_survive_a_restart_and_from_refresh_does_not() -> None:
     tokens = TokenSet("a", "Bearer", (), 0.0, 60.0, "r")
-    tokens = replace(tokens, from_refresh=True, refresh_in_doubt=True, refresh_kept=True)
+    tokens = replace(tokens, from_refresh=True, unanswered=1, refresh_kept=True)
     restored = TokenSet.from_record(tokens.to_record())
     assert restored.refresh_in_doubt and restored.refresh_kept
     assert not restored.from_refresh  # restored tokens may be renewed once for a min_ttl
 
 
-def test_a_daemon_stopped_while_a_refresh_waits_never_sends_that_refresh_token_again() -> None:
-    """The write-ahead: the store says "in doubt" from the moment the refresh is sent."""
+def test_a_daemon_stopped_while_a_refresh_waits_sends_that_refresh_token_once_more_late() -> None:
+    """The write-ahead: the store counts the send from the moment the refresh is sent."""
 
     async def run() -> None:
         clock, provider = Clock(), ScriptedProvider()
@@ -195,17 +270,18 @@ def test_a_daemon_stopped_while_a_refresh_waits_never_sends_that_refresh_token_a
         await session.keeper.get_token("", (), 0)  # starts the renewal, which stalls
         await settle()
         assert provider.refreshes == ["rt-0"]
-        assert store.records[ACCOUNT]["tokens"]["refresh_in_doubt"] is True
+        assert store.records[ACCOUNT]["tokens"]["refresh_unanswered"] == 1
         # The daemon stops here (SIGKILL, or SIGTERM after its grace): a new one starts.
         restarted_provider = ScriptedProvider()
         again, events = await signed_in(clock, restarted_provider, store)
         assert (await again.keeper.get_token("", (), 0)).access_token == "at-0"  # still valid
-        clock.now += 0.19 * 3600
+        await until_the_resend(again, clock)
+        assert restarted_provider.refreshes == []  # rt-0 may be spent: not sent at once
+        clock.now = RESEND_AT
         await again.keeper.tend()
-        assert restarted_provider.refreshes == []  # rt-0 may be spent: never sent again
-        clock.now += 0.02 * 3600  # past the expiry: the person must sign in again
-        await again.keeper.tend()
-        assert again.registry.state() is SignInState.SIGNED_OUT
+        await settle()
+        assert restarted_provider.refreshes == ["rt-0"]  # once more: it had not been spent
+        assert (await again.keeper.get_token("", (), 0)).access_token == "at-1"
         assert EventKind.REVOKED not in events.kinds()
         provider.stall.set()
         await settle()
@@ -222,7 +298,7 @@ def test_a_refresh_answered_or_refused_leaves_no_doubt_in_the_store() -> None:
         provider.failure = ProviderUnavailable("HTTP 503")
         await session.keeper.get_token("", (), 0)
         await settle()
-        assert store.records[ACCOUNT]["tokens"]["refresh_in_doubt"] is False
+        assert store.records[ACCOUNT]["tokens"]["refresh_unanswered"] == 0
         assert store.records[ACCOUNT]["tokens"]["refresh_token"] == "rt-0"
         provider.failure = None
         clock.now += 600
@@ -230,6 +306,6 @@ def test_a_refresh_answered_or_refused_leaves_no_doubt_in_the_store() -> None:
         await settle()
         assert provider.refreshes == ["rt-0", "rt-0"]  # unspent: sent again after the backoff
         assert store.records[ACCOUNT]["tokens"]["refresh_token"] == "rt-2"
-        assert store.records[ACCOUNT]["tokens"]["refresh_in_doubt"] is False
+        assert store.records[ACCOUNT]["tokens"]["refresh_unanswered"] == 0
 
     asyncio.run(run())

@@ -70,7 +70,7 @@ def test_the_background_renewal_comes_early_by_the_jitter_share_only() -> None:
 
 def test_renewed_tokens_are_fresh_from_now_and_keep_what_the_answer_leaves_out() -> None:
     now = ISSUED + 50
-    renewed = sixty_seconds(refresh_in_doubt=True).renewed(answer(), now)
+    renewed = sixty_seconds(unanswered=1).renewed(answer(), now)
     assert (renewed.access_token, renewed.issued_at, renewed.expires_at) == (
         "at-1",
         now,
@@ -104,7 +104,7 @@ def test_rotated_changes_the_refresh_token_only() -> None:
 
 def test_the_record_round_trips_without_from_refresh() -> None:
     """A restored token may be renewed once for a min_ttl: from_refresh is not stored."""
-    tokens = sixty_seconds(refresh_in_doubt=True, refresh_kept=True, from_refresh=True)
+    tokens = sixty_seconds(unanswered=2, refresh_kept=True, from_refresh=True)
     assert TokenSet.from_record(tokens.to_record()) == replace(tokens, from_refresh=False)
 
 
@@ -123,7 +123,7 @@ instants = st.floats(min_value=0, max_value=2e10, allow_nan=False)
         expires_at=instants,
         refresh_token=st.none() | texts,
         id_token=st.none() | texts,
-        refresh_in_doubt=st.booleans(),
+        unanswered=st.integers(min_value=0, max_value=3),
         refresh_kept=st.booleans(),
     )
 )
@@ -133,14 +133,30 @@ def test_any_token_set_round_trips_through_its_record(tokens: TokenSet) -> None:
 
 def test_a_record_from_before_the_flags_is_neither_in_doubt_nor_kept() -> None:
     record = sixty_seconds().to_record()
-    del record["refresh_in_doubt"], record["refresh_kept"]
+    del record["refresh_unanswered"], record["refresh_kept"]
     restored = TokenSet.from_record(record)
     assert not restored.refresh_in_doubt and not restored.refresh_kept
 
 
+def test_a_record_from_before_the_count_that_said_in_doubt_is_one_send_unanswered() -> None:
+    record = sixty_seconds().to_record()
+    del record["refresh_unanswered"]
+    restored = TokenSet.from_record({**record, "refresh_in_doubt": True})
+    assert restored.unanswered == 1 and restored.resendable
+
+
+def test_a_refresh_token_in_doubt_is_due_shortly_before_expiry_and_only_once() -> None:
+    doubtful = sixty_seconds().sent()  # its first send lost its answer
+    assert doubtful.refresh_due_at() == ISSUED + 60 - 15  # a quarter of 60 s < 60 s
+    assert not doubtful.is_due(ISSUED + 44) and doubtful.is_due(ISSUED + 45)
+    assert doubtful.resendable and not doubtful.sent().resendable
+    hour = TokenSet("a", "Bearer", (), ISSUED, ISSUED + 3600, "r").sent()
+    assert hour.refresh_due_at() == ISSUED + 3600 - 60
+
+
 def test_only_a_true_flag_puts_a_refresh_token_in_doubt() -> None:
     """A record edited by hand, or damaged, never makes a flag true by accident."""
-    record = {**sixty_seconds().to_record(), "refresh_in_doubt": "false", "refresh_kept": 1}
+    record = {**sixty_seconds().to_record(), "refresh_unanswered": "2", "refresh_kept": 1}
     restored = TokenSet.from_record(record)
     assert not restored.refresh_in_doubt and not restored.refresh_kept
 

@@ -286,14 +286,7 @@ class TokenResponse:
             raise AnswerUnusable("the token response is not a JSON object")
         refresh_token = _token(body, "refresh_token")  # unusable: nothing can be kept
         try:
-            access_token = _token(body, "access_token")
-            if access_token is None:
-                raise AnswerUnusable("the token response has no access_token")
-            token_type = body.get("token_type")
-            if not isinstance(token_type, str) or token_type.lower() != "bearer":
-                raise AnswerUnusable(f"the token response has token_type {token_type!r:.40}")
-            expires_in = _lifetime(body.get("expires_in", DEFAULT_EXPIRES_IN_SECONDS))
-            id_token = _token(body, "id_token")
+            access_token, expires_in, id_token = _usable_access(body)
         except AnswerUnusable as error:  # the refresh token it rotated to is kept
             raise AnswerUnusable(str(error), refresh_token) from None
         scope = body.get("scope")
@@ -305,6 +298,18 @@ class TokenResponse:
             id_token=id_token,
             scope=tuple(scope.split()) if isinstance(scope, str) else None,
         )
+
+
+def _usable_access(body: dict[str, Any]) -> tuple[str, int, str | None]:
+    """The access token, its lifetime and the id_token of a token response, if usable."""
+    access_token = _token(body, "access_token")
+    if access_token is None:
+        raise AnswerUnusable("the token response has no access_token")
+    token_type = body.get("token_type")
+    if not isinstance(token_type, str) or token_type.lower() != "bearer":
+        raise AnswerUnusable(f"the token response has token_type {token_type!r:.40}")
+    expires_in = _lifetime(body.get("expires_in", DEFAULT_EXPIRES_IN_SECONDS))
+    return access_token, expires_in, _token(body, "id_token")
 
 
 def _token(body: dict[str, Any], name: str) -> str | None:
@@ -662,8 +667,7 @@ class Provider:
         headers: dict[str, str] | None = None,
         answer_within: float | None = None,
     ) -> httpx2.Response:
-        """One request and its whole answer; AnswerLost when it may have reached the provider
-        but no whole answer came back.
+        """One request and its whole answer; AnswerLost if it may have arrived but no answer did.
 
         The exchange as a whole is bounded in time, `answer_within` seconds (else
         HTTP_TIMEOUT_SECONDS): a body still trickling in is read while that lasts, and

@@ -153,7 +153,7 @@ class AccountRegistry:
         return (
             self.providers.client_of(account) is not None
             and tokens.refresh_token is not None
-            and not tokens.refresh_in_doubt
+            and tokens.resendable
         )
 
     # -- changes ----------------------------------------------------------------------
@@ -275,8 +275,8 @@ class AccountRegistry:
             return None
         if account.tokens.refresh_in_doubt:
             log.warning(
-                "a renewal got no answer before the daemon stopped: its refresh token"
-                " is not sent again; the session lasts until the access token expires",
-                extra={"account": account_id},
+                "a renewal got no answer before the daemon stopped: its refresh token is"
+                " sent once more when the access token is about to expire",
+                extra={"account": account_id, "resend_at": round(account.refresh_at)},
             )
         return account

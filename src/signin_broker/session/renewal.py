@@ -10,9 +10,12 @@ When the provider cannot be reached the daemon keeps serving a still-valid token
 says so (`degraded`), and tries again with exponential backoff and jitter; a refused
 refresh backs off the same way. A refresh, once sent, is awaited for minutes rather
 than abandoned, since a provider that stalls may still complete it and rotate the
-refresh token; one whose answer never came is not sent again, and its session lasts
-until the access token expires. The provider ends a session by refusing the refresh
-token (`invalid_grant`), or by refusing a refresh and the access token (userinfo) both.
+refresh token. One whose answer never came (lost, cut short, or unusable) leaves its
+refresh token in doubt: it is sent once more only when the access token is about to
+expire, so that a request the provider never saw costs nothing, and one it completed
+(whose new tokens were lost anyway) ends the session no sooner than it had to. The
+provider ends a session by refusing the refresh token (`invalid_grant`), or by
+refusing a refresh and the access token (userinfo) both.
 
 Down-scoped tokens (fewer scopes, or an audience) are cached per account within
 bounds, and each app has a budget of scoped grants at the provider (session.limits).
@@ -32,6 +35,7 @@ from ..store.audit import Action, Actor, AuditEntry
 from .accounts import EVERYTHING, Account, AppUse, Entitlement, IssuedToken
 from .errors import (
     AnswerLost,
+    AnswerUnusable,
     IdTokenNotAllowed,
     IdTokenUnavailable,
     OAuthError,
@@ -72,7 +76,7 @@ CALLER_WAIT_SECONDS = 10.0
 # How long the answer to a refresh, once sent, is awaited (issue 14, finding 1).
 REFRESH_ANSWER_SECONDS = 180.0
 RENEWAL_PENDING = "the provider has not answered a renewal yet"
-ANSWER_LOST = "the provider never answered the last renewal"
+ANSWER_LOST = "the provider never answered the last two renewals"
 
 
 class TokenKeeper:
@@ -313,19 +317,21 @@ class TokenKeeper:
         Once sent, its answer is awaited however slow the provider is, within
         REFRESH_ANSWER_SECONDS: a rotating provider that stalls, then completes the
         refresh, would otherwise leave the daemon holding a spent refresh token. A token
-        whose answer never came is never sent again (TokenSet.refresh_in_doubt). That
-        includes a daemon stopped while it waited: the store says "in doubt" until the
-        answer is stored (a write-ahead), so the next start does not send it again.
+        whose answer never came is in doubt (TokenSet.unanswered), and sent once more
+        only when the access token is about to expire. That includes a daemon stopped
+        while it waited: the store counts the send before it is made (a write-ahead).
         """
         tokens, client = account.tokens, self._registry.providers.client_of(account)
         sent_at = self._clock()
         assert client is not None and tokens.refresh_token is not None  # noqa: S101 - checked by callers
         if not self._registry.is_current(account):  # signed out while this waited for the lock
             raise SignInRequired
-        if tokens.refresh_in_doubt:  # a renewal ahead in the queue lost its answer
+        if not tokens.resendable:  # a renewal ahead in the queue lost its answer again
             raise ProviderUnavailable(ANSWER_LOST)
+        if tokens.refresh_in_doubt and sent_at < tokens.refresh_due_at():
+            raise ProviderUnavailable(_resend_reason(tokens))  # not at once, whoever asks
         if not tokens.refresh_kept:  # a rotating provider spends it
-            await self._registry.persist(account, replace(tokens, refresh_in_doubt=True))
+            await self._registry.persist(account, tokens.sent())
         try:
             async with asyncio.timeout(REFRESH_ANSWER_SECONDS):
                 response = await client.refresh(
@@ -334,6 +340,12 @@ class TokenKeeper:
                     resource=resource,
                     answer_within=REFRESH_ANSWER_SECONDS,
                 )
+        except AnswerUnusable as error:
+            if error.refresh_token is None:
+                await self._answer_lost(account, f"a renewal's answer was unusable ({error})")
+                raise
+            await self._rotated_only(account, error.refresh_token, str(error))
+            raise ProviderUnavailable(str(error)) from None
         except (TimeoutError, AnswerLost) as error:
             reason = str(error) or f"no answer within {REFRESH_ANSWER_SECONDS:g} s"
             await self._answer_lost(account, f"a renewal got no answer ({reason})")
@@ -345,7 +357,10 @@ class TokenKeeper:
         except OAuthError as error:
             self._link(account).last_contact = self._clock()
             if error.error == "invalid_grant" and self._registry.is_current(account):
-                await self._provider_ended(account, "it refused the refresh token (invalid_grant)")
+                reason = "it refused the refresh token (invalid_grant)"
+                if tokens.refresh_in_doubt:
+                    reason += ", having completed the renewal whose answer was lost"
+                await self._provider_ended(account, reason)
             await self._not_spent(account, tokens)
             raise
         self._provider_answered(account, sent_at)  # a renewal re-validates too
@@ -369,19 +384,32 @@ class TokenKeeper:
     async def _answer_lost(self, account: Account, reason: str) -> None:
         """A renewal whose answer never came: its refresh token may be spent (unless kept)."""
         if not account.tokens.refresh_kept and self._registry.is_current(account):
-            doubtful = replace(account.tokens, refresh_in_doubt=True)
+            doubtful = account.tokens.sent()
             await self._registry.persist(account, doubtful)
             account.tokens = doubtful
+            after = _resend_reason(doubtful) if doubtful.resendable else ANSWER_LOST
             log.warning(
-                "the refresh token is not sent again: the provider may have spent it;"
-                " the session lasts until the access token expires",
+                "the provider may have spent the refresh token: " + after,
                 extra={
                     "account": account.info.id,
                     "reason": reason,
                     "expires_in_s": round(doubtful.expires_at - self._clock()),
                 },
             )
+            reason = f"{reason}; {after}"
         self._provider_failed(account, reason)
+
+    async def _rotated_only(self, account: Account, refresh_token: str, reason: str) -> None:
+        """An unusable answer that still names the new refresh token: keep that, not in doubt.
+
+        The access token it brought is not used; the renewal is tried again after the
+        backoff, with the new refresh token, like one that failed.
+        """
+        if self._registry.is_current(account):
+            kept = replace(account.tokens, refresh_token=refresh_token, refresh_kept=False)
+            await self._registry.persist(account, kept)
+            account.tokens = kept
+        self._provider_failed(account, f"a renewal's answer was unusable ({reason})")
 
     async def _refused(self, account: Account, error: OAuthError) -> None:
         """A refused renewal: the session has ended if userinfo rejects the token too.
@@ -425,7 +453,7 @@ class TokenKeeper:
         await self._registry.end(
             account,
             EventKind.REVOKED,
-            "the provider ended the session",
+            f"the provider ended the session: {reason}",
             daemon_actor(),
             by_itself=True,
         )
@@ -445,7 +473,7 @@ class TokenKeeper:
         if self._registry.providers.client_of(account) is None:
             reason = "its identity provider is no longer configured"
         elif account.tokens.refresh_in_doubt:
-            reason = "the provider never answered its last renewal"
+            reason = ANSWER_LOST
         else:
             reason = "the provider issued no refresh token"
         log.warning(
@@ -605,6 +633,15 @@ class TokenKeeper:
 
     def _publish(self, kind: EventKind, account: str, detail: str) -> None:
         self._registry.events.publish(SessionEvent(kind, account=account, detail=detail))
+
+
+def _resend_reason(tokens: TokenSet) -> str:
+    """Why a refresh token in doubt is not sent now, and when it will be."""
+    at = time.strftime("%H:%M:%S", time.localtime(tokens.refresh_due_at()))
+    return (
+        "the provider never answered the last renewal; its refresh token is sent once"
+        f" more at {at}, shortly before the access token expires"
+    )
 
 
 def _one_more(

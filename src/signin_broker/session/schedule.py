@@ -25,6 +25,10 @@ REFRESH_JITTER_FRACTION = 0.15
 REVALIDATE_SPREAD = 0.1
 # What a provider's answer is taken to cost before one has been timed (seconds).
 ASSUMED_ANSWER_SECONDS = 1.0
+# A refresh token whose refresh got no answer is sent once more, this long before the
+# access token expires (or a quarter of its lifetime, if shorter): late, so that if the
+# provider did complete the lost refresh, the session still served until then.
+RESEND_BEFORE_EXPIRY_SECONDS = 60.0
 BACKOFF_FIRST_SECONDS = 1.0
 BACKOFF_MAX_SECONDS = 60.0
 
@@ -32,6 +36,11 @@ BACKOFF_MAX_SECONDS = 60.0
 def renewal_due_at(issued_at: float, lifetime: float, early_fraction: float = 0.0) -> float:
     """When a token is renewed: at 75 % of its lifetime, minus a background head start."""
     return issued_at + (REFRESH_AT_FRACTION - early_fraction) * lifetime
+
+
+def resend_due_at(expires_at: float, lifetime: float) -> float:
+    """When a refresh token whose last refresh got no answer is sent once more."""
+    return expires_at - min(RESEND_BEFORE_EXPIRY_SECONDS, lifetime / 4)
 
 
 def min_ttl_renewal_allowed(age: float, lifetime: float, min_ttl: float) -> bool:

@@ -29,9 +29,12 @@ class TokenSet:
     # The provider issued these answering a refresh of this process (not kept on disk):
     # renewing them again for a caller's min_ttl would bring nothing longer.
     from_refresh: bool = False
-    # The refresh token was sent and the answer never came: the provider may have spent
-    # it (rotation), so it is never sent again (RFC 9700 4.14.2 would read that as theft).
-    refresh_in_doubt: bool = False
+    # How many times the refresh token was sent with no usable answer back (the daemon
+    # counts a send before making it). The provider may have spent it (rotation), and a
+    # second use reads as theft (RFC 9700 4.14.2), so it is sent once more only, and
+    # only when the access token is about to expire (schedule.resend_due_at): a request
+    # the provider never saw costs nothing, one it completed was lost anyway.
+    unanswered: int = 0
     # The provider handed the refresh token back at the last refresh: it does not rotate
     # them, so a request whose answer was lost cannot have spent it.
     refresh_kept: bool = False
@@ -72,6 +75,20 @@ class TokenSet:
         )
 
     @property
+    def refresh_in_doubt(self) -> bool:
+        """Whether the refresh token's last send got no answer: the provider may have spent it."""
+        return self.unanswered > 0
+
+    @property
+    def resendable(self) -> bool:
+        """Whether the refresh token may still be sent: never, or once after a lost answer."""
+        return self.unanswered <= 1
+
+    def sent(self) -> TokenSet:
+        """These tokens as the store keeps them while their refresh token is out (write-ahead)."""
+        return replace(self, unanswered=self.unanswered + 1)
+
+    @property
     def lifetime(self) -> float:
         """Seconds between issue and expiry."""
         return self.expires_at - self.issued_at
@@ -85,8 +102,8 @@ class TokenSet:
         return self.is_valid(now) and self.expires_at - now >= seconds
 
     def is_due(self, now: float) -> bool:
-        """At or past 75 % of the lifetime: renewed whoever asks."""
-        return now >= schedule.renewal_due_at(self.issued_at, self.lifetime)
+        """At or past 75 % of the lifetime (in doubt: the resend's moment): renewed whoever asks."""
+        return now >= self.refresh_due_at()
 
     def wants_refresh(self, now: float, min_ttl: float = 0) -> bool:
         """At or past 75 % of the lifetime, or not lasting min_ttl seconds more."""
@@ -114,7 +131,12 @@ class TokenSet:
         return not schedule.min_ttl_renewal_allowed(now - self.issued_at, self.lifetime, min_ttl)
 
     def refresh_due_at(self, early_fraction: float = 0.0) -> float:
-        """When the background loop renews: at 75 % of the lifetime, minus a jitter share."""
+        """When the background loop renews: at 75 % of the lifetime, minus a jitter share.
+
+        A refresh token in doubt waits until the access token is about to expire.
+        """
+        if self.refresh_in_doubt:
+            return schedule.resend_due_at(self.expires_at, self.lifetime)
         return schedule.renewal_due_at(self.issued_at, self.lifetime, early_fraction)
 
     def to_record(self) -> dict[str, Any]:
@@ -127,7 +149,7 @@ class TokenSet:
             "expires_at": self.expires_at,
             "refresh_token": self.refresh_token,
             "id_token": self.id_token,
-            "refresh_in_doubt": self.refresh_in_doubt,
+            "refresh_unanswered": self.unanswered,
             "refresh_kept": self.refresh_kept,
         }
 
@@ -142,9 +164,17 @@ class TokenSet:
             expires_at=float(record["expires_at"]),
             refresh_token=record.get("refresh_token"),
             id_token=record.get("id_token"),
-            refresh_in_doubt=record.get("refresh_in_doubt") is True,
+            unanswered=_unanswered(record),
             refresh_kept=record.get("refresh_kept") is True,
         )
+
+
+def _unanswered(record: dict[str, Any]) -> int:
+    """Sends without an answer; a record from before the count said only "in doubt"."""
+    count = record.get("refresh_unanswered")
+    if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+        return count
+    return 1 if record.get("refresh_in_doubt") is True else 0
 
 
 def id_token_expiry(id_token: str) -> int:
