@@ -46,7 +46,7 @@ class SigningKey:
 
 
 class FakeProvider:
-    """Documents by URL (an int: that HTTP error), the keys at /jwks, 404 for anything else.
+    """Documents by URL (an int: that HTTP error; a Response: as is), the keys at /jwks, 404 else.
 
     `requests` lists every URL asked for.
     """
@@ -104,6 +104,8 @@ class FakeProvider:
             return httpx2.Response(404, json={"error": "not_found"})
         if isinstance(document, int):
             return httpx2.Response(document, json={"error": "server_error"})
+        if isinstance(document, httpx2.Response):  # an answer as the test made it
+            return document
         return httpx2.Response(200, json=document)
 
 

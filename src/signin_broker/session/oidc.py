@@ -50,10 +50,11 @@ TENANT_PLACEHOLDER = "{tenantid}"
 TENANT_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")  # one path segment: a tenant's GUID or name
 DEFAULT_EXPIRES_IN_SECONDS = 3600
 # Bounds on what a provider's answer may hold: a token of at most 32 KiB (it must fit an
-# HTTP header and the 1 MiB state file with room to spare), an answer of at most
-# 256 KiB, a stated lifetime of at most a day (longer is taken as a day).
+# HTTP header and the 1 MiB state file with room to spare), an answer of at most 1 MiB
+# (read whole, so the refresh token beside an oversized access token is still kept), a
+# stated lifetime of at most a day (longer is taken as a day).
 MAX_TOKEN_CHARS = 32 * 1024
-MAX_ANSWER_BYTES = 256 * 1024
+MAX_ANSWER_BYTES = 1024 * 1024
 MAX_TOKEN_LIFETIME_SECONDS = 24 * 3600
 OAUTH_METADATA = "RFC 8414 metadata"  # what a metadata read is called in errors and logs
 # Asymmetric algorithms only: "none" and shared-secret HS* can never sign an id_token here.
@@ -715,10 +716,10 @@ class Provider:
 async def _read_bounded(response: httpx2.Response, what: str) -> bytes:
     """The answer's body (decoded), refused once it is over MAX_ANSWER_BYTES.
 
-    Refused as unusable when the provider answered with success (it acted on the
-    request), else as not answering usefully.
+    Refused as unusable when the provider answered (see _from_the_provider), else as
+    not answering usefully.
     """
-    refusal = AnswerUnusable if response.is_success else ProviderUnavailable
+    refusal = AnswerUnusable if _from_the_provider(response) else ProviderUnavailable
     too_large = f"the {what} endpoint's answer is over {MAX_ANSWER_BYTES // 1024} KiB"
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
@@ -737,9 +738,23 @@ def _json_of(response: httpx2.Response, what: str) -> Any:
     try:
         return response.json()
     except ValueError:
-        raise (AnswerUnusable if response.is_success else ProviderUnavailable)(
+        raise (AnswerUnusable if _from_the_provider(response) else ProviderUnavailable)(
             f"the {what} endpoint answered something that is not JSON"
+            f" ({response.headers.get('content-type', 'no content type')!r:.60})"
         ) from None
+
+
+def _from_the_provider(response: httpx2.Response) -> bool:
+    """Whether a success answer comes from the provider, which then acted on the request.
+
+    OAuth endpoints answer JSON (RFC 6749 5.1); a success of another type (an HTML
+    page from a captive portal or a proxy) is taken as never having reached it, so a
+    hotel's login page cannot put a refresh token in doubt.
+    """
+    media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    return response.is_success and (
+        media_type == "application/json" or media_type.endswith("+json")
+    )
 
 
 def _oauth_error(response: httpx2.Response) -> OAuthError:
