@@ -178,3 +178,9 @@ def test_a_record_with_a_field_of_the_wrong_kind_is_refused(field: str) -> None:
 def test_secrets_stay_out_of_repr() -> None:
     shown = repr(sixty_seconds())
     assert "at-0" not in shown and "rt-0" not in shown and "id-0" not in shown
+
+
+def test_a_renewal_stating_an_absurd_lifetime_keeps_the_lifetime_tokens_had() -> None:
+    absurd = replace(answer(), expires_in=86400, lifetime_unsure=True)  # 10**12, capped
+    renewed = sixty_seconds().renewed(absurd, ISSUED + 50)
+    assert renewed.expires_at == ISSUED + 50 + 60

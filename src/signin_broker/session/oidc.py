@@ -273,6 +273,9 @@ class TokenResponse:
     refresh_token: str | None = field(repr=False)
     id_token: str | None = field(repr=False)
     scope: tuple[str, ...] | None  # None when the provider did not say
+    # It stated a lifetime above a day, taken as a day: a renewal assumes the lifetime
+    # its tokens had before (TokenSet.renewed) rather than believe it.
+    lifetime_unsure: bool = False
 
     @classmethod
     def from_json(cls, body: object) -> TokenResponse:
@@ -280,21 +283,28 @@ class TokenResponse:
 
         Every token must be printable ASCII of at most MAX_TOKEN_CHARS (so whatever is
         accepted can be stored and handed to apps as a header), and expires_in a
-        positive number; a lifetime above MAX_TOKEN_LIFETIME_SECONDS is taken as that
-        (re-validation finds out sooner if the token dies sooner).
+        positive number; a lifetime above MAX_TOKEN_LIFETIME_SECONDS is taken as that,
+        or as the lifetime tokens had before (`lifetime_unsure`), and re-validation
+        finds out sooner if the token dies sooner.
         """
         if not isinstance(body, dict):
             raise AnswerUnusable("the token response is not a JSON object")
         refresh_token = _token(body, "refresh_token")  # unusable: nothing can be kept
         try:
-            access_token, expires_in, id_token = _usable_access(body)
+            access_token, stated, id_token = _usable_access(body)
         except AnswerUnusable as error:  # the refresh token it rotated to is kept
             raise AnswerUnusable(str(error), refresh_token) from None
         scope = body.get("scope")
+        if stated > MAX_TOKEN_LIFETIME_SECONDS:
+            log.warning(
+                "the provider states a token lifetime above a day; it is not believed",
+                extra={"expires_in": stated},
+            )
         return cls(
             access_token=access_token,
             token_type="Bearer",  # noqa: S106 - a token type, not a password
-            expires_in=expires_in,
+            expires_in=min(stated, MAX_TOKEN_LIFETIME_SECONDS),
+            lifetime_unsure=stated > MAX_TOKEN_LIFETIME_SECONDS,
             refresh_token=refresh_token,
             id_token=id_token,
             scope=tuple(scope.split()) if isinstance(scope, str) else None,
@@ -326,17 +336,11 @@ def _token(body: dict[str, Any], name: str) -> str | None:
 
 
 def _lifetime(expires_in: object) -> int:
-    """expires_in as seconds (a string of digits is accepted), at most a day."""
-    if isinstance(expires_in, str) and expires_in.isdigit():
+    """expires_in as seconds (a string of digits is accepted)."""
+    if isinstance(expires_in, str) and expires_in.isdigit() and len(expires_in) < 20:
         expires_in = int(expires_in)
     if not isinstance(expires_in, int) or isinstance(expires_in, bool) or expires_in <= 0:
         raise AnswerUnusable(f"the token response has an unusable expires_in ({expires_in!r:.40})")
-    if expires_in > MAX_TOKEN_LIFETIME_SECONDS:
-        log.warning(
-            "the provider states a token lifetime above a day; it is taken as a day",
-            extra={"expires_in": expires_in},
-        )
-        return MAX_TOKEN_LIFETIME_SECONDS
     return expires_in
 
 

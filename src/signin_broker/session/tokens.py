@@ -57,6 +57,8 @@ class TokenSet:
     def renewed(self, response: TokenResponse, now: float) -> TokenSet:
         """The tokens after a refresh; a refresh token or id_token not re-sent is kept."""
         fresh = TokenSet.issued(response, now, self.scopes)
+        if response.lifetime_unsure:  # an absurd lifetime: assume the one they had
+            fresh = replace(fresh, expires_at=now + min(self.lifetime, response.expires_in))
         rotated = self.rotated(response)
         return replace(
             fresh,

@@ -22,6 +22,7 @@ from typing import Self
 
 import uvicorn
 
+from .broken_answers import BROKEN_ANSWERS
 from .models import (
     CLIENT_AUTH_METHODS,
     DEFAULT_CLIENT,
@@ -34,7 +35,7 @@ from .models import (
 )
 from .pauses import Pauses
 from .server import DeviceSettings, StubAuthorizationServer
-from .store import OUTAGE_MODES, Outage, StubStore, TokenDelay, TokenFailure
+from .store import OUTAGE_MODES, BrokenAnswer, Outage, StubStore, TokenDelay, TokenFailure
 from .web import OAUTH_METADATA_PLACES, Site, build_app, discovery_document
 
 START_TIMEOUT_SECONDS = 10.0
@@ -87,6 +88,7 @@ class StubProvider:
         iss_parameter: bool = False,
         offline_access_needs_consent: bool = False,
         token_endpoint_auth_methods: Sequence[str] | None = None,
+        refresh_reuse_ends_grant: bool = False,
     ) -> None:
         self.users = tuple(users) if users is not None else (DEFAULT_USER,)
         self.clients = tuple(clients) if clients is not None else (DEFAULT_CLIENT,)
@@ -119,6 +121,9 @@ class StubProvider:
         self.admin_token = secrets.token_urlsafe(32)
         _check_settings(self)
         self._store = StubStore(self.users, self.clients)
+        # RFC 9700 4.14.2, as panva's oidc-provider does: a spent refresh token sent again
+        # ends its whole grant (`reuses` lists each such end).
+        self._store.reuse_ends_grant = refresh_reuse_ends_grant
         self._lock = threading.RLock()  # one start, stop or outage at a time
         self._address: _Address | None = None
         self._serving: _Serving | None = None  # None while stopped, or in a "stopped" outage
@@ -201,6 +206,21 @@ class StubProvider:
         if not (math.isfinite(seconds) and seconds >= 0) or times < 1:
             raise ValueError("seconds must be a finite number, at least 0, and times at least 1")
         self._store.delay_token_requests(TokenDelay(seconds, after_processing), times)
+
+    def break_token_answers(self, how: str, *, seconds: float = 5.0, times: int = 1) -> None:
+        """Answer the next `times` token requests broken in the way `how` names.
+
+        See testing.broken_answers.BROKEN_ANSWERS: the request is acted on first (a
+        refresh token rotates), except for "html", which never reaches the stub.
+        """
+        if how not in BROKEN_ANSWERS or times < 1:
+            raise ValueError(f"unknown broken answer {how!r}; use one of {BROKEN_ANSWERS}")
+        self._store.break_token_answers(BrokenAnswer(how, seconds), times)
+
+    @property
+    def reuses(self) -> list[str]:
+        """The subs whose grants ended because a rotated refresh token was sent again."""
+        return list(self._store.reuses)
 
     def access_token_info(self, token: str) -> dict[str, object] | None:
         """What the stub knows about an access token; None if it never issued it.

@@ -380,6 +380,8 @@ class _RefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
     def authenticate_refresh_token(self, refresh_token: str) -> _RefreshCredential | None:
         store: StubStore = self.server.store
         token = store.by_refresh_token(refresh_token)
+        if token is not None and not token.refresh_is_usable():
+            store.refresh_reused(token)
         return _RefreshCredential(token) if token and token.refresh_is_usable() else None
 
     def authenticate_user(self, refresh_token: _RefreshCredential) -> StubUser | None:

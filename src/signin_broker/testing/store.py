@@ -170,6 +170,14 @@ class TokenDelay:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokenAnswer:
+    """A token answer broken on purpose (testing.broken_answers), after acting on the request."""
+
+    how: str
+    seconds: float  # how long a trickled answer takes
+
+
+@dataclass(frozen=True, slots=True)
 class Outage:
     """A simulated provider failure, one of OUTAGE_MODES, that lasts until it is lifted."""
 
@@ -193,6 +201,10 @@ class StubStore:
         self._requests: deque[RecordedRequest] = deque(maxlen=MAX_RECORDED_REQUESTS)
         self._token_failures: deque[TokenFailure] = deque()
         self._token_delays: deque[TokenDelay] = deque()
+        self._broken_answers: deque[BrokenAnswer] = deque()
+        # RFC 9700 4.14.2: a rotated refresh token presented again ends its whole grant.
+        self.reuse_ends_grant = False
+        self.reuses: list[str] = []  # the subs whose grants a reused refresh token ended
         self._outage: Outage | None = None
         self._denials = 0
         self._assertions: dict[tuple[str, str], float] = {}  # (client, jti): until when kept
@@ -393,6 +405,26 @@ class StubStore:
         """The failure for this token request, if one is queued."""
         with self._lock:
             return self._token_failures.popleft() if self._token_failures else None
+
+    def break_token_answers(self, broken: BrokenAnswer, times: int) -> None:
+        """Break the next `times` token answers (after any already queued)."""
+        with self._lock:
+            self._broken_answers.extend([broken] * times)
+
+    def next_broken_answer(self) -> BrokenAnswer | None:
+        """How to break this token answer, if one is queued."""
+        with self._lock:
+            return self._broken_answers.popleft() if self._broken_answers else None
+
+    def refresh_reused(self, token: IssuedToken) -> None:
+        """A spent refresh token came back: with reuse detection, its whole grant ends."""
+        if not self.reuse_ends_grant:
+            return
+        with self._lock:
+            self.reuses.append(token.sub)
+            for issued in self._by_access.values():
+                if issued.sub == token.sub and issued.client_id == token.client_id:
+                    issued.access_revoked = issued.refresh_revoked = True
 
     def delay_token_requests(self, delay: TokenDelay, times: int) -> None:
         """Make the next `times` token requests wait (after any delays already queued)."""

@@ -26,6 +26,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import pages
+from .broken_answers import before_processing, broken
 from .ledger import SecretLedger
 from .models import RecordedRequest, StubPaths, StubUser
 from .pauses import Pauses
@@ -248,6 +249,9 @@ class _Endpoints:
             and not await self._pauses.pause(delay.seconds, request.receive)
         ):
             return Response(status_code=CLIENT_LEFT)  # dropped, so nothing is used up
+        breaking = self._store.next_broken_answer()
+        if breaking is not None and (portal := before_processing(breaking.how)) is not None:
+            return portal
         failure = self._store.next_token_failure()
         if failure is not None:
             response: Response = (
@@ -258,7 +262,10 @@ class _Endpoints:
         else:
             response = self._server.token_response(exchange)
             if response.status_code == 200:  # the ID token exists only in this answer
-                SecretLedger.note(json.loads(bytes(response.body)).get("id_token"))
+                answer = json.loads(bytes(response.body))
+                SecretLedger.note(answer.get("id_token"))
+                if breaking is not None:
+                    response = broken(answer, breaking.how, breaking.seconds)
         if delay is not None and delay.after_processing:
             await self._pauses.pause(delay.seconds, request.receive)
         return response
