@@ -93,7 +93,10 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
     ]
     rows += [
         ("accounts", str(info.account_count)),
-        ("storage", info.storage or "-"),
+        (
+            "storage",
+            f"DEGRADED: {info.storage_problem}" if info.storage_problem else info.storage or "-",
+        ),
         (
             "audit",
             "DEGRADED: " + info.audit_degraded_reason if info.audit_degraded_reason else "ok",

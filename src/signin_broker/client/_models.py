@@ -244,6 +244,7 @@ class Status(Model, message=pb.GetStatusResponse, sources={"default": _default_a
     audit_degraded_reason: str  # why audit rows are not being written; "" when they are
     providers: tuple[ProviderStatus, ...] = ()  # the configured ones, the default first
     ended_sessions: tuple[EndedSession, ...] = ()  # ended by themselves; sign in again
+    storage_problem: str = ""  # why sessions cannot be saved now; "" when they can
 
 
 def _is_device(message: pb.BeginSignInResponse) -> bool:

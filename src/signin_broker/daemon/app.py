@@ -17,7 +17,7 @@ from grpclib.health.check import ServiceStatus
 from grpclib.health.service import Health
 from grpclib.reflection.service import ServerReflection
 
-from ..session.events import WatcherDropped
+from ..session.events import EventKind, WatcherDropped
 from ..session.manager import SessionManager
 from ..session.providers import MAIN_NAME, Providers
 from ..v1 import broker_pb2
@@ -167,10 +167,11 @@ async def _serve_page(web_socket: socket.socket, session: SessionManager) -> Sig
 
 
 async def _tell_of_ended_sessions(session: SessionManager) -> None:
-    """A desktop notification when a session ends without anyone asking (revoked, expired).
+    """A desktop notification when a session ends, or a restart would end one, unasked.
 
-    The person would otherwise learn it from the next app that fails; status lists
-    the same sessions until they sign in again.
+    Ended: revoked, or expired unrenewable; at risk: its new refresh token could not
+    be saved. The person would otherwise learn it from the next app that fails; status says the
+    same until they sign in again, or until the state is saved.
     """
     with session.events.subscribe() as events:
         while True:
@@ -178,6 +179,14 @@ async def _tell_of_ended_sessions(session: SessionManager) -> None:
                 event = await events.next()
             except WatcherDropped:
                 return  # the daemon is stopping
+            registry = session.registry
+            if (
+                event.kind is EventKind.DEGRADED
+                and registry.restart_would_sign_out
+                and event.detail == registry.storage_problem()
+            ):
+                notify("Sign-ins cannot be saved", f"{event.detail[:1].upper()}{event.detail[1:]}.")
+                continue
             ended = next(
                 (e for e in session.registry.ended() if e.account == event.account),
                 None,

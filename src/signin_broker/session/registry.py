@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ..store.audit import Action, Actor, AuditEntry
-from .accounts import EVERYTHING, Account, AccountInfo, Entitlement, SignInState
+from .accounts import EVERYTHING, NOTHING, Account, AccountInfo, Entitlement, SignInState
 from .errors import AccountNotFound, SignInRequired
 from .events import EventBus, EventKind, SessionEvent
 from .ports import AccountStore, AuditSink
@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 
 ENDED_KEPT = 16  # sessions that ended by themselves, remembered for status
+SAVE_RETRY_SECONDS = 5.0  # how often a state that could not be written is tried again
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,11 @@ class AccountRegistry:
         self._revalidate_seconds = revalidate_seconds
         self._clock = clock
         self._accounts: dict[str, Account] = {}
+        # Accounts whose state could not be written, with the reason; and the refresh
+        # token each account last had stored, to tell what a restart now would lose.
+        self._unsaved: dict[str, str] = {}
+        self._stored_refresh: dict[str, str | None] = {}
+        self.save_retry_at = 0.0  # when the keeper writes the unsaved states again
 
     # -- what callers may see -----------------------------------------------------------
 
@@ -167,17 +173,95 @@ class AccountRegistry:
         self.changed.set()
         return previous
 
-    async def persist(self, account: Account, tokens: TokenSet | None = None) -> None:
-        """Write the account (with these tokens, if given) before anyone is handed them."""
+    async def persist(self, account: Account, tokens: TokenSet | None = None) -> bool:
+        """Write the account (with these tokens, if given) before anyone is handed them.
+
+        False when it could not be written: the state stays in memory, status says so
+        (`storage_problem`), and the keeper writes it again every few seconds.
+        """
         if self.store is None:
-            return
+            return True
         link = self.providers.of(account.info.id)
         kept = account if tokens is None else replace(account, tokens=tokens)
         record = kept.to_record(link.issuer if link is not None else "")
+        before = self.storage_problem()
         try:
             await asyncio.to_thread(self.store.save, account.info.id, record)
-        except Exception:
-            log.exception("could not store the session", extra={"account": account.info.id})
+        except Exception as error:
+            log.warning(
+                "could not store the session",
+                extra={"account": account.info.id, "reason": str(error)},
+            )
+            self._unsaved[account.info.id] = str(error)
+            self.save_retry_at = self._clock() + SAVE_RETRY_SECONDS
+            saved = False
+        else:
+            self._unsaved.pop(account.info.id, None)
+            self._stored_refresh[account.info.id] = kept.tokens.refresh_token
+            saved = True
+        self._say_storage_changed(before)
+        return saved
+
+    def storage_problem(self, entitlement: Entitlement = NOTHING) -> str:
+        """Why sessions cannot be saved now and what a restart would lose; "" when they can.
+
+        Accounts are named only as far as the caller may see them.
+        """
+        if not self._unsaved:
+            return ""
+        reason = next(iter(self._unsaved.values()))
+        at_risk = self._lost_at_a_restart()
+        fix = "free space in the state folder, or make it writable: it is saved at once then"
+        if not at_risk:
+            return f"sessions cannot be saved ({reason}); renewals wait while tokens last; {fix}"
+        named = [account_id for account_id in at_risk if entitlement.sees(account_id)]
+        who = ", ".join(named) if len(named) == len(at_risk) else "a renewed account"
+        return (
+            f"sessions cannot be saved ({reason}); a restart now would sign out {who}, whose"
+            f" new refresh token is only in memory; {fix}"
+        )
+
+    def _lost_at_a_restart(self) -> list[str]:
+        """Accounts whose refresh token on disk is not their current one (it was renewed)."""
+        return sorted(
+            account_id
+            for account_id in self._unsaved
+            if (account := self._accounts.get(account_id)) is not None
+            and account.tokens.refresh_token != self._stored_refresh.get(account_id)
+        )
+
+    @property
+    def restart_would_sign_out(self) -> bool:
+        """Whether a restart now would lose a session: its new refresh token is unsaved."""
+        return bool(self._lost_at_a_restart())
+
+    def _say_storage_changed(self, before: str) -> None:
+        """An event when saving starts or stops failing, or a restart would now lose more."""
+        now = self.storage_problem()
+        if now == before:
+            return
+        if now:
+            log.warning("sessions are not being saved", extra={"reason": now})
+            self.events.publish(SessionEvent(EventKind.DEGRADED, detail=now))
+        else:
+            log.info("sessions are saved again")
+            self.events.publish(
+                SessionEvent(EventKind.RECOVERED, detail="sessions are saved again")
+            )
+
+    @property
+    def saving_fails(self) -> bool:
+        """Whether the last attempt to save some account's state failed."""
+        return bool(self._unsaved)
+
+    async def save_unsaved(self) -> None:
+        """Write again the states that could not be written (the keeper calls this when due)."""
+        for account_id in list(self._unsaved):
+            account = self._accounts.get(account_id)
+            if account is None:
+                self._unsaved.pop(account_id, None)
+            else:
+                await self.persist(account)
 
     async def set_default(self, chosen: Account) -> None:
         """Make the account the one used when a request names none."""
@@ -218,6 +302,10 @@ class AccountRegistry:
             heir = min(self._accounts.values(), key=lambda a: a.info.signed_in_at)
             heir.info = replace(heir.info, is_default=True)
             await self.persist(heir)
+        before = self.storage_problem()
+        self._unsaved.pop(account.info.id, None)
+        self._stored_refresh.pop(account.info.id, None)
+        self._say_storage_changed(before)
         if self.store is not None:
             try:
                 await asyncio.to_thread(self.store.delete, account.info.id)
@@ -240,6 +328,7 @@ class AccountRegistry:
             if account is not None:
                 account.revalidate_at = first_revalidation(self._clock(), self._revalidate_seconds)
                 self._accounts[account.info.id] = account
+                self._stored_refresh[account.info.id] = account.tokens.refresh_token
         if self._accounts and not self.default_account:
             first = min(self._accounts.values(), key=lambda a: a.info.signed_in_at)
             first.info = replace(first.info, is_default=True)

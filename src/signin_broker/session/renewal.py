@@ -77,6 +77,10 @@ CALLER_WAIT_SECONDS = 10.0
 REFRESH_ANSWER_SECONDS = 180.0
 RENEWAL_PENDING = "the provider has not answered a renewal yet"
 ANSWER_LOST = "the provider never answered the last two renewals"
+STORAGE_WAITS = (
+    "the renewal waits until the state folder can be written again (or the access token"
+    " is about to expire): a renewed refresh token that cannot be stored is lost at a restart"
+)
 
 
 class TokenKeeper:
@@ -330,8 +334,10 @@ class TokenKeeper:
             raise ProviderUnavailable(ANSWER_LOST)
         if tokens.refresh_in_doubt and sent_at < tokens.refresh_due_at():
             raise ProviderUnavailable(_resend_reason(tokens))  # not at once, whoever asks
-        if not tokens.refresh_kept:  # a rotating provider spends it
-            await self._registry.persist(account, tokens.sent())
+        if not tokens.refresh_kept:  # a rotating provider spends it: count the send first
+            stored = await self._registry.persist(account, tokens.sent())
+            if not stored and sent_at < tokens.last_moment:
+                raise ProviderUnavailable(STORAGE_WAITS)  # its successor could not be stored
         try:
             async with asyncio.timeout(REFRESH_ANSWER_SECONDS):
                 response = await client.refresh(
@@ -571,17 +577,29 @@ class TokenKeeper:
         it ends, it wakes the keeper (`changed`).
         """
         now = self._clock()
+        if self._registry.saving_fails and now >= self._registry.save_retry_at:
+            await self._registry.save_unsaved()
         for account in self._registry.all():
             renewable = self._registry.renewable(account)
             if not renewable and not account.tokens.is_valid(now):
                 await self._expire(account)
             elif now < account.retry_at:
                 continue
-            elif renewable and now >= account.refresh_at and not self._refreshing(account):
+            elif renewable and now >= self._renewal_at(account) and not self._refreshing(account):
                 self._start_refresh(account)
             elif now >= account.revalidate_at:
                 await self._revalidate(account)
         return self._next_due() - self._clock()
+
+    def _renewal_at(self, account: Account) -> float:
+        """When the keeper renews the account: when due, or while saving fails, at the last moment.
+
+        A renewal whose new refresh token cannot be stored would leave the old, spent
+        one on disk for the next start to send; so it waits while the token serves.
+        """
+        if self._registry.saving_fails and not account.tokens.refresh_kept:
+            return max(account.refresh_at, account.tokens.last_moment)
+        return account.refresh_at
 
     async def _revalidate(self, account: Account) -> None:
         """Ask the provider whether the session still stands (contract I2, within 60 s)."""
@@ -622,7 +640,9 @@ class TokenKeeper:
             if not self._registry.renewable(account):
                 moments.append(account.tokens.expires_at)
             elif not self._refreshing(account):
-                moments.append(account.refresh_at)
+                moments.append(self._renewal_at(account))
+        if self._registry.saving_fails:
+            moments.append(self._registry.save_retry_at)
         return min(moments)
 
     def _link(self, account: Account) -> ProviderLink:

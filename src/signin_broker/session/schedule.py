@@ -25,10 +25,11 @@ REFRESH_JITTER_FRACTION = 0.15
 REVALIDATE_SPREAD = 0.1
 # What a provider's answer is taken to cost before one has been timed (seconds).
 ASSUMED_ANSWER_SECONDS = 1.0
-# A refresh token whose refresh got no answer is sent once more, this long before the
-# access token expires (or a quarter of its lifetime, if shorter): late, so that if the
-# provider did complete the lost refresh, the session still served until then.
-RESEND_BEFORE_EXPIRY_SECONDS = 60.0
+# The last moment to renew: this long before the access token expires (or a quarter of
+# its lifetime, if shorter). A refresh token whose refresh got no answer is sent once
+# more only then (had the provider completed the lost refresh, the session served until
+# then), and a renewal that waits for the state folder to be writable waits until then.
+LAST_MOMENT_SECONDS = 60.0
 BACKOFF_FIRST_SECONDS = 1.0
 BACKOFF_MAX_SECONDS = 60.0
 
@@ -38,9 +39,9 @@ def renewal_due_at(issued_at: float, lifetime: float, early_fraction: float = 0.
     return issued_at + (REFRESH_AT_FRACTION - early_fraction) * lifetime
 
 
-def resend_due_at(expires_at: float, lifetime: float) -> float:
-    """When a refresh token whose last refresh got no answer is sent once more."""
-    return expires_at - min(RESEND_BEFORE_EXPIRY_SECONDS, lifetime / 4)
+def last_moment(expires_at: float, lifetime: float) -> float:
+    """Shortly before a token expires: the renewals that wait, wait until then."""
+    return expires_at - min(LAST_MOMENT_SECONDS, lifetime / 4)
 
 
 def min_ttl_renewal_allowed(age: float, lifetime: float, min_ttl: float) -> bool:

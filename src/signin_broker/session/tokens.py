@@ -32,7 +32,7 @@ class TokenSet:
     # How many times the refresh token was sent with no usable answer back (the daemon
     # counts a send before making it). The provider may have spent it (rotation), and a
     # second use reads as theft (RFC 9700 4.14.2), so it is sent once more only, and
-    # only when the access token is about to expire (schedule.resend_due_at): a request
+    # only when the access token is about to expire (schedule.last_moment): a request
     # the provider never saw costs nothing, one it completed was lost anyway.
     unanswered: int = 0
     # The provider handed the refresh token back at the last refresh: it does not rotate
@@ -132,13 +132,18 @@ class TokenSet:
             return False
         return not schedule.min_ttl_renewal_allowed(now - self.issued_at, self.lifetime, min_ttl)
 
+    @property
+    def last_moment(self) -> float:
+        """The last moment to renew these tokens (schedule.last_moment)."""
+        return schedule.last_moment(self.expires_at, self.lifetime)
+
     def refresh_due_at(self, early_fraction: float = 0.0) -> float:
         """When the background loop renews: at 75 % of the lifetime, minus a jitter share.
 
         A refresh token in doubt waits until the access token is about to expire.
         """
         if self.refresh_in_doubt:
-            return schedule.resend_due_at(self.expires_at, self.lifetime)
+            return self.last_moment
         return schedule.renewal_due_at(self.issued_at, self.lifetime, early_fraction)
 
     def to_record(self) -> dict[str, Any]:

@@ -238,6 +238,7 @@ class TokenBrokerServicer:
             degraded_reason=self._session.degraded_reason,
             last_provider_contact_unix=int(self._session.last_provider_contact),
             storage=self._session.storage,
+            storage_problem=self._session.registry.storage_problem(visible),
             default_account_detail=_account(default) if default else None,
             started_by=self._info.started_by,
             rss_bytes=_THIS_PROCESS.memory_info().rss,
