@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import re
 import secrets
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 MAX_FILE_BYTES = 1 << 20  # a state or key file is a few kilobytes
@@ -161,6 +162,24 @@ def sync_folder(folder: Path) -> None:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
+
+
+@contextlib.contextmanager
+def flocked(path: Path, *, shared: bool = False) -> Iterator[None]:
+    """Hold an flock of the lock file at path (made 0600 if missing) while the block runs.
+
+    Blocking: callers run in worker threads. A lock file that is not a regular file
+    (a FIFO planted there) is refused without waiting on it.
+    """
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    descriptor = os.open(path, flags, 0o600)
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise UnsafeStorage(f"{path} is not a regular file; remove it")
+        fcntl.flock(descriptor, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
 
 
 def leftover_writes(folder: Path) -> dict[str, list[Path]]:

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import fcntl
 import json
-import os
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from .files import leftover_writes, private_folder, read_regular_file, write_atomically
+from .files import (
+    UnsafeStorage,
+    flocked,
+    leftover_writes,
+    private_folder,
+    read_regular_file,
+    write_atomically,
+)
 
 SERVICE = "signin-broker"
 
@@ -127,23 +131,19 @@ class FileKeyStore:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         """Hold the exclusive lock of the key file (blocking: callers run in worker threads)."""
-        try:
-            private_folder(self._path.parent)
-            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-            descriptor = os.open(self._lock_path, flags, 0o600)
-        except OSError as error:
-            raise KeyStoreUnavailable(f"cannot lock key file {self._path}: {error}") from error
-        try:
-            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-                raise KeyStoreUnavailable(f"{self._lock_path} is not a regular file; remove it")
-            fcntl.flock(descriptor, fcntl.LOCK_EX)
+        with contextlib.ExitStack() as held:
+            try:
+                private_folder(self._path.parent)
+                held.enter_context(flocked(self._lock_path))
+            except UnsafeStorage as error:
+                raise KeyStoreUnavailable(str(error)) from error
+            except OSError as error:
+                raise KeyStoreUnavailable(f"cannot lock key file {self._path}: {error}") from error
             if not self._swept:  # none is being written now: any there is a crash's, unused
                 for temporary in leftover_writes(self._path.parent).get(self._path.name, []):
                     temporary.unlink(missing_ok=True)
                 self._swept = True
             yield
-        finally:
-            os.close(descriptor)  # releases the lock
 
     def _read(self) -> dict[str, str]:
         try:

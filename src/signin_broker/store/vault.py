@@ -23,16 +23,25 @@ a genuinely older copy put in place is still refused.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import struct
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
-from .files import leftover_writes, read_regular_file, sync_folder, write_atomically
+from .files import (
+    flocked,
+    leftover_writes,
+    private_folder,
+    read_regular_file,
+    sync_folder,
+    write_atomically,
+)
 from .keys import KeyStore, KeyStoreUnavailable
 from .tenants import tenant_key
 
@@ -44,6 +53,7 @@ NONCE_BYTES = 12
 KEY_BYTES = 32
 GENERATION = struct.Struct(">Q")
 SUFFIX = ".state"
+LOCK_NAME = ".vault.lock"  # saves hold it shared, the recovery of leftovers exclusively
 
 
 class VaultError(Exception):
@@ -103,7 +113,10 @@ class Vault:
                 stored_key = True
 
             try:
-                write_atomically(self._path(account_id), header + sealed, before_rename=store_key)
+                with self._lock(shared=True):  # no other vault takes its file for a leftover
+                    write_atomically(
+                        self._path(account_id), header + sealed, before_rename=store_key
+                    )
             except (OSError, KeyStoreUnavailable) as error:  # the file is as it was
                 if stored_key:  # and so is its key, if the key store lets it be
                     self._put_back(name, previous)
@@ -130,7 +143,18 @@ class Vault:
         store entry first, so a crash here is recovered the same way next time).
         Others (a write cut short, a key never stored) are removed. When the key store
         cannot be read, nothing is removed: the temporary file may be the newest state.
+        Another process's save under way is waited for (the vault's lock), not taken for
+        a leftover.
         """
+        if not self._folder.is_dir():
+            return
+        try:
+            with self._lock(shared=False):
+                self._complete_leftovers()
+        except OSError as error:  # a read-only or unsafe folder: tried at the next start
+            log.warning("leftover saves could not be looked at", extra={"reason": str(error)})
+
+    def _complete_leftovers(self) -> None:
         for name, temporaries in leftover_writes(self._folder).items():
             account_id = unquote(name.removesuffix(SUFFIX))
             if name.endswith(SUFFIX) and account_id:
@@ -145,8 +169,14 @@ class Vault:
                     continue
             for temporary in temporaries:
                 temporary.unlink(missing_ok=True)
-        if self._folder.is_dir():
-            sync_folder(self._folder)
+        sync_folder(self._folder)
+
+    @contextlib.contextmanager
+    def _lock(self, *, shared: bool) -> Iterator[None]:
+        """The vault's lock: saves share it, the recovery of leftovers holds it alone."""
+        private_folder(self._folder)
+        with flocked(self._folder / LOCK_NAME, shared=shared):
+            yield
 
     def _roll_forward(self, account_id: str, temporaries: list[Path]) -> None:
         """Put the newest complete temporary file of the account in place, if newer."""

@@ -121,8 +121,9 @@ def _home(board: Board, now: float) -> list[Line]:
     for ended in status.ended_sessions if status is not None else ():
         lines.append(
             [
-                ("class:bad", f"   {ended.account} {ended.kind.name}: "),
-                ("", f"{ended.reason}; press s to sign in again"),
+                # What to do first: a long reason is cut at the edge (status has it whole).
+                ("class:bad", f"   {ended.account} {ended.kind.name}"),
+                ("", f", press s to sign in again: {ended.reason}"),
             ]
         )
     if board.sign_in is not None:  # hidden: it still waits
