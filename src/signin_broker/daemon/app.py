@@ -17,6 +17,7 @@ from grpclib.health.check import ServiceStatus
 from grpclib.health.service import Health
 from grpclib.reflection.service import ServerReflection
 
+from ..session.clock import SteadyClock
 from ..session.events import EventKind, WatcherDropped
 from ..session.manager import SessionManager
 from ..session.providers import MAIN_NAME, Providers
@@ -65,7 +66,9 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
         retention_days=settings.audit_retention_days,
         keep_days=settings.audit_keep_days,
     )
-    session = SessionManager(revalidate_seconds=settings.revalidate_seconds, audit=audit)
+    session = SessionManager(
+        revalidate_seconds=settings.revalidate_seconds, audit=audit, clock=SteadyClock()
+    )
     apps = AppGate(
         PolicyFile(settings.app_policy), Decision(settings.new_apps), settings.ask_timeout_seconds
     )

@@ -159,3 +159,7 @@ class OAuthError(Exception):
 
 class IdTokenInvalid(Exception):
     """The id_token failed validation; the message says which check."""
+
+
+class ClockSkewed(IdTokenInvalid):
+    """The id_token is valid but for this device's clock, which is off by more than allowed."""

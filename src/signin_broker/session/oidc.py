@@ -13,6 +13,8 @@ answering properly* (ProviderUnavailable: network, timeout, 5xx, garbage).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import email.utils
 import hmac
 import ipaddress
 import logging
@@ -29,12 +31,23 @@ from authlib.oauth2.rfc6749.parameters import prepare_token_request
 
 from .._version import __version__
 from .client_auth import ClientAuth
-from .errors import AnswerLost, AnswerUnusable, IdTokenInvalid, OAuthError, ProviderUnavailable
+from .errors import (
+    AnswerLost,
+    AnswerUnusable,
+    ClockSkewed,
+    IdTokenInvalid,
+    OAuthError,
+    ProviderUnavailable,
+)
 
 log = logging.getLogger(__name__)
 
 HTTP_TIMEOUT_SECONDS = 10.0
-CLOCK_SKEW_SECONDS = 60
+# How far this device's clock may be from the provider's when an id_token's iat and exp
+# are checked. Devices boot with clocks minutes off; the nonce, not the time, binds an
+# id_token to its sign-in, so a wide allowance costs little. Beyond it the sign-in fails
+# naming the clock.
+CLOCK_SKEW_SECONDS = 15 * 60
 DISCOVERY_PATH = "/.well-known/openid-configuration"  # OpenID Connect Discovery 4
 OAUTH_METADATA_PATH = "/.well-known/oauth-authorization-server"  # RFC 8414 3
 # Providers change endpoints and keys now and then; a long-running daemon notices.
@@ -150,6 +163,44 @@ class ProviderMetadata:
         if not isinstance(tenant, str) or not TENANT_ID.fullmatch(tenant):
             raise IdTokenInvalid("the id_token has no tenant (tid) to check its issuer against")
         return self.issuer.replace(TENANT_PLACEHOLDER, tenant)
+
+
+def _clock_skewed(
+    id_token: str, key: jwt.PyJWK, algorithm: str, audience: str, offset: float | None
+) -> IdTokenInvalid:
+    """Why an id_token is not yet or no longer valid: this device's clock, if it is off.
+
+    How far off is measured from the provider's Date header (`offset`), else from the
+    token's iat (it was issued moments ago).
+    """
+    try:
+        claims = jwt.decode(
+            id_token,
+            key=key,
+            algorithms=[algorithm],
+            audience=audience,
+            options={"verify_exp": False, "verify_iat": False, "verify_nbf": False},
+        )
+    except jwt.PyJWTError as error:
+        return IdTokenInvalid(f"the id_token failed validation: {error}")
+    issued = claims.get("iat")
+    if not isinstance(issued, int | float):
+        return IdTokenInvalid("the id_token is not valid at this time")
+    off = issued - time.time() if offset is None else offset
+    if abs(off) <= CLOCK_SKEW_SECONDS:  # the clock is fine: the token is just stale
+        return IdTokenInvalid("the id_token has expired")
+    return ClockSkewed(
+        f"this device's clock is {_minutes(abs(off))} {'behind' if off > 0 else 'ahead of'}"
+        f" the identity provider's (it issued the sign-in at"
+        f" {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(issued))}); set the clock"
+        " right (on Linux: timedatectl set-ntp true) and sign in again"
+    )
+
+
+def _minutes(seconds: float) -> str:
+    if seconds >= 5400:
+        return f"{seconds / 3600:.1f} hours"
+    return f"{round(seconds / 60)} minutes"
 
 
 def _names_issuer(stated: str, value: str) -> bool:
@@ -374,6 +425,9 @@ class Provider:
         self._keys_due = 0.0
         self._unknown_kid_read_at: float | None = None
         self._keys_lock = asyncio.Lock()
+        # The provider's clock less this device's, from the Date header of its last answer
+        # (to a second or so); None until an answer had one.
+        self.clock_offset: float | None = None
 
     async def close(self) -> None:
         """Close the HTTP connections."""
@@ -547,6 +601,10 @@ class Provider:
                 leeway=CLOCK_SKEW_SECONDS,
                 options={"require": ["iss", "aud", "sub", "exp", "iat"]},
             )
+        except (jwt.ImmatureSignatureError, jwt.ExpiredSignatureError):
+            raise _clock_skewed(
+                id_token, key, algorithm, self.client_id, self.clock_offset
+            ) from None
         except jwt.PyJWTError as error:
             raise IdTokenInvalid(f"the id_token failed validation: {error}") from None
         expected_issuer = metadata.id_token_issuer(claims)
@@ -658,6 +716,14 @@ class Provider:
             self._client_auth.refused(method, what, metadata)
         return response
 
+    def _note_clock(self, date: str | None) -> None:
+        """Measure the provider's clock against this device's from an answer's Date header."""
+        if date:
+            with contextlib.suppress(TypeError, ValueError, OverflowError):
+                self.clock_offset = (
+                    email.utils.parsedate_to_datetime(date).timestamp() - time.time()
+                )
+
     async def _get_json(self, url: str, what: str) -> Any:
         return _json_of(await self._send("GET", url, what), what)
 
@@ -708,6 +774,7 @@ class Provider:
         response = httpx2.Response(
             streamed.status_code, headers=streamed.headers, content=body, request=request
         )
+        self._note_clock(response.headers.get("date"))
         if response.status_code == 504:  # a gateway gave up waiting: the provider may act on it
             raise AnswerLost(f"the {what} endpoint answered HTTP 504")
         if response.status_code >= 500:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 from ..store.audit import Action, Actor, AuditEntry
 from .accounts import EVERYTHING, NOTHING, Account, AccountInfo, Entitlement, SignInState
+from .clock import to_wall
 from .errors import AccountNotFound, SignInRequired
 from .events import EventBus, EventKind, SessionEvent
 from .ports import AccountStore, AuditSink
@@ -132,10 +133,11 @@ class AccountRegistry:
 
     def info(self, account: Account) -> AccountInfo:
         """What may be said of the account, with its token's expiry and next renewal."""
+        refresh_at = to_wall(self._clock, account.refresh_at) if self.renewable(account) else 0
         return replace(
             account.info,
-            access_token_expires_at=int(account.tokens.expires_at),
-            next_refresh_at=int(account.refresh_at) if self.renewable(account) else 0,
+            access_token_expires_at=int(to_wall(self._clock, account.tokens.expires_at)),
+            next_refresh_at=int(refresh_at),
             apps=tuple(sorted(account.apps.values(), key=lambda a: -a.last_used)),
         )
 
@@ -182,8 +184,9 @@ class AccountRegistry:
         if self.store is None:
             return True
         link = self.providers.of(account.info.id)
-        kept = account if tokens is None else replace(account, tokens=tokens)
-        record = kept.to_record(link.issuer if link is not None else "")
+        tokens = account.tokens if tokens is None else tokens
+        on_disk = tokens.shifted(to_wall(self._clock, 0.0))  # the wall clock of now
+        record = replace(account, tokens=on_disk).to_record(link.issuer if link else "")
         before = self.storage_problem()
         try:
             await asyncio.to_thread(self.store.save, account.info.id, record)
@@ -197,7 +200,7 @@ class AccountRegistry:
             saved = False
         else:
             self._unsaved.pop(account.info.id, None)
-            self._stored_refresh[account.info.id] = kept.tokens.refresh_token
+            self._stored_refresh[account.info.id] = tokens.refresh_token
             saved = True
         self._say_storage_changed(before)
         return saved
@@ -291,7 +294,11 @@ class AccountRegistry:
         if by_itself:  # nobody asked: the person must be told, and sign in again
             self._ended.pop(account.info.id, None)
             self._ended[account.info.id] = EndedSession(
-                account.info.id, account.info.display_name, kind, detail, self._clock()
+                account.info.id,
+                account.info.display_name,
+                kind,
+                detail,
+                to_wall(self._clock, self._clock()),
             )
             while len(self._ended) > ENDED_KEPT:
                 del self._ended[next(iter(self._ended))]
@@ -343,6 +350,7 @@ class AccountRegistry:
             if record is None:
                 return None
             account = Account.from_record(record)
+            account.tokens = account.tokens.shifted(-to_wall(self._clock, 0.0))
         except Exception as error:
             log.warning(
                 "a stored session could not be restored",

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from ..store.audit import Action, Actor, AuditEntry
 from .accounts import EVERYTHING, Account, AppUse, Entitlement, IssuedToken
+from .clock import to_wall
 from .errors import (
     AnswerLost,
     AnswerUnusable,
@@ -155,7 +156,7 @@ class TokenKeeper:
         return IssuedToken(
             access_token=tokens.access_token,
             token_type=tokens.token_type,
-            expires_at=int(tokens.expires_at),
+            expires_at=int(to_wall(self._clock, tokens.expires_at)),
             scopes=tokens.scopes,
             account=account.info.id,
             id_token=identity[0],
@@ -167,8 +168,8 @@ class TokenKeeper:
         token = account.tokens.id_token
         if not token:
             raise IdTokenUnavailable("the provider issued no ID token for this session")
-        expires_at = id_token_expiry(token)
-        if expires_at < self._clock() + min_ttl:
+        expires_at = id_token_expiry(token)  # the provider's time: the wall clock's
+        if expires_at < to_wall(self._clock, self._clock()) + min_ttl:
             raise IdTokenUnavailable(
                 "the session's ID token has expired and the provider did not renew it with"
                 " the access token; sign in again (`signin-broker login`)"

@@ -90,6 +90,12 @@ class TokenSet:
         """These tokens as the store keeps them while their refresh token is out (write-ahead)."""
         return replace(self, unanswered=self.unanswered + 1)
 
+    def shifted(self, seconds: float) -> TokenSet:
+        """These tokens with their times moved (from one clock to another)."""
+        return replace(
+            self, issued_at=self.issued_at + seconds, expires_at=self.expires_at + seconds
+        )
+
     @property
     def lifetime(self) -> float:
         """Seconds between issue and expiry."""

@@ -29,7 +29,13 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ...session.errors import IdTokenInvalid, NotConfigured, OAuthError, ProviderUnavailable
+from ...session.errors import (
+    ClockSkewed,
+    IdTokenInvalid,
+    NotConfigured,
+    OAuthError,
+    ProviderUnavailable,
+)
 from ...session.manager import SessionManager
 from ...session.providers import MAIN_NAME
 from ...session.signin import PendingSignIn, SignInFlow
@@ -317,6 +323,11 @@ class SignInSite:
                 pending.sign_in_id,
                 "invalid_code",
                 "The identity provider did not accept the sign-in code. Please sign in again.",
+            )
+        except ClockSkewed as error:  # the person can fix this: say how
+            _oauth_log(logging.ERROR, "id_token", "clock_skew", str(error))
+            return self._failed(
+                pending.sign_in_id, "clock_skew", f"{str(error)[:1].upper()}{str(error)[1:]}."
             )
         except IdTokenInvalid as error:
             _oauth_log(logging.ERROR, "id_token", "invalid_id_token", str(error))

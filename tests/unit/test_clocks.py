@@ -1,0 +1,75 @@
+"""Issue 23 #5: wrong clocks. The session clock never jumps; id_tokens allow 15 minutes of
+skew, and beyond that the refusal names this device's clock and says how to fix it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from signin_broker.session.clock import SteadyClock, to_wall
+from signin_broker.session.errors import ClockSkewed, IdTokenInvalid
+from support.fake_provider import FakeProvider, run
+
+ISSUER = "https://id.example.com"
+
+
+class Moving:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_steady_clock_ignores_wall_clock_steps_and_says_how_far_it_stepped() -> None:
+    wall, steady = Moving(1_000_000.0), Moving(50.0)
+    clock = SteadyClock(wall, steady)
+    wall.now -= 600  # NTP steps a fast clock back by ten minutes
+    steady.now += 30
+    assert clock() == 1_000_030.0  # thirty seconds passed, whatever the wall clock says
+    assert clock.wall_step() == -630.0
+    assert to_wall(clock, 1_000_090.0) == 1_000_090.0 - 630  # an expiry, as apps read it
+    assert to_wall(time.time, 123.0) == 123.0  # a plain clock is its own wall clock
+
+
+def validate(offset: float | None = None, **claims: float) -> object:
+    """The claims, or the refusal; `offset`: the provider's clock as its Date header told."""
+    idp = FakeProvider(ISSUER)
+    provider, _ = idp.provider()
+    provider.clock_offset = offset
+    try:
+        return run(provider.validate_id_token(idp.id_token(**claims), None))
+    except IdTokenInvalid as error:
+        return error
+
+
+@pytest.mark.parametrize("off_minutes", [-10, 10], ids=["device-slow", "device-fast"])
+def test_a_clock_ten_minutes_off_still_signs_in(off_minutes: int) -> None:
+    provider_now = time.time() - off_minutes * 60  # the provider's clock
+    claims = validate(iat=provider_now, exp=provider_now + 300)
+    assert isinstance(claims, dict) and claims["sub"] == "1001"
+
+
+@pytest.mark.parametrize(("off_hours", "says"), [(-2, "behind"), (2, "ahead of")])
+def test_a_clock_hours_off_is_refused_naming_the_clock(off_hours: int, says: str) -> None:
+    provider_now = time.time() - off_hours * 3600
+    refused = validate(iat=provider_now, exp=provider_now + 300)
+    assert isinstance(refused, ClockSkewed)
+    assert f"this device's clock is 2.0 hours {says} the identity provider's" in str(refused)
+    assert "timedatectl set-ntp true" in str(refused)
+
+
+def test_an_old_id_token_with_a_right_clock_is_just_expired() -> None:
+    refused = validate(offset=0.5, iat=time.time() - 7200, exp=time.time() - 3600)
+    assert isinstance(refused, IdTokenInvalid) and not isinstance(refused, ClockSkewed)
+
+
+def test_the_providers_date_header_measures_its_clock() -> None:
+    idp = FakeProvider(ISSUER)
+    provider, _ = idp.provider()
+    two_hours_ahead = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 7200))
+    provider._note_clock(two_hours_ahead)
+    assert provider.clock_offset is not None and 7190 < provider.clock_offset < 7210
+    provider._note_clock("not a date")
+    assert 7190 < provider.clock_offset < 7210
