@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import stat
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from signin_broker.daemon.audit_trail import AuditTrail
 from signin_broker.store.audit import (
     ACCOUNTS_SQL,
     DAEMON_WIDE_SQL,
@@ -23,6 +25,7 @@ from signin_broker.store.audit import (
     AuditLog,
     AuditRow,
     MissingTenantKey,
+    Repeat,
 )
 
 DAY = 86_400.0
@@ -476,3 +479,65 @@ def test_worker_threads_can_share_the_log(log: AuditLog) -> None:
     with ThreadPoolExecutor(max_workers=4) as pool:
         list(pool.map(work, range(60)))
     assert sum(len(log.for_account(f"user:{n}")) for n in range(3)) == 60
+
+
+def test_a_log_of_the_first_schema_is_migrated_and_keeps_its_rows(path: Path, clock: Clock) -> None:
+    path.parent.mkdir(mode=0o700)
+    with raw(path) as db:  # as signin-broker made it before repeats were counted
+        db.executescript(
+            "CREATE TABLE audit_log (id INTEGER PRIMARY KEY AUTOINCREMENT, actor_app TEXT NOT NULL,"
+            " actor_uid INTEGER NOT NULL, actor_pid INTEGER NOT NULL DEFAULT 0, target_account"
+            " TEXT, action TEXT NOT NULL, resource TEXT NOT NULL, resource_id TEXT, payload TEXT,"
+            " created_unix INTEGER NOT NULL, deleted_unix INTEGER);"
+            "CREATE INDEX audit_log_actor_created ON audit_log (actor_app, created_unix DESC);"
+            "CREATE INDEX audit_log_target_created"
+            " ON audit_log (target_account, created_unix DESC);"
+            "INSERT INTO audit_log (actor_app, actor_uid, target_account, action, resource,"
+            " created_unix) VALUES ('/usr/bin/mail', 1000, 'user:1', 'issue_token', 'token', 5);"
+            "PRAGMA user_version = 1;"
+        )
+    with AuditLog(path, clock=clock) as log:
+        (old,) = log.for_account("user:1")
+        assert (old.actor_app, old.times, old.last_unix) == ("/usr/bin/mail", 1, None)
+    with raw(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+
+
+def test_repeats_count_on_their_row_in_the_same_transaction(log: AuditLog) -> None:
+    (row,) = log.record([entry()])
+    log.record([entry("user:2")], {row: Repeat(more=41, last_unix=1_800_000_123, pid=77)})
+    (counted,) = log.for_account("user:1")
+    assert (counted.times, counted.last_unix, counted.actor_pid) == (42, 1_800_000_123, 77)
+
+
+def test_the_trail_makes_one_row_of_a_repeated_grant_however_its_repeats_fall(
+    path: Path,
+) -> None:
+    """Repeats while queued, while written, and after: one row, every time counted."""
+
+    async def run() -> list[AuditRow]:
+        trail = AuditTrail(path, retention_days=30, keep_days=365)
+        await trail.open()
+        grant = AuditEntry(APP_A, Action.ISSUE_TOKEN, "token", "user:1", repeat_of="k")
+        other = AuditEntry(APP_B, Action.ISSUE_TOKEN, "token", "user:1", repeat_of="k2")
+        for _ in range(500):
+            trail.record(grant)  # queued once, counted 499 times
+        trail.record(other)
+        writing = asyncio.ensure_future(trail.flush())
+        for _ in range(300):  # while the batch is being written
+            trail.record(grant)
+            await asyncio.sleep(0)
+        await writing
+        for _ in range(200):  # after it was written: counted on its row
+            trail.record(grant)
+        await trail.flush()
+        rows = await trail.read(["user:1"], app="", limit=10, before_id=None, daemon_wide=False)
+        assert trail.log is not None
+        trail.log.close()
+        return rows
+
+    rows = asyncio.run(run())
+    assert sorted((row.actor_app, row.times) for row in rows) == [
+        (APP_A.app, 1000),
+        (APP_B.app, 1),
+    ]

@@ -390,7 +390,11 @@ def audit(client: BrokerClient, args: argparse.Namespace) -> int:
                     shortened(
                         row.resource + (f" {row.resource_id}" if row.resource_id else ""), 24
                     ),
-                    shortened(_detail(json.loads(row.payload_json or "{}")), 34),
+                    shortened(
+                        (f"{row.times}x, " if row.times > 1 else "")
+                        + _detail(json.loads(row.payload_json or "{}")),
+                        34,
+                    ),
                 ]
                 for row in rows
             ],

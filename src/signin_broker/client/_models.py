@@ -331,3 +331,5 @@ class AuditEvent(Model, message=pb.AuditEvent):
     resource: str
     resource_id: str
     payload_json: str
+    times: int = 1  # how many times: a token given again to the same program counts here
+    last_unix: int = 0  # when it last happened; 0 when it happened once

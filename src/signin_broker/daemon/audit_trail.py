@@ -8,6 +8,11 @@ in its place), the rows stay queued and are retried with backoff, `status` shows
 audit as degraded, and only rows beyond MAX_QUEUED are dropped, with an error that
 counts them. The removal of an account is the exception that is written before
 anything else happens.
+
+An event repeated (the same token to the same program, AuditEntry.repeat_of) is one
+row that counts its times: the first is queued as a row, and the rest only count, in
+memory, until the next batch adds them to it. So 2,000 grants a second of one token
+cost one row and one small update a batch, and no row is dropped.
 """
 
 from __future__ import annotations
@@ -15,9 +20,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..store.audit import AuditEntry, AuditLog, AuditRow, check_entry
+from ..store.audit import AuditEntry, AuditLog, AuditRow, Repeat, check_entry
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +33,20 @@ FLUSH_SECONDS = 0.25
 RETRY_MAX_SECONDS = 8.0  # after a failed write the pause doubles from FLUSH_SECONDS to this
 MAX_QUEUED = 10_000  # beyond this, rows are dropped and the drop is logged as an error
 DAY_SECONDS = 86_400
+REMEMBERED_ROWS = 4096  # repeat keys of written rows kept, newest used last
+
+
+@dataclass
+class _Pending:
+    """A row waiting for the next batch, and how often it happened again meanwhile."""
+
+    entry: AuditEntry
+    again: Repeat | None = None
+
+
+def _once_more(repeat: Repeat | None, pid: int, more: int = 1) -> Repeat:
+    """A repeat counted once more, now, by this process."""
+    return Repeat((repeat.more if repeat else 0) + more, int(time.time()), pid)
 
 
 class AuditTrail:
@@ -35,7 +57,10 @@ class AuditTrail:
         self.retention_seconds = retention_days * DAY_SECONDS
         self.keep_seconds = keep_days * DAY_SECONDS
         self.log: AuditLog | None = None
-        self._queue: list[AuditEntry] = []
+        self._queue: list[_Pending] = []
+        self._queued: dict[str, _Pending] = {}  # queued rows by repeat key
+        self._written: OrderedDict[str, int] = OrderedDict()  # row ids by repeat key
+        self._repeats: dict[int, Repeat] = {}  # counts to add to written rows
         self._dropped = 0
         self._problem = ""  # why rows are not being written; "" while they are
         self._wake = asyncio.Event()
@@ -57,7 +82,16 @@ class AuditTrail:
         await self.flush()
 
     def record(self, entry: AuditEntry) -> None:
-        """Queue a row for the next batch; one that could never be stored is refused now."""
+        """Queue a row for the next batch, or count a repeat; refuse one that cannot be stored."""
+        key = entry.repeat_of
+        if key and (pending := self._queued.get(key)) is not None:
+            pending.again = _once_more(pending.again, entry.actor.pid)
+            return
+        if key and (row := self._written.get(key)) is not None:
+            self._written.move_to_end(key)
+            self._repeats[row] = _once_more(self._repeats.get(row), entry.actor.pid)
+            self._wake.set()
+            return
         refusal = _refusal(entry)
         if refusal:
             log.error("an audit row was refused", extra={"reason": refusal})
@@ -65,12 +99,14 @@ class AuditTrail:
         if len(self._queue) >= MAX_QUEUED:
             self._dropped += 1
             return
-        self._queue.append(entry)
+        self._queue.append(pending := _Pending(entry))
+        if key:
+            self._queued[key] = pending
         self._wake.set()
 
     async def record_now(self, entry: AuditEntry) -> None:
         """Write the row (with whatever is queued before it) before returning, if the log can."""
-        self._queue.append(entry)
+        self._queue.append(_Pending(entry))
         await self.flush()
 
     async def forget_account(self, account: str) -> None:
@@ -142,22 +178,45 @@ class AuditTrail:
     async def _flush(self) -> bool:
         async with self._writing:
             self._report_dropped()
-            if not self._queue:
+            if not self._queue and not self._repeats:
                 return True
             audit_log = await self._connect()
             if audit_log is None:
                 return False
-            batch = self._queue[:]
+            batch, repeats = self._queue[:], dict(self._repeats)
             try:
-                await asyncio.to_thread(audit_log.record, batch)
+                rows = await asyncio.to_thread(
+                    audit_log.record, [pending.entry for pending in batch], repeats
+                )
             except Exception as error:
                 self._degrade(f"audit rows cannot be written to {self.path}: {error}")
                 return False
             del self._queue[: len(batch)]  # rows queued during the write stay
+            self._written_now(batch, rows, repeats)
             if self._problem:
                 self._problem = ""
                 log.info("audit rows are written again", extra={"rows": len(batch)})
             return True
+
+    def _written_now(
+        self, batch: list[_Pending], rows: list[int], repeats: dict[int, Repeat]
+    ) -> None:
+        """After a batch: its rows are known by id, and what repeated meanwhile counts on."""
+        for row, applied in repeats.items():
+            now = self._repeats.pop(row)
+            if now is not applied:  # it repeated during the write: count the rest next time
+                self._repeats[row] = Repeat(now.more - applied.more, now.last_unix, now.pid)
+        for pending, row in zip(batch, rows, strict=True):
+            key = pending.entry.repeat_of
+            if not key:
+                continue
+            self._queued.pop(key, None)
+            self._written[key] = row
+            if pending.again is not None:  # repeated while queued: one update next batch
+                self._repeats[row] = pending.again
+                self._wake.set()
+        while len(self._written) > REMEMBERED_ROWS:
+            self._written.popitem(last=False)
 
     async def _connect(self) -> AuditLog | None:
         """The open log, opening it if it is not yet; None while it cannot be opened."""

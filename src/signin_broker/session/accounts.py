@@ -33,7 +33,6 @@ class AppUse:
     last_pid: int
     last_used: float
     tokens_issued: int
-    last_grant: tuple[int, int, str, bool] = field(default=(0, 0, "", False), repr=False)
 
 
 @dataclass(frozen=True, slots=True)

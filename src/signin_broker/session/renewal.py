@@ -510,29 +510,36 @@ class TokenKeeper:
     def _note_use(
         self, account: Account, actor: Actor, tokens: TokenSet, audience: str, id_token: bool
     ) -> None:
-        """Count the use; audit each token the first time a process gets it.
+        """Count the use, and audit it: a token given again to the same program is a repeat.
 
-        An app asking again for a token it already holds is counted, not audited
-        again: a busy app would otherwise write a row per request, and the row adds
-        nothing that the first one did not say.
+        However many of its processes ask, and however often, the same token to the
+        same program is one audit row that counts its times (AuditEntry.repeat_of), so
+        the log grows with distinct grants, not with calls.
         """
-        previous = account.apps.get(actor.app)
-        grant = (actor.pid, hash(tokens.access_token), audience, id_token)  # str caches its hash
-        now = self._clock()
-        account.apps[actor.app] = _one_more(previous, actor, now, grant)
-        self.app_use[actor.app] = _one_more(self.app_use.get(actor.app), actor, now, grant)
-        if previous is not None and previous.last_grant == grant:
-            return
+        now = to_wall(self._clock, self._clock())
+        account.apps[actor.app] = _one_more(account.apps.get(actor.app), actor, now)
+        self.app_use[actor.app] = _one_more(self.app_use.get(actor.app), actor, now)
+        # str caches its hash: the key costs nothing per call, and is kept in memory only
+        grant = (
+            f"{actor.app}\0{account.info.id}\0{hash(tokens.access_token)}\0{audience}\0{id_token}"
+        )
         payload: dict[str, object] = {
             "scopes": list(tokens.scopes),
-            "expires_at": int(tokens.expires_at),
+            "expires_at": int(to_wall(self._clock, tokens.expires_at)),
         }
         if audience:
             payload["audience"] = audience
         if id_token:  # (a key naming a token would be refused as a secret)
             payload["with"] = "ID token"
         self._audit.record(
-            AuditEntry(actor, Action.ISSUE_TOKEN, "token", account.info.id, payload=payload)
+            AuditEntry(
+                actor,
+                Action.ISSUE_TOKEN,
+                "token",
+                account.info.id,
+                payload=payload,
+                repeat_of=grant,
+            )
         )
 
     def _provider_failed(self, account: Account, reason: str) -> None:
@@ -665,16 +672,13 @@ def _resend_reason(tokens: TokenSet) -> str:
     )
 
 
-def _one_more(
-    previous: AppUse | None, actor: Actor, now: float, grant: tuple[int, int, str, bool]
-) -> AppUse:
+def _one_more(previous: AppUse | None, actor: Actor, now: float) -> AppUse:
     """The app's use counted once more, by this process at this moment."""
     return AppUse(
         executable=actor.app,
         last_pid=actor.pid,
         last_used=now,
         tokens_issued=(previous.tokens_issued if previous else 0) + 1,
-        last_grant=grant,
     )
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from .files import UnsafeStorage, private_folder
 from .tenants import MissingTenantKey, tenant_key
 
-SCHEMA_VERSION = 1  # PRAGMA user_version; a later version migrates from it
+SCHEMA_VERSION = 2  # PRAGMA user_version; each later version migrates from the one before
 BUSY_TIMEOUT_SECONDS = 5.0
 SECRET_WORDS = ("token", "secret", "password", "code_verifier")
 
@@ -44,13 +44,32 @@ CREATE TABLE IF NOT EXISTS audit_log (
     resource_id TEXT,
     payload TEXT,
     created_unix INTEGER NOT NULL,
-    deleted_unix INTEGER
+    deleted_unix INTEGER,
+    times INTEGER NOT NULL DEFAULT 1,
+    last_unix INTEGER
 );
 CREATE INDEX IF NOT EXISTS audit_log_actor_created ON audit_log (actor_app, created_unix DESC);
 CREATE INDEX IF NOT EXISTS audit_log_target_created
     ON audit_log (target_account, created_unix DESC);
-PRAGMA user_version = 1;
+PRAGMA user_version = 2;
 COMMIT;
+"""
+
+# Version 2: a grant repeated (the same token to the same program) is one row that counts
+# its times and its last moment, so the log grows with distinct events, not with calls.
+MIGRATIONS = {
+    1: """
+BEGIN IMMEDIATE;
+ALTER TABLE audit_log ADD COLUMN times INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE audit_log ADD COLUMN last_unix INTEGER;
+PRAGMA user_version = 2;
+COMMIT;
+""",
+}
+
+REPEAT_SQL = """
+UPDATE audit_log SET times = times + :more, last_unix = :last_unix, actor_pid = :pid
+WHERE id = :id
 """
 
 INSERT_SQL = """
@@ -66,7 +85,7 @@ INSERT INTO audit_log (actor_app, actor_uid, actor_pid, target_account, action, 
 # global sequence, do not already tell.
 FOR_ACCOUNT_SQL = """
 SELECT id, actor_app, actor_uid, actor_pid, target_account, action, resource, resource_id,
-    payload, created_unix, deleted_unix
+    payload, created_unix, deleted_unix, times, last_unix
 FROM audit_log INDEXED BY audit_log_target_created
 WHERE target_account = :account AND deleted_unix IS NULL AND (:app = '' OR actor_app = :app)
     AND (:before_id IS NULL
@@ -76,7 +95,7 @@ ORDER BY created_unix DESC, id DESC LIMIT :limit
 
 FOR_APP_SQL = """
 SELECT id, actor_app, actor_uid, actor_pid, target_account, action, resource, resource_id,
-    payload, created_unix, deleted_unix
+    payload, created_unix, deleted_unix, times, last_unix
 FROM audit_log INDEXED BY audit_log_actor_created
 WHERE actor_app = :app AND target_account IN (SELECT value FROM json_each(:accounts))
     AND deleted_unix IS NULL
@@ -87,7 +106,7 @@ ORDER BY created_unix DESC, id DESC LIMIT :limit
 
 DAEMON_WIDE_SQL = """
 SELECT id, actor_app, actor_uid, actor_pid, target_account, action, resource, resource_id,
-    payload, created_unix, deleted_unix
+    payload, created_unix, deleted_unix, times, last_unix
 FROM audit_log INDEXED BY audit_log_target_created
 WHERE target_account IS NULL
     AND (:before_id IS NULL
@@ -145,7 +164,11 @@ class Actor:
 
 @dataclass(frozen=True, slots=True)
 class AuditEntry:
-    """A row to record; an empty target_account means a daemon-wide change."""
+    """A row to record; an empty target_account means a daemon-wide change.
+
+    Entries with the same `repeat_of` (a key kept in memory only, never stored) are one
+    event repeated: the first is a row, the others count on it (AuditLog.repeat).
+    """
 
     actor: Actor
     action: Action
@@ -153,6 +176,16 @@ class AuditEntry:
     target_account: str = ""
     resource_id: str = ""
     payload: Mapping[str, object] = field(default_factory=dict)
+    repeat_of: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Repeat:
+    """More times a written row happened: how many, the last moment and process."""
+
+    more: int
+    last_unix: int
+    pid: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +203,8 @@ class AuditRow:
     payload: dict[str, object]
     created_unix: int
     deleted_unix: int | None
+    times: int = 1  # how many times it happened (a grant repeated to the same program)
+    last_unix: int | None = None  # when it last happened, if more than once
 
 
 class AuditLog:
@@ -191,12 +226,25 @@ class AuditLog:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def record(self, entries: Sequence[AuditEntry]) -> None:
-        """Write the entries in one transaction: all of them, or on any error none."""
+    def record(
+        self, entries: Sequence[AuditEntry], repeats: Mapping[int, Repeat] | None = None
+    ) -> list[int]:
+        """Write the entries, and the repeats of rows written before, in one transaction.
+
+        All of it, or on any error none; the new rows' ids, in the entries' order.
+        """
         rows = [_values(entry) for entry in entries]  # every entry checked before any write
         now = int(self._clock())
         with self._lock, self._db:
-            self._db.executemany(INSERT_SQL, [(*row, now) for row in rows])
+            ids = [self._db.execute(INSERT_SQL, (*row, now)).lastrowid or 0 for row in rows]
+            self._db.executemany(
+                REPEAT_SQL,
+                [
+                    {"id": row, "more": r.more, "last_unix": r.last_unix, "pid": r.pid}
+                    for row, r in (repeats or {}).items()
+                ],
+            )
+        return ids
 
     def for_account(
         self, account: str, *, app: str = "", limit: int = 100, before_id: int | None = None
@@ -323,6 +371,8 @@ def _prepare(db: sqlite3.Connection, path: Path) -> None:
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version == 0:
         db.executescript(SCHEMA)
+    elif version in MIGRATIONS:
+        db.executescript(MIGRATIONS[version])
     elif version != SCHEMA_VERSION:
         raise sqlite3.DatabaseError(
             f"{path} has audit schema {version}; this signin-broker knows {SCHEMA_VERSION}"

@@ -556,6 +556,8 @@ def _audit_event(row: AuditRow) -> pb.AuditEvent:
         resource=row.resource,
         resource_id=row.resource_id or "",
         payload_json=json.dumps(row.payload, separators=(",", ":")) if row.payload else "",
+        times=row.times,
+        last_unix=row.last_unix or 0,
     )
 
 
