@@ -9,13 +9,23 @@ signed in longest, and watchers are told.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from ..store.audit import Action, Actor, AuditEntry
-from .accounts import EVERYTHING, NOTHING, Account, AccountInfo, Entitlement, SignInState
+from .accounts import (
+    EVERYTHING,
+    NOTHING,
+    RECORD_VERSION,
+    Account,
+    AccountInfo,
+    Entitlement,
+    SignInState,
+)
 from .clock import to_wall
 from .errors import AccountNotFound, SignInRequired
 from .events import EventBus, EventKind, SessionEvent
@@ -40,6 +50,24 @@ class EndedSession:
     kind: EventKind  # REVOKED, or SIGNED_OUT when its token expired unrenewable
     reason: str
     ended_at: float
+
+    def to_record(self) -> dict[str, Any]:
+        """What the store keeps in the account's place until it signs in again (no tokens)."""
+        return {"version": RECORD_VERSION, "ended": {**asdict(self), "kind": self.kind.value}}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> EndedSession | None:
+        """Back from to_record(); None for an account's record."""
+        ended = record.get("ended")
+        if not isinstance(ended, dict):
+            return None
+        return cls(
+            str(ended["account"]),
+            str(ended["display_name"]),
+            EventKind(ended["kind"]),
+            str(ended["reason"]),
+            float(ended["ended_at"]),
+        )
 
 
 class AccountRegistry:
@@ -81,7 +109,8 @@ class AccountRegistry:
 
     def ended(self, entitlement: Entitlement = EVERYTHING) -> list[EndedSession]:
         """Sessions the caller may see that ended by themselves, newest first."""
-        return [e for e in reversed(self._ended.values()) if entitlement.sees(e.account)]
+        visible = [e for e in self._ended.values() if entitlement.sees(e.account)]
+        return sorted(visible, key=lambda e: e.ended_at, reverse=True)
 
     def accounts(self, entitlement: Entitlement = EVERYTHING) -> list[AccountInfo]:
         """The signed-in accounts the caller may see, default first."""
@@ -158,11 +187,7 @@ class AccountRegistry:
     def renewable(self, account: Account) -> bool:
         """Whether the daemon may send the account's refresh token."""
         tokens = account.tokens
-        return (
-            self.providers.client_of(account) is not None
-            and tokens.refresh_token is not None
-            and tokens.resendable
-        )
+        return self.providers.client_of(account) is not None and tokens.refresh_token is not None
 
     # -- changes ----------------------------------------------------------------------
 
@@ -291,17 +316,16 @@ class AccountRegistry:
         removed = self._accounts.pop(account.info.id, None)
         if removed is None:
             return False
+        ended = None
         if by_itself:  # nobody asked: the person must be told, and sign in again
-            self._ended.pop(account.info.id, None)
-            self._ended[account.info.id] = EndedSession(
+            ended = EndedSession(
                 account.info.id,
                 account.info.display_name,
                 kind,
                 detail,
                 to_wall(self._clock, self._clock()),
             )
-            while len(self._ended) > ENDED_KEPT:
-                del self._ended[next(iter(self._ended))]
+            await self._remember_ended(ended)
         self.audit.record(
             AuditEntry(actor, Action.DELETE, "session", account.info.id, payload={"event": detail})
         )
@@ -313,9 +337,12 @@ class AccountRegistry:
         self._unsaved.pop(account.info.id, None)
         self._stored_refresh.pop(account.info.id, None)
         self._say_storage_changed(before)
-        if self.store is not None:
+        if self.store is not None:  # its tokens go; why it ended stays, across restarts
             try:
-                await asyncio.to_thread(self.store.delete, account.info.id)
+                if ended is None:
+                    await asyncio.to_thread(self.store.delete, account.info.id)
+                else:
+                    await asyncio.to_thread(self.store.save, account.info.id, ended.to_record())
             except Exception:
                 log.exception(
                     "could not remove the stored state", extra={"account": account.info.id}
@@ -342,12 +369,27 @@ class AccountRegistry:
         if self._accounts:
             log.info("sessions restored", extra={"accounts": sorted(self._accounts)})
 
+    async def _remember_ended(self, ended: EndedSession) -> None:
+        """Keep the newest ENDED_KEPT ended sessions; the store forgets the older ones."""
+        self._ended.pop(ended.account, None)
+        self._ended[ended.account] = ended
+        while len(self._ended) > ENDED_KEPT:
+            oldest = min(self._ended.values(), key=lambda e: e.ended_at).account
+            del self._ended[oldest]
+            if self.store is not None and oldest not in self._accounts:
+                with contextlib.suppress(Exception):  # it is only a note for status
+                    await asyncio.to_thread(self.store.delete, oldest)
+
     async def _restored(self, account_id: str) -> Account | None:
         """One stored account, if it can be read and its provider and client are configured."""
         assert self.store is not None  # noqa: S101 - restore() checked
         try:
             record = await asyncio.to_thread(self.store.load, account_id)
             if record is None:
+                return None
+            ended = EndedSession.from_record(record)
+            if ended is not None:  # it ended by itself before: status says so still
+                await self._remember_ended(ended)
                 return None
             account = Account.from_record(record)
             account.tokens = account.tokens.shifted(-to_wall(self._clock, 0.0))

@@ -11,9 +11,11 @@ says so (`degraded`), and tries again with exponential backoff and jitter; a ref
 refresh backs off the same way. A refresh, once sent, is awaited for minutes rather
 than abandoned, since a provider that stalls may still complete it and rotate the
 refresh token. One whose answer never came (lost, cut short, or unusable) leaves its
-refresh token in doubt: it is sent once more only when the access token is about to
-expire, so that a request the provider never saw costs nothing, and one it completed
-(whose new tokens were lost anyway) ends the session no sooner than it had to. The
+refresh token in doubt: it is sent once more, to learn whether the provider had it,
+only when the access token is about to expire, so that a request the provider never
+saw costs nothing, and one it completed (whose new tokens were lost anyway) ends the
+session no sooner than it had to. A resend whose answer is lost in turn is one more
+lost answer: the same holds for it (after the backoff). The
 provider ends a session by refusing the refresh token (`invalid_grant`), or by
 refusing a refresh and the access token (userinfo) both.
 
@@ -77,7 +79,6 @@ CALLER_WAIT_SECONDS = 10.0
 # How long the answer to a refresh, once sent, is awaited (issue 14, finding 1).
 REFRESH_ANSWER_SECONDS = 180.0
 RENEWAL_PENDING = "the provider has not answered a renewal yet"
-ANSWER_LOST = "the provider never answered the last two renewals"
 STORAGE_WAITS = (
     "the renewal waits until the state folder can be written again (or the access token"
     " is about to expire): a renewed refresh token that cannot be stored is lost at a restart"
@@ -322,7 +323,7 @@ class TokenKeeper:
         Once sent, its answer is awaited however slow the provider is, within
         REFRESH_ANSWER_SECONDS: a rotating provider that stalls, then completes the
         refresh, would otherwise leave the daemon holding a spent refresh token. A token
-        whose answer never came is in doubt (TokenSet.unanswered), and sent once more
+        whose answer never came is in doubt (TokenSet.unanswered), and sent again
         only when the access token is about to expire. That includes a daemon stopped
         while it waited: the store counts the send before it is made (a write-ahead).
         """
@@ -331,10 +332,8 @@ class TokenKeeper:
         assert client is not None and tokens.refresh_token is not None  # noqa: S101 - checked by callers
         if not self._registry.is_current(account):  # signed out while this waited for the lock
             raise SignInRequired
-        if not tokens.resendable:  # a renewal ahead in the queue lost its answer again
-            raise ProviderUnavailable(ANSWER_LOST)
         if tokens.refresh_in_doubt and sent_at < tokens.refresh_due_at():
-            raise ProviderUnavailable(_resend_reason(tokens))  # not at once, whoever asks
+            raise ProviderUnavailable(self._resend_reason(tokens))  # not at once, whoever asks
         if not tokens.refresh_kept:  # a rotating provider spends it: count the send first
             stored = await self._registry.persist(account, tokens.sent())
             if not stored and sent_at < tokens.last_moment:
@@ -394,7 +393,7 @@ class TokenKeeper:
             doubtful = account.tokens.sent()
             await self._registry.persist(account, doubtful)
             account.tokens = doubtful
-            after = _resend_reason(doubtful) if doubtful.resendable else ANSWER_LOST
+            after = self._resend_reason(doubtful)
             log.warning(
                 "the provider may have spent the refresh token: " + after,
                 extra={
@@ -479,8 +478,6 @@ class TokenKeeper:
         """End a session whose token expired and cannot be renewed: status agrees with GetToken."""
         if self._registry.providers.client_of(account) is None:
             reason = "its identity provider is no longer configured"
-        elif account.tokens.refresh_in_doubt:
-            reason = ANSWER_LOST
         else:
             reason = "the provider issued no refresh token"
         log.warning(
@@ -501,6 +498,15 @@ class TokenKeeper:
     @staticmethod
     def _refreshing(account: Account) -> bool:
         return account.refresh_task is not None and not account.refresh_task.done()
+
+    def _resend_reason(self, tokens: TokenSet) -> str:
+        """Why a refresh token in doubt is not sent now, and when it will be."""
+        due = to_wall(self._clock, tokens.refresh_due_at())
+        return (
+            "the provider never answered the last renewal; its refresh token is sent once"
+            f" more at {time.strftime('%H:%M:%S', time.localtime(due))}, shortly before the"
+            " access token expires"
+        )
 
     def _backoff_reason(self, account: Account) -> str:
         link = self._registry.providers.of(account.info.id)
@@ -661,15 +667,6 @@ class TokenKeeper:
 
     def _publish(self, kind: EventKind, account: str, detail: str) -> None:
         self._registry.events.publish(SessionEvent(kind, account=account, detail=detail))
-
-
-def _resend_reason(tokens: TokenSet) -> str:
-    """Why a refresh token in doubt is not sent now, and when it will be."""
-    at = time.strftime("%H:%M:%S", time.localtime(tokens.refresh_due_at()))
-    return (
-        "the provider never answered the last renewal; its refresh token is sent once"
-        f" more at {at}, shortly before the access token expires"
-    )
 
 
 def _one_more(previous: AppUse | None, actor: Actor, now: float) -> AppUse:

@@ -31,9 +31,11 @@ class TokenSet:
     from_refresh: bool = False
     # How many times the refresh token was sent with no usable answer back (the daemon
     # counts a send before making it). The provider may have spent it (rotation), and a
-    # second use reads as theft (RFC 9700 4.14.2), so it is sent once more only, and
-    # only when the access token is about to expire (schedule.last_moment): a request
-    # the provider never saw costs nothing, one it completed was lost anyway.
+    # second use reads as theft (RFC 9700 4.14.2), so after each lost answer it is sent
+    # once more only to learn whether the provider had it, never at once: when the
+    # access token is about to expire (schedule.last_moment). A request the provider
+    # never saw costs nothing; one it completed was lost anyway, and the resend's
+    # invalid_grant ends the session cleanly.
     unanswered: int = 0
     # The provider handed the refresh token back at the last refresh: it does not rotate
     # them, so a request whose answer was lost cannot have spent it.
@@ -80,11 +82,6 @@ class TokenSet:
     def refresh_in_doubt(self) -> bool:
         """Whether the refresh token's last send got no answer: the provider may have spent it."""
         return self.unanswered > 0
-
-    @property
-    def resendable(self) -> bool:
-        """Whether the refresh token may still be sent: never, or once after a lost answer."""
-        return self.unanswered <= 1
 
     def sent(self) -> TokenSet:
         """These tokens as the store keeps them while their refresh token is out (write-ahead)."""
