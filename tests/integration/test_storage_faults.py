@@ -64,7 +64,10 @@ def test_a_state_folder_that_cannot_be_written_postpones_renewal_and_loses_nothi
                 assert "renewals wait while tokens last" in problem
                 assert presented(stub) == []  # nothing spent that could not be replaced
                 renewed = wait_for(lambda: renewed_since(client, first), "the last-moment renewal")
-                assert "a restart now would sign out user:1001" in client.status().storage_problem
+                at_risk = client.status()
+                assert "a restart now would sign out user:1001" in at_risk.storage_problem
+                assert at_risk.default is not None
+                assert "a restart now would sign it out" in at_risk.default.at_risk
             wait_for(lambda: client.status().storage_problem == "", "the state saved again")
         daemon.stop()
         with (

@@ -104,6 +104,7 @@ def test_a_refresh_whose_answer_is_lost_is_sent_once_more_shortly_before_expiry(
         assert "sent once more at" in session.degraded_reason
         info = session.registry.account(ACCOUNT)
         assert info is not None and info.next_refresh_at == RESEND_AT  # status: when
+        assert "the refresh token is sent once more at" in info.at_risk  # and why
         with pytest.raises(ProviderUnreachable, match="sent once more at"):
             await session.keeper.get_token("", (), 1800)  # not at once, whoever asks
         await until_the_resend(session, clock)

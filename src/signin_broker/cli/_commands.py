@@ -80,6 +80,7 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
                 if default.next_refresh_unix
                 else "none: the provider issued no refresh token; sign in again when it expires",
             ),
+            *([("AT RISK", default.at_risk)] if default.at_risk else []),
         ]
     rows += [
         (

@@ -193,6 +193,7 @@ class Account(Model, message=pb.Account):
     access_token_expires_at_unix: int
     next_refresh_unix: int  # 0 when the token cannot be renewed
     provider: str = ""  # the alias of its identity provider; "" for the main one
+    at_risk: str = ""  # why the session is at risk and what happens next; "" when it is not
 
 
 class ProviderStatus(Model, message=pb.Provider):

@@ -50,6 +50,7 @@ class AccountInfo:
     next_refresh_at: int = 0
     signed_in_at: float = 0.0
     apps: tuple[AppUse, ...] = ()
+    at_risk: str = ""  # why the session is at risk, and what happens next (not stored)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +170,7 @@ class Account:
     def to_record(self, issuer: str) -> dict[str, Any]:
         """The account as the encrypted store keeps it (apps and caches are not kept)."""
         info = asdict(self.info)
-        for transient in ("apps", "access_token_expires_at", "next_refresh_at"):
+        for transient in ("apps", "access_token_expires_at", "next_refresh_at", "at_risk"):
             info.pop(transient)
         return {
             "version": RECORD_VERSION,

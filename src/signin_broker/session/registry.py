@@ -168,7 +168,24 @@ class AccountRegistry:
             access_token_expires_at=int(to_wall(self._clock, account.tokens.expires_at)),
             next_refresh_at=int(refresh_at),
             apps=tuple(sorted(account.apps.values(), key=lambda a: -a.last_used)),
+            at_risk=self._at_risk(account, refresh_at),
         )
+
+    def _at_risk(self, account: Account, refresh_at: float) -> str:
+        """Why the session may end that the person should know now ("" when nothing)."""
+        if account.info.id in self._lost_at_a_restart():
+            return (
+                "its new refresh token is not saved (the state folder cannot be written): a"
+                " restart now would sign it out; free space there or make it writable"
+            )
+        if account.tokens.refresh_in_doubt and refresh_at:
+            at = time.strftime("%H:%M:%S", time.localtime(refresh_at))
+            return (
+                "the provider never answered its last renewal: the refresh token is sent once"
+                f" more at {at}, before the access token expires; if the provider had"
+                " completed that renewal, you will have to sign in again then"
+            )
+        return ""
 
     # -- the accounts the other parts work on --------------------------------------------
 

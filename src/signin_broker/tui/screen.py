@@ -117,6 +117,8 @@ def _home(board: Board, now: float) -> list[Line]:
         )
     for index, account in enumerate(board.accounts):
         lines.append(_account_line(account, now, selected=index == board.selected))
+        if account.at_risk:  # cut at the edge if long: status has it whole
+            lines.append([("class:bad", "   at risk: "), ("", account.at_risk)])
     status = board.status
     for ended in status.ended_sessions if status is not None else ():
         lines.append(

@@ -572,6 +572,7 @@ def _account(account: AccountInfo) -> pb.Account:
         access_token_expires_at_unix=account.access_token_expires_at,
         next_refresh_unix=account.next_refresh_at,
         provider=account.provider,
+        at_risk=account.at_risk,
     )
 
 
