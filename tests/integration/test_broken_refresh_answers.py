@@ -27,6 +27,7 @@ from signin_broker.testing import StubProvider
 from signin_broker.testing.broken_answers import BROKEN_ANSWERS
 from signin_broker.testing.daemon import DaemonProcess
 from support.signin import signed_in_daemon
+from support.waiting import eventually
 
 TTL = 30  # the stub's access tokens; a refresh token in doubt is resent 7.5 s before expiry
 ROTATION_KEPT = ("expires_in_word", "expires_in_negative", "huge_access_token")
@@ -46,14 +47,6 @@ def served_while_accepted(client: BrokerClient, stub: StubProvider) -> Token:
     return token
 
 
-def wait_for(condition, what: str, timeout: float = 60.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.2)
-    return found
-
-
 @pytest.mark.parametrize("how", BROKEN_ANSWERS)
 def test_a_broken_refresh_answer_never_signs_anyone_out_by_its_shape(
     how: str, socket_path: Path
@@ -65,11 +58,11 @@ def test_a_broken_refresh_answer_never_signs_anyone_out_by_its_shape(
             rss_before = client.status().rss_bytes
             stub.break_token_answers(how, seconds=3)
             assert client.get_token(refused=True).account == "user:1001"  # renew now
-            wait_for(lambda: presented(stub), "the refresh reached the stub")
+            eventually(lambda: presented(stub), "the refresh reached the stub")
             if how in NOTHING_USABLE:
                 in_doubt(client, stub, first)
             else:
-                renewed = wait_for(
+                renewed = eventually(
                     lambda: (t := client.get_token()).access_token != first.access_token and t,
                     "a renewed token",
                 )
@@ -105,7 +98,7 @@ def in_doubt(client: BrokerClient, stub: StubProvider, first: Token) -> None:
         assert served_while_accepted(client, stub).access_token == first.access_token
         assert len(presented(stub)) == 1  # nothing sent at once
         time.sleep(0.5)
-    ended = wait_for(lambda: client.status().ended_sessions, "the resend's outcome")
+    ended = eventually(lambda: client.status().ended_sessions, "the resend's outcome")
     assert "having completed the renewal whose answer was lost" in ended[0].reason
     spent = presented(stub)
     assert len(spent) == 2 and spent[0] == spent[1] and stub.reuses == ["1001"]

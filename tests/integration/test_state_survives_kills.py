@@ -81,17 +81,22 @@ def test_a_kill_at_any_step_of_a_save_loses_nothing_and_leaves_nothing(tmp_path:
     assert kills >= 3 * SAVES, kills  # every save was cut at several of its steps
 
 
-def test_a_newer_save_cut_short_before_its_rename_is_completed_at_the_next_start(
-    tmp_path: Path,
-) -> None:
-    """The rotated refresh token it holds may be the only one the provider still accepts."""
-    state = tmp_path / "state"
+def two_saves(state: Path) -> tuple[Path, bytes, bytes]:
+    """An account saved twice: its state file, and the bytes of each generation."""
     vault = Vault(state / "accounts", FileKeyStore(state / "keys.json"))
     vault.save("user:1001", {"n": 1})
     path = state / "accounts" / "user%3A1001.state"
     older = path.read_bytes()
     vault.save("user:1001", {"n": 2})
-    newer = path.read_bytes()
+    return path, older, path.read_bytes()
+
+
+def test_a_newer_save_cut_short_before_its_rename_is_completed_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    """The rotated refresh token it holds may be the only one the provider still accepts."""
+    state = tmp_path / "state"
+    path, older, newer = two_saves(state)
     path.write_bytes(older)  # as if the rename never happened
     (state / "accounts" / ".user%3A1001.state.0123456789abcdef.tmp").write_bytes(newer)
     (state / "accounts" / ".user%3A1001.state.fedcba9876543210.tmp").write_bytes(newer[:30])
@@ -104,11 +109,7 @@ def test_an_older_copy_put_in_place_is_still_refused_whatever_lies_beside_it(
     tmp_path: Path,
 ) -> None:
     state = tmp_path / "state"
-    vault = Vault(state / "accounts", FileKeyStore(state / "keys.json"))
-    vault.save("user:1001", {"n": 1})
-    path = state / "accounts" / "user%3A1001.state"
-    older = path.read_bytes()
-    vault.save("user:1001", {"n": 2})
+    path, older, _ = two_saves(state)
     path.write_bytes(older)  # a backup put back
     (state / "accounts" / ".user%3A1001.state.0123456789abcdef.tmp").write_bytes(older)
     restarted = Vault(state / "accounts", FileKeyStore(state / "keys.json"))

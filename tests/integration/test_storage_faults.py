@@ -10,10 +10,8 @@ provider (rotating, with reuse detection) never sees a refresh token twice.
 
 from __future__ import annotations
 
-import time
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,20 +20,13 @@ from signin_broker.testing import StubProvider
 from signin_broker.testing.daemon import DaemonProcess
 from support.signin import signed_in_daemon
 from support.storage import filled, read_only, tmpfs
+from support.waiting import eventually
 
 TTL = 30  # the renewal that waits goes 7.5 s before expiry
 
 
 def presented(stub: StubProvider) -> list[str]:
     return [r.params["refresh_token"] for r in stub.token_requests("refresh_token")]
-
-
-def wait_for(condition: Any, what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.2)
-    return found
 
 
 def renewed_since(client: BrokerClient, first: Token) -> Token | None:
@@ -60,15 +51,17 @@ def test_a_state_folder_that_cannot_be_written_postpones_renewal_and_loses_nothi
             )
             with fault_on:
                 assert client.get_token(refused=True).access_token == first.access_token
-                problem = wait_for(lambda: client.status().storage_problem, "a storage problem")
+                problem = eventually(lambda: client.status().storage_problem, "a storage problem")
                 assert "renewals wait while tokens last" in problem
                 assert presented(stub) == []  # nothing spent that could not be replaced
-                renewed = wait_for(lambda: renewed_since(client, first), "the last-moment renewal")
+                renewed = eventually(
+                    lambda: renewed_since(client, first), "the last-moment renewal"
+                )
                 at_risk = client.status()
                 assert "a restart now would sign out user:1001" in at_risk.storage_problem
                 assert at_risk.default is not None
                 assert "a restart now would sign it out" in at_risk.default.at_risk
-            wait_for(lambda: client.status().storage_problem == "", "the state saved again")
+            eventually(lambda: client.status().storage_problem == "", "the state saved again")
         daemon.stop()
         with (
             DaemonProcess(socket_path, "--issuer", stub.issuer),

@@ -17,6 +17,7 @@ from signin_broker.testing.browser import Browser
 from signin_broker.testing.daemon import DaemonProcess
 from support.real import unavailable
 from support.signin import sign_in
+from support.waiting import eventually
 
 LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1")
 
@@ -34,14 +35,6 @@ def faked_clock(offset_file: Path, offset: str) -> dict[str, str]:
     }
 
 
-def wait_for(condition, what: str, timeout: float = 60.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.25)
-    return found
-
-
 @pytest.mark.parametrize("offset", ["-10m", "+10m"], ids=["ten-minutes-slow", "ten-minutes-fast"])
 def test_a_clock_ten_minutes_off_signs_in_and_renews(
     socket_path: Path, tmp_path: Path, offset: str
@@ -53,7 +46,7 @@ def test_a_clock_ten_minutes_off_signs_in_and_renews(
             assert sign_in(browser, daemon).status_code == 303  # to the dashboard
         with BrokerClient(socket_path) as client:
             first = client.get_token()
-            renewed = wait_for(
+            renewed = eventually(
                 lambda: (
                     (t := client.get_token(refused=True)).access_token != first.access_token and t
                 ),
@@ -107,7 +100,7 @@ def test_a_clock_stepped_back_while_signed_in_serves_no_dead_token_and_sees_a_re
             assert len(seen) >= 2  # renewed on time, not ten minutes late
             stub.revoke_user("1001")
             revoked_at = time.monotonic()
-            wait_for(lambda: _refused(client), "the revocation", timeout=60)
+            eventually(lambda: _refused(client), "the revocation", timeout=60)
             assert time.monotonic() - revoked_at < 60
         daemon.stop()
 
