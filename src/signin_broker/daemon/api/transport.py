@@ -201,6 +201,17 @@ class CheckedProtocol(H2Protocol):
                 self._json = JsonConnection(self._transport, self._json_calls, _active_call)
                 self._json.data_received(data)
 
+    # Flow control: the transport pauses writing when an answer outgrows its buffer. An
+    # HTTP/2 connection waits for the reader then; a JSON call has written its one
+    # answer already, and grpclib's handlers would find no HTTP/2 connection.
+    def pause_writing(self) -> None:
+        if self._h2:
+            super().pause_writing()
+
+    def resume_writing(self) -> None:
+        if self._h2:
+            super().resume_writing()
+
     def connection_lost(self, exc: BaseException | None) -> None:
         if self._connection is not None:
             self._gate.table.remove(self._connection)
