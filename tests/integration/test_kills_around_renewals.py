@@ -48,6 +48,7 @@ def test_random_kills_around_renewals_lose_only_what_the_provider_completed(
     seed = random.randrange(2**32)
     chance = random.Random(seed)
     signed_in_again = leftovers = 0
+    reused_before = 0  # the stub's count of reuses when the current session began
     with StubProvider(access_token_ttl=30, refresh_reuse_ends_grant=True) as stub:
         daemon = DaemonProcess(socket_path, "--issuer", stub.issuer).start()
         with Browser() as browser:
@@ -73,16 +74,17 @@ def test_random_kills_around_renewals_lose_only_what_the_provider_completed(
                     continue
             # Lost: only because the stub had completed a refresh whose answer was lost.
             (ended,) = status.ended_sessions or [None]
-            assert ended is not None, (
-                f"{detail}: signed out with no reason given:\n{daemon.output()}"
-            )
+            assert ended is not None, f"{detail}: signed out with no reason given"
             assert "having completed the renewal whose answer was lost" in ended.reason, detail
+            assert len(stub.reuses) > reused_before, f"{detail}: lost with no reuse at the stub"
+            reused_before = len(stub.reuses)
             signed_in_again += 1
             with Browser() as browser:
                 sign_in(browser, daemon)
         daemon.stop()
     assert list(state_dir(socket_path).rglob("*.tmp")) == []
-    assert signed_in_again == len(stub.reuses), f"seed {seed}"
+    # (a daemon killed again right after its resend resends once more: one loss, two reuses)
+    assert signed_in_again <= len(stub.reuses), f"seed {seed}"
     print(
         f"{KILLS} kills, {leftovers} cut a save short, {signed_in_again} sessions lost,"
         f" {len(stub.reuses)} refresh tokens reused"
