@@ -68,6 +68,9 @@ def test_a_clock_two_hours_off_is_refused_by_a_page_that_names_the_clock(
         assert page.status_code == 200
         assert "clock is 2.0 hours behind the identity provider" in page.text
         assert "timedatectl set-ntp true" in page.text
+        with BrokerClient(socket_path) as client:  # and status says so, not only the page
+            (main,) = client.status().providers
+            assert main.clock_problem.startswith("this device's clock is 2.0 hours behind")
         (record,) = daemon.expect_log(msg="sign-in failed")
         assert record["error_code"] == "clock_skew"
         daemon.stop()

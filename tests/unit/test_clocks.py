@@ -73,3 +73,8 @@ def test_the_providers_date_header_measures_its_clock() -> None:
     assert provider.clock_offset is not None and 7190 < provider.clock_offset < 7210
     provider._note_clock("not a date")
     assert 7190 < provider.clock_offset < 7210
+    assert provider.clock_problem.startswith(
+        "this device's clock is 2.0 hours behind the identity provider's (by its Date header)"
+    )
+    provider._note_clock(time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime()))
+    assert provider.clock_problem == ""  # within a minute: nothing to say

@@ -57,7 +57,9 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
                 else "none configured",
             )
         ]
+    clocks = sorted({p.clock_problem for p in info.providers if p.clock_problem})
     rows = [
+        *[("CLOCK", problem) for problem in clocks],
         (
             "daemon",
             f"running (pid {info.pid}, version {info.version},"

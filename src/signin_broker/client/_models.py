@@ -206,6 +206,7 @@ class ProviderStatus(Model, message=pb.Provider):
     last_contact_unix: int  # 0 when it has not answered yet
     client_id: str
     device_client_id: str  # the client of device sign-ins when it has a second one; else ""
+    clock_problem: str = ""  # how far this device's clock is off the provider's; "" if not
 
 
 class EndedSession(Model, message=pb.EndedSession):

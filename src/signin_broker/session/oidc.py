@@ -48,6 +48,8 @@ HTTP_TIMEOUT_SECONDS = 10.0
 # id_token to its sign-in, so a wide allowance costs little. Beyond it the sign-in fails
 # naming the clock.
 CLOCK_SKEW_SECONDS = 15 * 60
+CLOCK_NOTICED_SECONDS = 60  # status says the clock is off from this much on
+SET_THE_CLOCK = "set the clock right (on Linux: timedatectl set-ntp true)"
 DISCOVERY_PATH = "/.well-known/openid-configuration"  # OpenID Connect Discovery 4
 OAUTH_METADATA_PATH = "/.well-known/oauth-authorization-server"  # RFC 8414 3
 # Providers change endpoints and keys now and then; a long-running daemon notices.
@@ -190,17 +192,18 @@ def _clock_skewed(
     if abs(off) <= CLOCK_SKEW_SECONDS:  # the clock is fine: the token is just stale
         return IdTokenInvalid("the id_token has expired")
     return ClockSkewed(
-        f"this device's clock is {_minutes(abs(off))} {'behind' if off > 0 else 'ahead of'}"
-        f" the identity provider's (it issued the sign-in at"
-        f" {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(issued))}); set the clock"
-        " right (on Linux: timedatectl set-ntp true) and sign in again"
+        f"{_clock_off(off)} (it issued the sign-in at"
+        f" {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(issued))}); {SET_THE_CLOCK}"
+        " and sign in again"
     )
 
 
-def _minutes(seconds: float) -> str:
-    if seconds >= 5400:
-        return f"{seconds / 3600:.1f} hours"
-    return f"{round(seconds / 60)} minutes"
+def _clock_off(off: float) -> str:
+    """How this device's clock stands to the provider's, `off` seconds (provider less device)."""
+    seconds = abs(off)
+    amount = f"{seconds / 3600:.1f} hours" if seconds >= 5400 else f"{round(seconds / 60)} minutes"
+    side = "behind" if off > 0 else "ahead of"
+    return f"this device's clock is {amount} {side} the identity provider's"
 
 
 def _names_issuer(stated: str, value: str) -> bool:
@@ -715,6 +718,14 @@ class Provider:
         if 400 <= response.status_code < 500 and _oauth_error(response).error == "invalid_client":
             self._client_auth.refused(method, what, metadata)
         return response
+
+    @property
+    def clock_problem(self) -> str:
+        """How far this device's clock is off the provider's, if over a minute; else ""."""
+        off = self.clock_offset
+        if off is None or abs(off) < CLOCK_NOTICED_SECONDS:
+            return ""
+        return f"{_clock_off(off)} (by its Date header); {SET_THE_CLOCK}"
 
     def _note_clock(self, date: str | None) -> None:
         """Measure the provider's clock against this device's from an answer's Date header."""

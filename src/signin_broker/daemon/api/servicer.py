@@ -586,4 +586,5 @@ def _provider(link: ProviderLink) -> pb.Provider:
         last_contact_unix=int(link.last_contact),
         client_id=link.client.client_id,
         device_client_id="" if link.device_client is link.client else device_client_id,
+        clock_problem=link.client.clock_problem,
     )
