@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from signin_broker.oidc.answers import TokenResponse
 from signin_broker.session.accounts import Account, AccountInfo
 from signin_broker.session.errors import TooManyNewTokens
 from signin_broker.session.limits import (
@@ -22,7 +23,6 @@ from signin_broker.session.limits import (
     ScopedTokens,
 )
 from signin_broker.session.manager import SessionManager
-from signin_broker.session.oidc import TokenResponse
 from signin_broker.session.tokens import TokenSet
 from signin_broker.store.audit import Actor
 from support.refreshing import providers_of
@@ -108,7 +108,7 @@ def test_the_scoped_cache_drops_expired_tokens_first_then_the_least_recently_use
 
 
 class Provider:
-    """Just enough of session.oidc.Provider: counts the refresh grants."""
+    """Just enough of oidc.provider.Provider: counts the refresh grants."""
 
     client_id = "signin-broker"
 

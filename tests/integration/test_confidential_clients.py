@@ -24,9 +24,10 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from joserfc.jwk import ECKey, RSAKey
 
 from signin_broker.client import BrokerClient, NotSignedIn
-from signin_broker.session.client_auth import ASSERTION_TYPE, ClientAuth, ClientCredentials
-from signin_broker.session.errors import OAuthError
-from signin_broker.session.oidc import DEVICE_CODE_GRANT, Provider
+from signin_broker.oidc.answers import DEVICE_CODE_GRANT
+from signin_broker.oidc.client_auth import ASSERTION_TYPE, ClientAuth, ClientCredentials
+from signin_broker.oidc.errors import OAuthError
+from signin_broker.oidc.provider import Provider
 from signin_broker.testing import StubClient, StubProvider
 from signin_broker.testing.browser import Browser
 from signin_broker.testing.daemon import DaemonProcess

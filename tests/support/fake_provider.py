@@ -1,4 +1,4 @@
-"""An in-memory OpenID provider behind httpx2's MockTransport, for fast unit tests of oidc.py.
+"""An in-memory OpenID provider behind httpx2's MockTransport, for fast tests of signin_broker.oidc.
 
 It serves whatever documents a test puts at whatever URLs, counts every request, and
 signs id_tokens with keys a test can rotate; the Provider under test gets a fake clock.
@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 
 import httpx2
 import jwt
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from signin_broker.session.oidc import Provider
+from signin_broker.oidc.provider import Provider
 
 T = TypeVar("T")
 CLIENT_ID = "signin-broker"
@@ -36,13 +36,28 @@ class FakeClock:
 
 
 class SigningKey:
-    """An RS256 key pair with a kid, and its public JWK."""
+    """A key pair with a kid that signs with `algorithm`, and its public JWK.
 
-    def __init__(self, kid: str) -> None:
+    The JWK states its `alg` unless `states_alg` is False (it is optional, RFC 7517 4.4).
+    PyJWT makes them, so what the broker's joserfc accepts is checked by another library.
+    """
+
+    def __init__(self, kid: str, algorithm: str = "RS256", *, states_alg: bool = True) -> None:
         self.kid = kid
-        self.private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.private.public_key()))
-        self.jwk = {**jwk, "kid": kid, "use": "sig", "alg": "RS256"}
+        self.algorithm = algorithm
+        if algorithm.startswith(("RS", "PS")):
+            self.private: Any = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            kind: Any = jwt.algorithms.RSAAlgorithm
+        elif algorithm.startswith("ES"):
+            curve = {"ES256": ec.SECP256R1(), "ES384": ec.SECP384R1()}[algorithm]
+            self.private, kind = ec.generate_private_key(curve), jwt.algorithms.ECAlgorithm
+        else:
+            self.private = ed25519.Ed25519PrivateKey.generate()
+            kind = jwt.algorithms.OKPAlgorithm
+        jwk = json.loads(kind.to_jwk(self.private.public_key()))
+        self.jwk = {**jwk, "kid": kid, "use": "sig"}
+        if states_alg:
+            self.jwk["alg"] = algorithm
 
 
 class FakeProvider:
@@ -85,7 +100,7 @@ class FakeProvider:
         body = {"iss": self.issuer, "aud": CLIENT_ID, "sub": "1001", "iat": now, "exp": now + 300}
         body.update(claims)
         body = {name: value for name, value in body.items() if value is not None}
-        return jwt.encode(body, key.private, algorithm="RS256", headers={"kid": key.kid})
+        return jwt.encode(body, key.private, algorithm=key.algorithm, headers={"kid": key.kid})
 
     def provider(self, configured_issuer: str | None = None) -> tuple[Provider, FakeClock]:
         """A Provider for `configured_issuer` (this issuer by default) talking to this fake."""

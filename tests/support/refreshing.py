@@ -7,11 +7,11 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
+from signin_broker.oidc.answers import TokenResponse
+from signin_broker.oidc.errors import OAuthError
 from signin_broker.session.accounts import Account, AccountInfo
-from signin_broker.session.errors import OAuthError
 from signin_broker.session.events import EventBus, EventKind, SessionEvent
 from signin_broker.session.manager import SessionManager
-from signin_broker.session.oidc import TokenResponse
 from signin_broker.session.providers import ProviderLink, Providers
 from signin_broker.session.tokens import TokenSet
 
@@ -37,7 +37,7 @@ class Clock:
 
 
 class ScriptedProvider:
-    """Just enough of session.oidc.Provider: refresh answers as the test scripts them.
+    """Just enough of oidc.provider.Provider: refresh answers as the test scripts them.
 
     `refreshes` lists the refresh tokens presented, in order. A refresh waits for `stall`
     while it is set, then raises `failure` if there is one, else answers with new tokens

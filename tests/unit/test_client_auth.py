@@ -12,17 +12,12 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
+from signin_broker.daemon.client_credentials import load_client_auth, load_credentials
 from signin_broker.daemon.settings import SettingsError, load
-from signin_broker.session import client_auth
-from signin_broker.session.client_auth import (
-    ClientAuth,
-    ClientAuthError,
-    ClientCredentials,
-    load_client_auth,
-    load_credentials,
-)
-from signin_broker.session.errors import OAuthError
-from signin_broker.session.oidc import ProviderMetadata
+from signin_broker.oidc import client_auth, credentials
+from signin_broker.oidc.client_auth import ClientAuth, ClientAuthError, ClientCredentials
+from signin_broker.oidc.errors import OAuthError
+from signin_broker.oidc.metadata import ProviderMetadata
 from signin_broker.store.keys import KeyStoreUnavailable
 
 CLIENT = "desktop-app"
@@ -235,15 +230,15 @@ def test_no_repr_shows_the_secret_or_the_key() -> None:
 def test_a_secret_file_must_be_the_users_alone(tmp_path: Path) -> None:
     readable = private_file(tmp_path, "secret", SECRET.encode() + b"\n", 0o644)
     with pytest.raises(ClientAuthError) as refused:
-        client_auth.read_secret_file(readable)
+        credentials.read_secret_file(readable)
     assert f"other users can read or write {readable} (mode 0644)" in str(refused.value)
     assert f"chmod 600 {readable}" in str(refused.value)
     assert SECRET not in str(refused.value)
     readable.chmod(0o640)
     with pytest.raises(ClientAuthError, match="mode 0640"):
-        client_auth.read_secret_file(readable)
+        credentials.read_secret_file(readable)
     readable.chmod(0o600)
-    assert client_auth.read_secret_file(readable) == SECRET  # the final newline is not part
+    assert credentials.read_secret_file(readable) == SECRET  # the final newline is not part
 
 
 def test_a_symlink_a_fifo_a_folder_or_nothing_is_refused(tmp_path: Path) -> None:
@@ -258,18 +253,18 @@ def test_a_symlink_a_fifo_a_folder_or_nothing_is_refused(tmp_path: Path) -> None
         ("missing", "does not exist"),
     ]:
         with pytest.raises(ClientAuthError, match=says):
-            client_auth.read_secret_file(tmp_path / name)
+            credentials.read_secret_file(tmp_path / name)
 
 
 @pytest.mark.parametrize("content", [b"", b"\n", b"one\ntwo\n", b"tab\there", b"\xff\xfe"])
 def test_a_secret_file_holds_one_line_of_text(tmp_path: Path, content: bytes) -> None:
     with pytest.raises(ClientAuthError):
-        client_auth.read_secret_file(private_file(tmp_path, "secret", content))
+        credentials.read_secret_file(private_file(tmp_path, "secret", content))
 
 
 def test_a_private_key_file_must_be_an_unencrypted_strong_enough_pem_key(tmp_path: Path) -> None:
     good = private_file(tmp_path, "good.pem", pem(ec.generate_private_key(ec.SECP256R1())))
-    assert isinstance(client_auth.read_private_key(good), ec.EllipticCurvePrivateKey)
+    assert isinstance(credentials.read_private_key(good), ec.EllipticCurvePrivateKey)
     encrypted = rsa_key().private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
@@ -282,9 +277,9 @@ def test_a_private_key_file_must_be_an_unencrypted_strong_enough_pem_key(tmp_pat
         ("garbage.pem", b"-----BEGIN PRIVATE KEY-----\nnope\n", "not a PEM private key"),
     ]:
         with pytest.raises(ClientAuthError, match=says):
-            client_auth.read_private_key(private_file(tmp_path, name, data))
+            credentials.read_private_key(private_file(tmp_path, name, data))
     with pytest.raises(ClientAuthError, match="mode 0644"):
-        client_auth.read_private_key(private_file(tmp_path, "open.pem", pem(rsa_key()), 0o644))
+        credentials.read_private_key(private_file(tmp_path, "open.pem", pem(rsa_key()), 0o644))
 
 
 def test_auto_takes_a_secret_from_the_keyring_under_the_clients_name() -> None:

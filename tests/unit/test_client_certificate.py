@@ -20,13 +20,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
+from signin_broker.daemon.client_credentials import load_credentials
 from signin_broker.daemon.settings import SettingsError, load
-from signin_broker.session.client_auth import (
-    ClientAuth,
-    ClientAuthError,
-    load_credentials,
-)
-from signin_broker.session.oidc import ProviderMetadata
+from signin_broker.oidc.client_auth import ClientAuth, ClientAuthError
+from signin_broker.oidc.metadata import ProviderMetadata
 
 
 def key() -> rsa.RSAPrivateKey:

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from signin_broker.oidc.errors import ClockSkewed, IdTokenInvalid
 from signin_broker.session.clock import SteadyClock, to_wall
-from signin_broker.session.errors import ClockSkewed, IdTokenInvalid
 from support.fake_provider import FakeProvider, run
 
 ISSUER = "https://id.example.com"

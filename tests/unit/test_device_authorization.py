@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from signin_broker.session.errors import ProviderUnavailable
-from signin_broker.session.oidc import DeviceAuthorization
+from signin_broker.oidc.answers import DeviceAuthorization
+from signin_broker.oidc.errors import ProviderUnavailable
 
 GOOD = {
     "device_code": "d" * 40,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from signin_broker.session.errors import IdTokenInvalid, ProviderUnavailable
-from signin_broker.session.oidc import ProviderMetadata, discovery_url
+from signin_broker.oidc.errors import IdTokenInvalid, ProviderUnavailable
+from signin_broker.oidc.metadata import ProviderMetadata, discovery_url
 from signin_broker.session.signin import PendingSignIn
 from support.fake_provider import FakeProvider, run
 

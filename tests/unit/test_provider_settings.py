@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from signin_broker.daemon.settings import SettingsError, load
+from signin_broker.oidc.credentials import secret_name
 from signin_broker.session.accounts import account_id_of, provider_of
-from signin_broker.session.client_auth import secret_name
 from signin_broker.store.tenants import MissingTenantKey, tenant_key
 
 

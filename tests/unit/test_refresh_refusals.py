@@ -11,9 +11,10 @@ import logging
 
 import pytest
 
+from signin_broker.oidc.errors import OAuthError
 from signin_broker.session import renewal
 from signin_broker.session.accounts import SignInState
-from signin_broker.session.errors import OAuthError, ProviderUnreachable, SignInRequired
+from signin_broker.session.errors import ProviderUnreachable, SignInRequired
 from signin_broker.session.events import EventKind
 from support.refreshing import ACCOUNT, Clock, ScriptedProvider, settle, signed_in
 

@@ -16,14 +16,10 @@ from dataclasses import replace
 
 import pytest
 
+from signin_broker.oidc.errors import AnswerLost, OAuthError, ProviderUnavailable
 from signin_broker.session import renewal
 from signin_broker.session.accounts import Account, SignInState
-from signin_broker.session.errors import (
-    AnswerLost,
-    OAuthError,
-    ProviderUnavailable,
-    ProviderUnreachable,
-)
+from signin_broker.session.errors import ProviderUnreachable
 from signin_broker.session.events import EventKind
 from signin_broker.session.manager import SessionManager
 from signin_broker.session.tokens import TokenSet

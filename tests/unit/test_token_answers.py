@@ -16,8 +16,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from signin_broker.session.errors import AnswerLost, AnswerUnusable, ProviderUnavailable
-from signin_broker.session.oidc import MAX_ANSWER_BYTES, MAX_TOKEN_LIFETIME_SECONDS
+from signin_broker.oidc.answers import MAX_ANSWER_BYTES, MAX_TOKEN_LIFETIME_SECONDS
+from signin_broker.oidc.errors import AnswerLost, AnswerUnusable, ProviderUnavailable
 from support.fake_provider import FakeProvider, run
 
 ISSUER = "https://id.example.com"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from signin_broker.session.oidc import TokenResponse
+from signin_broker.oidc.answers import TokenResponse
 from signin_broker.session.tokens import TokenSet
 from support.fuzzing import FUZZ
 

@@ -42,7 +42,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 def client_secret(client: BrokerClient, args: argparse.Namespace) -> int:
     """Store or remove the secret; the daemon need not run."""
     del client
-    from ..session.client_auth import ClientAuthError, check_secret, secret_name
+    from ..oidc.client_auth import ClientAuthError
+    from ..oidc.credentials import check_secret, secret_name
     from ..session.providers import MAIN, MAIN_NAME
     from ..session.validation import check_provider
     from ..store.keys import KeyringKeyStore, KeyStoreUnavailable
@@ -84,7 +85,7 @@ def client_secret(client: BrokerClient, args: argparse.Namespace) -> int:
 
 def _read_secret() -> str:
     """The secret from stdin: typed without echo at a terminal, else one line piped in."""
-    from ..session.client_auth import ClientAuthError
+    from ..oidc.client_auth import ClientAuthError
 
     if sys.stdin.isatty():
         return getpass.getpass("Client secret (not shown): ")

@@ -42,7 +42,7 @@ from .web.on_demand import PageOnDemand
 from .web.pages import BEGIN_PATH
 
 if TYPE_CHECKING:
-    from ..session.client_auth import ClientAuth
+    from ..oidc.client_auth import ClientAuth
     from ..session.providers import ProviderLink
     from ..session.signin import SignInSecrets
     from ..store.vault import Vault
@@ -126,7 +126,7 @@ async def _start_sessions(
 ) -> tuple[asyncio.Task[None], PageOnDemand]:
     """After "ready": restore stored sessions, start the keeper, offer the sign-in page.
 
-    The keyring, cryptography, httpx2, PyJWT and authlib cost about a quarter of a
+    The keyring, cryptography, httpx2, joserfc and authlib cost about a quarter of a
     second to import, so they load in a worker thread while apps are already served (a
     GetToken meanwhile waits for the restore, not for a sign-in). The page loads when a
     browser first comes (web/on_demand.py); its port is bound already.
@@ -145,7 +145,7 @@ async def _start_sessions(
 
 # What sign-in, renewal and the store need, loaded in a worker thread after "ready".
 _OAUTH_STACK = (
-    "signin_broker.session.oidc",
+    "signin_broker.oidc.provider",
     "signin_broker.session.signin",
     "signin_broker.session.device",
     "signin_broker.store.vault",
@@ -240,8 +240,8 @@ async def _provider_link(
     settings: Settings, provider: ProviderSettings, session: SessionManager
 ) -> ProviderLink:
     """One provider with its clients and sign-in flows (the OAuth stack is loaded by now)."""
+    from ..oidc.provider import Provider
     from ..session.device import DeviceFlow
-    from ..session.oidc import Provider
     from ..session.providers import ProviderLink
     from ..session.signin import SignInFlow
 
@@ -282,8 +282,8 @@ async def _provider_link(
 
 def _client_auth(settings: Settings, provider: ProviderSettings, client_id: str) -> ClientAuth:
     """How a client authenticates to the provider, its secret or key read now (blocking)."""
-    from ..session.client_auth import load_client_auth
     from ..store.keys import KeyringKeyStore
+    from .client_credentials import load_client_auth
 
     return load_client_auth(
         client_id,
@@ -299,7 +299,7 @@ def _client_auth(settings: Settings, provider: ProviderSettings, client_id: str)
 
 
 def _secrets_source(issuer: str) -> SignInSecrets:
-    from ..session.oidc import is_acceptable_url
+    from ..oidc.metadata import is_acceptable_url
     from ..session.signin import DeterministicSecrets, RandomSecrets
 
     seed = os.environ.get(DETERMINISTIC_SECRETS_ENV)

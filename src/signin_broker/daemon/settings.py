@@ -26,7 +26,7 @@ from urllib.parse import unquote_plus, urlsplit
 
 from .. import locations
 from .._version import __version__
-from ..session import client_auth
+from ..oidc import client_auth, credentials
 from ..session.providers import MAIN, MAIN_NAME
 from ..session.validation import check_authorize_params, check_provider, check_scope
 from ..store.tenants import PROVIDER_ALIAS
@@ -161,12 +161,12 @@ def _client_auth(value: object) -> str:
 
 def _secret_file(value: object) -> Path | None:
     """A client secret file: checked now, so an unsafe one stops the daemon before it starts."""
-    return _credential_file(value, client_auth.read_secret_file, "client_secret_file")
+    return _credential_file(value, credentials.read_secret_file, "client_secret_file")
 
 
 def _private_key_file(value: object) -> Path | None:
     """A client private key file: checked now, like a secret file, and that it is a usable key."""
-    return _credential_file(value, client_auth.read_private_key, "client_private_key_file")
+    return _credential_file(value, credentials.read_private_key, "client_private_key_file")
 
 
 def _credential_file(value: object, read: Callable[[Path], object], setting: str) -> Path | None:
@@ -596,9 +596,9 @@ def _check_client_auth(provider: ProviderSettings) -> None:
         )
     if provider.client_certificate_file is not None:
         try:
-            client_auth.certificate_headers(
+            credentials.certificate_headers(
                 provider.client_certificate_file,
-                client_auth.read_private_key(key) if key is not None else None,
+                credentials.read_private_key(key) if key is not None else None,
             )
         except client_auth.ClientAuthError as error:
             raise SettingsError(f"{error}{where}") from None

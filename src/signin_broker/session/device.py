@@ -20,9 +20,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..oidc.answers import DeviceAuthorization, TokenResponse
+from ..oidc.errors import IdTokenInvalid, OAuthError, ProviderUnavailable
+from ..oidc.provider import Provider
 from .accounts import SIGN_IN_SECONDS
-from .errors import IdTokenInvalid, OAuthError, ProviderUnavailable
-from .oidc import DeviceAuthorization, Provider, TokenResponse
 from .signin import SignedIn
 
 if TYPE_CHECKING:

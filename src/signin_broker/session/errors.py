@@ -1,8 +1,7 @@
-"""The session's exceptions: what a caller may be told, and how the provider failed us.
+"""The session's exceptions: what a caller may be told (each maps onto a gRPC status).
 
-The first group maps onto gRPC statuses (their messages are safe to show). The
-second group describes the provider: refusing (OAuthError) versus not answering
-usefully (ProviderUnavailable); the daemon treats the two differently.
+Their messages are safe to show. How a provider failed a request is the protocol's
+business: signin_broker.oidc.errors.
 """
 
 from __future__ import annotations
@@ -117,49 +116,3 @@ class TooManyNewTokens(SessionError):
             f" try again in {max(wait_seconds, 1)} s"
         )
         self.wait_seconds = max(wait_seconds, 1)
-
-
-# -- how the provider failed us -------------------------------------------------------
-
-
-class ProviderUnavailable(Exception):
-    """The provider did not answer usefully (network, timeout, 5xx, malformed); try later."""
-
-
-class AnswerLost(ProviderUnavailable):
-    """The request may have reached the provider, but no answer came back.
-
-    A timeout or a dropped connection after sending, or a gateway's 504: the provider
-    may have acted on it (a refresh token spent) or not.
-    """
-
-
-class AnswerUnusable(AnswerLost):
-    """The provider answered with success, but the answer cannot be used as it is.
-
-    Not JSON, too large, or its fields missing or out of bounds: the provider did act
-    on the request (a refresh token rotated). `refresh_token` is the new one when the
-    answer still names one usably, so that a rotation is not lost with the rest.
-    """
-
-    def __init__(self, reason: str, refresh_token: str | None = None) -> None:
-        super().__init__(reason)
-        self.refresh_token = refresh_token
-
-
-class OAuthError(Exception):
-    """The provider refused a request with an OAuth error code such as invalid_grant."""
-
-    def __init__(self, error: str, description: str, status: int) -> None:
-        super().__init__(f"{error}: {description}" if description else error)
-        self.error = error
-        self.description = description
-        self.status = status
-
-
-class IdTokenInvalid(Exception):
-    """The id_token failed validation; the message says which check."""
-
-
-class ClockSkewed(IdTokenInvalid):
-    """The id_token is valid but for this device's clock, which is off by more than allowed."""

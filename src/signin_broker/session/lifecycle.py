@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
+from ..oidc.errors import OAuthError, ProviderUnavailable
 from ..store.audit import Action, Actor, AuditEntry
 from .accounts import (
     EVERYTHING,
@@ -34,13 +35,7 @@ from .accounts import (
     owner_key,
     provider_of,
 )
-from .errors import (
-    InvalidSignIn,
-    NotConfigured,
-    OAuthError,
-    ProviderUnavailable,
-    ProviderUnreachable,
-)
+from .errors import InvalidSignIn, NotConfigured, ProviderUnreachable
 from .events import EventKind, SessionEvent
 from .ports import AuditSink, daemon_actor
 from .providers import MAIN_NAME

@@ -20,9 +20,9 @@ from .errors import NotConfigured
 from .schedule import ASSUMED_ANSWER_SECONDS
 
 if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
+    from ..oidc.provider import Provider
     from .accounts import Account
     from .device import DeviceFlow
-    from .oidc import Provider
     from .signin import SignInFlow
 
 MAIN = ""  # the alias of the main provider (the top-level settings)

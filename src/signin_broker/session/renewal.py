@@ -33,17 +33,14 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from ..oidc.errors import AnswerLost, AnswerUnusable, OAuthError, ProviderUnavailable
 from ..store.audit import Action, Actor, AuditEntry
 from .accounts import EVERYTHING, Account, AppUse, Entitlement, IssuedToken
 from .clock import to_wall
 from .errors import (
-    AnswerLost,
-    AnswerUnusable,
     IdTokenNotAllowed,
     IdTokenUnavailable,
-    OAuthError,
     ProviderRefused,
-    ProviderUnavailable,
     ProviderUnreachable,
     ScopeNotGranted,
     ScopesNotAllowed,
@@ -63,10 +60,10 @@ from .schedule import (
     next_revalidation,
     retry_after_failure,
 )
-from .tokens import TokenSet, id_token_expiry
+from .tokens import TokenSet
 
 if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
-    from .oidc import TokenResponse
+    from ..oidc.answers import TokenResponse
     from .providers import ProviderLink
 
 log = logging.getLogger(__name__)
@@ -169,6 +166,8 @@ class TokenKeeper:
         token = account.tokens.id_token
         if not token:
             raise IdTokenUnavailable("the provider issued no ID token for this session")
+        from ..oidc.id_tokens import id_token_expiry  # loaded by the time there are tokens
+
         expires_at = id_token_expiry(token)  # the provider's time: the wall clock's
         if expires_at < to_wall(self._clock, self._clock()) + min_ttl:
             raise IdTokenUnavailable(

@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from ..oidc.errors import ProviderUnavailable
 from .accounts import Revocation
-from .errors import ProviderUnavailable
 
 if TYPE_CHECKING:
-    from .oidc import Provider
+    from ..oidc.provider import Provider
     from .tokens import TokenSet
 
 log = logging.getLogger(__name__)

@@ -22,9 +22,11 @@ from typing import Any, Protocol
 from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
+from ..oidc.answers import TokenResponse
+from ..oidc.errors import IdTokenInvalid
+from ..oidc.metadata import ProviderMetadata
+from ..oidc.provider import Provider
 from .accounts import SIGN_IN_SECONDS
-from .errors import IdTokenInvalid
-from .oidc import Provider, ProviderMetadata, TokenResponse
 
 PENDING_TTL_SECONDS = SIGN_IN_SECONDS
 MAX_PENDING = 64

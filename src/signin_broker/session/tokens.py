@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from . import schedule
 
 if TYPE_CHECKING:
-    from .oidc import TokenResponse
+    from ..oidc.answers import TokenResponse
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,12 +185,3 @@ def _unanswered(record: dict[str, Any]) -> int:
     if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
         return count
     return 1 if record.get("refresh_in_doubt") is True else 0
-
-
-def id_token_expiry(id_token: str) -> int:
-    """The `exp` of an ID token checked when it was received (0 when it has none)."""
-    import jwt  # the OAuth stack is loaded by the time a session has tokens
-
-    claims = jwt.decode(id_token, options={"verify_signature": False})
-    expires = claims.get("exp")
-    return int(expires) if isinstance(expires, int | float) else 0

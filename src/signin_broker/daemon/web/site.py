@@ -29,13 +29,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ...session.errors import (
-    ClockSkewed,
-    IdTokenInvalid,
-    NotConfigured,
-    OAuthError,
-    ProviderUnavailable,
-)
+from ...oidc.errors import ClockSkewed, IdTokenInvalid, OAuthError, ProviderUnavailable
+from ...session.errors import NotConfigured
 from ...session.manager import SessionManager
 from ...session.providers import MAIN_NAME
 from ...session.signin import PendingSignIn, SignInFlow

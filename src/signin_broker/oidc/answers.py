@@ -1,0 +1,145 @@
+"""What a provider answers to the token and device endpoints, checked and bounded.
+
+Whatever is accepted must be storable and usable: every token printable ASCII of at
+most MAX_TOKEN_CHARS (it fits an HTTP header and the 1 MiB state file with room to
+spare), a stated lifetime of at most a day. A success answer that cannot be used is
+AnswerUnusable: the provider did act on it, so a refresh token it rotated to is kept.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import AnswerUnusable, ProviderUnavailable
+from .metadata import is_acceptable_url
+
+log = logging.getLogger(__name__)
+
+DEFAULT_EXPIRES_IN_SECONDS = 3600
+MAX_TOKEN_CHARS = 32 * 1024
+# An answer is read whole up to this, so the refresh token beside an oversized access
+# token is still kept.
+MAX_ANSWER_BYTES = 1024 * 1024
+MAX_TOKEN_LIFETIME_SECONDS = 24 * 3600  # a longer stated lifetime is taken as a day
+DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceAuthorization:
+    """The provider's answer to a device authorization request (RFC 8628 3.2)."""
+
+    device_code: str = field(repr=False)
+    user_code: str
+    verification_uri: str
+    verification_uri_complete: str
+    expires_in: int
+    interval: int
+
+    @classmethod
+    def from_json(cls, body: object) -> DeviceAuthorization:
+        """Check the answer; ProviderUnavailable when it is not a usable one."""
+        if not isinstance(body, dict):
+            raise ProviderUnavailable("the device authorization answer is not a JSON object")
+        texts = {}
+        for name in ("device_code", "user_code", "verification_uri"):
+            value = body.get(name)
+            if not isinstance(value, str) or not value or len(value) > 2048:
+                raise ProviderUnavailable(f"the device authorization answer has no usable {name}")
+            texts[name] = value
+        if not is_acceptable_url(texts["verification_uri"]):
+            raise ProviderUnavailable("the device verification address is not https")
+        complete = body.get("verification_uri_complete")
+        if not isinstance(complete, str) or not is_acceptable_url(complete):
+            complete = ""
+        expires_in, interval = body.get("expires_in"), body.get("interval", 5)
+        if not isinstance(expires_in, int) or not isinstance(interval, int) or expires_in <= 0:
+            raise ProviderUnavailable("the device authorization answer has no usable expires_in")
+        return cls(
+            verification_uri_complete=complete,
+            expires_in=expires_in,
+            interval=max(interval, 1),
+            **texts,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TokenResponse:
+    """A successful token endpoint answer (RFC 6749 section 5.1)."""
+
+    access_token: str = field(repr=False)
+    token_type: str
+    expires_in: int
+    refresh_token: str | None = field(repr=False)
+    id_token: str | None = field(repr=False)
+    scope: tuple[str, ...] | None  # None when the provider did not say
+    # It stated a lifetime above a day, taken as a day: a renewal assumes the lifetime
+    # its tokens had before (TokenSet.renewed) rather than believe it.
+    lifetime_unsure: bool = False
+
+    @classmethod
+    def from_json(cls, body: object) -> TokenResponse:
+        """Check a token response; AnswerUnusable (with any usable refresh token) if it is not.
+
+        Every token must be printable ASCII of at most MAX_TOKEN_CHARS (so whatever is
+        accepted can be stored and handed to apps as a header), and expires_in a
+        positive number; a lifetime above MAX_TOKEN_LIFETIME_SECONDS is taken as that,
+        or as the lifetime tokens had before (`lifetime_unsure`), and re-validation
+        finds out sooner if the token dies sooner.
+        """
+        if not isinstance(body, dict):
+            raise AnswerUnusable("the token response is not a JSON object")
+        refresh_token = _token(body, "refresh_token")  # unusable: nothing can be kept
+        try:
+            access_token, stated, id_token = _usable_access(body)
+        except AnswerUnusable as error:  # the refresh token it rotated to is kept
+            raise AnswerUnusable(str(error), refresh_token) from None
+        scope = body.get("scope")
+        if stated > MAX_TOKEN_LIFETIME_SECONDS:
+            log.warning(
+                "the provider states a token lifetime above a day; it is not believed",
+                extra={"expires_in": stated},
+            )
+        return cls(
+            access_token=access_token,
+            token_type="Bearer",  # noqa: S106 - a token type, not a password
+            expires_in=min(stated, MAX_TOKEN_LIFETIME_SECONDS),
+            lifetime_unsure=stated > MAX_TOKEN_LIFETIME_SECONDS,
+            refresh_token=refresh_token,
+            id_token=id_token,
+            scope=tuple(scope.split()) if isinstance(scope, str) else None,
+        )
+
+
+def _usable_access(body: dict[str, Any]) -> tuple[str, int, str | None]:
+    """The access token, its lifetime and the id_token of a token response, if usable."""
+    access_token = _token(body, "access_token")
+    if access_token is None:
+        raise AnswerUnusable("the token response has no access_token")
+    token_type = body.get("token_type")
+    if not isinstance(token_type, str) or token_type.lower() != "bearer":
+        raise AnswerUnusable(f"the token response has token_type {token_type!r:.40}")
+    expires_in = _lifetime(body.get("expires_in", DEFAULT_EXPIRES_IN_SECONDS))
+    return access_token, expires_in, _token(body, "id_token")
+
+
+def _token(body: dict[str, Any], name: str) -> str | None:
+    """A token of the answer; None when absent; AnswerUnusable when not usable as one."""
+    value = body.get(name)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not (value.isascii() and value.isprintable()):
+        raise AnswerUnusable(f"the token response's {name} is not printable text")
+    if len(value) > MAX_TOKEN_CHARS:
+        raise AnswerUnusable(f"the token response's {name} is over {MAX_TOKEN_CHARS} characters")
+    return value
+
+
+def _lifetime(expires_in: object) -> int:
+    """expires_in as seconds (a string of digits is accepted)."""
+    if isinstance(expires_in, str) and expires_in.isdigit() and len(expires_in) < 20:
+        expires_in = int(expires_in)
+    if not isinstance(expires_in, int) or isinstance(expires_in, bool) or expires_in <= 0:
+        raise AnswerUnusable(f"the token response has an unusable expires_in ({expires_in!r:.40})")
+    return expires_in

@@ -1,0 +1,393 @@
+"""One OpenID provider as a client reaches it: discovery, the token endpoint, userinfo, revocation.
+
+The discovery document (with its RFC 8414 complement) is read again once a day, and
+soon after an endpoint answers 404. Every request is one bounded exchange: its whole
+answer within a time limit and MAX_ANSWER_BYTES, or AnswerLost when it may have
+arrived but no answer did; the provider's Date header measures its clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx2
+from authlib.oauth2.rfc6749.parameters import prepare_token_request
+
+from .._version import __version__
+from .answers import DEVICE_CODE_GRANT, MAX_ANSWER_BYTES, DeviceAuthorization, TokenResponse
+from .client_auth import ClientAuth
+from .errors import AnswerLost, AnswerUnusable, OAuthError, ProviderUnavailable
+from .id_tokens import SET_THE_CLOCK, IdTokenChecker, clock_off
+from .metadata import OAUTH_METADATA, ProviderMetadata, discovery_url, oauth_metadata_urls
+
+log = logging.getLogger(__name__)
+
+HTTP_TIMEOUT_SECONDS = 10.0
+CLOCK_NOTICED_SECONDS = 60  # status says the clock is off from this much on
+# Providers change endpoints now and then; a long-running daemon notices.
+METADATA_REFRESH_SECONDS = 24 * 3600.0
+# How soon the discovery document is read again after an endpoint answered 404, or
+# after a re-read failed (the last good document is used meanwhile).
+METADATA_RETRY_SECONDS = 60.0
+
+
+class Provider:
+    """One OpenID provider, reached over HTTPS (or loopback HTTP) from its issuer URL."""
+
+    def __init__(
+        self,
+        issuer: str,
+        client_id: str,
+        http: httpx2.AsyncClient | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        client_auth: ClientAuth | None = None,
+    ) -> None:
+        self.issuer = issuer
+        self.client_id = client_id
+        self._client_auth = client_auth or ClientAuth(client_id)  # a public client by default
+        self._http = http or httpx2.AsyncClient(
+            timeout=HTTP_TIMEOUT_SECONDS,
+            follow_redirects=False,
+            headers={"User-Agent": f"signin-broker/{__version__}"},
+        )
+        self._clock = clock
+        self._metadata: ProviderMetadata | None = None
+        self._metadata_read_at = 0.0
+        self._metadata_due = 0.0  # when the discovery document is read again
+        self._metadata_lock = asyncio.Lock()
+        self._id_tokens = IdTokenChecker(client_id, self._get_json, clock)
+        # The provider's clock less this device's, from the Date header of its last answer
+        # (to a second or so); None until an answer had one.
+        self.clock_offset: float | None = None
+
+    async def close(self) -> None:
+        """Close the HTTP connections."""
+        await self._http.aclose()
+
+    async def metadata(self) -> ProviderMetadata:
+        """The discovery document, read again when due (daily, or soon after a 404).
+
+        A failed re-read keeps the last good document and is tried again a minute
+        later, so a provider that is briefly down or misconfigured stops nothing.
+        """
+        async with self._metadata_lock:
+            now = self._clock()
+            if self._metadata is None or now >= self._metadata_due:
+                try:
+                    self._metadata = await self._discover()
+                except ProviderUnavailable as error:
+                    if self._metadata is None:
+                        raise
+                    log.warning(
+                        "could not read the discovery document again; using the last one",
+                        extra={"reason": str(error)},
+                    )
+                    self._metadata_due = now + METADATA_RETRY_SECONDS
+                else:
+                    self._metadata_read_at = now
+                    self._metadata_due = now + METADATA_REFRESH_SECONDS
+            return self._metadata
+
+    async def _discover(self) -> ProviderMetadata:
+        """The discovery document, with the fields it lacks taken from RFC 8414 metadata.
+
+        django-oauth-toolkit, for one, lists its revocation endpoint only there.
+        """
+        extra = asyncio.ensure_future(self._oauth_metadata())  # meanwhile: no extra round trip
+        try:
+            document = await self._get_json(discovery_url(self.issuer), "discovery")
+        except BaseException:
+            extra.cancel()  # never left running on its own
+            raise
+        merged = await extra
+        if isinstance(document, dict) and document.get("issuer") == self.issuer:
+            document = {**merged, **document}
+        return ProviderMetadata.from_document(document, self.issuer)
+
+    async def _oauth_metadata(self) -> dict[str, Any]:
+        """The provider's RFC 8414 metadata naming this issuer; {} when it has none."""
+        for url in oauth_metadata_urls(self.issuer):
+            try:
+                document = await self._get_json(url, OAUTH_METADATA)
+            except ProviderUnavailable as error:
+                log.debug("no RFC 8414 metadata here", extra={"url": url, "reason": str(error)})
+                continue
+            if isinstance(document, dict) and document.get("issuer") == self.issuer:
+                return document
+            log.info("RFC 8414 metadata for another issuer is ignored", extra={"url": url})
+        return {}
+
+    def _endpoint_gone(self) -> None:
+        """An endpoint answered 404: read the discovery document again, within a minute."""
+        self._metadata_due = min(
+            self._metadata_due, self._metadata_read_at + METADATA_RETRY_SECONDS
+        )
+
+    async def exchange_code(
+        self, code: str, redirect_uri: str, code_verifier: str
+    ) -> TokenResponse:
+        """Redeem an authorization code (RFC 6749 4.1.3 with RFC 7636's code_verifier)."""
+        body = prepare_token_request(
+            "authorization_code",
+            code=code,
+            redirect_uri=redirect_uri,
+            client_id=self.client_id,
+            code_verifier=code_verifier,
+        )
+        return await self._token_request(body)
+
+    async def refresh(
+        self,
+        refresh_token: str,
+        scope: str | None = None,
+        resource: str | None = None,
+        *,
+        answer_within: float | None = None,
+    ) -> TokenResponse:
+        """Trade a refresh token for a new access token (RFC 6749 section 6).
+
+        A narrower `scope` and a `resource` (RFC 8707) ask for a down-scoped token.
+        `answer_within`: seconds its answer is awaited once sent (the manager's choice).
+        """
+        body = prepare_token_request(
+            "refresh_token",
+            refresh_token=refresh_token,
+            client_id=self.client_id,
+            scope=scope,
+            resource=resource,
+        )
+        return await self._token_request(body, answer_within)
+
+    async def device_authorization(
+        self, scope: str, extra: dict[str, str] | None = None
+    ) -> DeviceAuthorization:
+        """Ask for a device code and the code the user enters elsewhere (RFC 8628 3.1-3.2)."""
+        url = (await self.metadata()).device_authorization_endpoint
+        if not url:
+            raise ProviderUnavailable("the provider offers no device sign-in (RFC 8628)")
+        body = urlencode({"scope": scope, **(extra or {})})
+        return DeviceAuthorization.from_json(
+            await self._post_form(url, "device authorization", body)
+        )
+
+    async def poll_device(self, device_code: str) -> TokenResponse:
+        """One poll of the token endpoint for a device code (RFC 8628 3.4).
+
+        OAuthError carries authorization_pending, slow_down, access_denied or expired_token.
+        """
+        body = urlencode(
+            {
+                "grant_type": DEVICE_CODE_GRANT,
+                "device_code": device_code,
+                "client_id": self.client_id,
+            }
+        )
+        return await self._token_request(body)
+
+    async def userinfo(self, access_token: str) -> dict[str, Any]:
+        """The user's claims; OAuthError("invalid_token") when the provider rejects the token."""
+        url = (await self.metadata()).userinfo_endpoint
+        if not url:
+            raise ProviderUnavailable("the provider has no userinfo endpoint")
+        response = await self._send("GET", url, "userinfo", bearer=access_token)
+        if response.status_code in (401, 403):
+            raise OAuthError("invalid_token", "the provider rejected the access token", 401)
+        claims = _json_of(response, "userinfo")
+        if not isinstance(claims, dict):
+            raise ProviderUnavailable("the userinfo response is not a JSON object")
+        return claims
+
+    async def revoke(self, token: str, hint: str) -> bool:
+        """Revoke a token (RFC 7009) if the provider offers it; False when it does not."""
+        url = (await self.metadata()).revocation_endpoint
+        if not url:
+            return False
+        body = urlencode({"token": token, "token_type_hint": hint})
+        response = await self._send_form(url, "revocation", body)
+        if response.status_code >= 400:
+            raise ProviderUnavailable(f"revocation answered HTTP {response.status_code}")
+        return True
+
+    async def validate_id_token(self, id_token: str, nonce: str | None) -> dict[str, Any]:
+        """Check an id_token's signature, iss, aud, exp, iat and nonce; return its claims."""
+        metadata = await self.metadata()
+        return await self._id_tokens.validate(id_token, nonce, metadata, self.clock_offset)
+
+    async def _token_request(self, body: str, answer_within: float | None = None) -> TokenResponse:
+        url = (await self.metadata()).token_endpoint
+        return TokenResponse.from_json(await self._post_form(url, "token", body, answer_within))
+
+    async def _post_form(
+        self, url: str, what: str, body: str, answer_within: float | None = None
+    ) -> Any:
+        """POST a form as this client; the JSON answer, or OAuthError, or ProviderUnavailable."""
+        response = await self._send_form(url, what, body, answer_within)
+        if 400 <= response.status_code < 500:
+            raise _oauth_error(response)
+        return _json_of(response, what)
+
+    async def _send_form(
+        self, url: str, what: str, body: str, answer_within: float | None = None
+    ) -> httpx2.Response:
+        """POST a form authenticated as this client (see client_auth.py).
+
+        A refusal of the client's credentials is logged with what may help to fix it:
+        the caller sees only invalid_client.
+        """
+        metadata = await self.metadata()
+        content, headers, method = self._client_auth.sign(body, metadata)
+        response = await self._send(
+            "POST",
+            url,
+            what,
+            content=content,
+            headers={"Content-Type": "application/x-www-form-urlencoded", **headers},
+            answer_within=answer_within,
+        )
+        if 400 <= response.status_code < 500 and _oauth_error(response).error == "invalid_client":
+            self._client_auth.refused(method, what, metadata)
+        return response
+
+    @property
+    def clock_problem(self) -> str:
+        """How far this device's clock is off the provider's, if over a minute; else ""."""
+        off = self.clock_offset
+        if off is None or abs(off) < CLOCK_NOTICED_SECONDS:
+            return ""
+        return f"{clock_off(off)} (by its Date header); {SET_THE_CLOCK}"
+
+    def _note_clock(self, date: str | None) -> None:
+        """Measure the provider's clock against this device's from an answer's Date header."""
+        if date:
+            with contextlib.suppress(TypeError, ValueError, OverflowError):
+                self.clock_offset = (
+                    email.utils.parsedate_to_datetime(date).timestamp() - time.time()
+                )
+
+    async def _get_json(self, url: str, what: str) -> Any:
+        return _json_of(await self._send("GET", url, what), what)
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        what: str,
+        *,
+        bearer: str | None = None,
+        content: str | None = None,
+        headers: dict[str, str] | None = None,
+        answer_within: float | None = None,
+    ) -> httpx2.Response:
+        """One request and its whole answer; AnswerLost if it may have arrived but no answer did.
+
+        The exchange as a whole is bounded in time, `answer_within` seconds (else
+        HTTP_TIMEOUT_SECONDS): a body still trickling in is read while that lasts, and
+        only then given up. An answer over MAX_ANSWER_BYTES is not read further.
+        """
+        headers = {"Accept": "application/json", **(headers or {})}
+        if bearer is not None:
+            headers["Authorization"] = f"Bearer {bearer}"
+        total = HTTP_TIMEOUT_SECONDS if answer_within is None else answer_within
+        request = self._http.build_request(
+            method,
+            url,
+            content=content,
+            headers=headers,
+            timeout=httpx2.Timeout(total, connect=min(total, HTTP_TIMEOUT_SECONDS)),
+        )
+        try:
+            async with asyncio.timeout(total):
+                streamed = await self._http.send(request, stream=True)
+                try:
+                    body = await _read_bounded(streamed, what)
+                finally:
+                    await streamed.aclose()
+        except TimeoutError:
+            raise AnswerLost(f"the {what} request got no whole answer within {total:g} s") from None
+        except httpx2.HTTPError as error:
+            unsent = isinstance(
+                error, (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout)
+            )
+            raise (ProviderUnavailable if unsent else AnswerLost)(
+                f"the {what} request failed: {type(error).__name__}"
+            ) from None
+        response = httpx2.Response(
+            streamed.status_code, headers=streamed.headers, content=body, request=request
+        )
+        self._note_clock(response.headers.get("date"))
+        if response.status_code == 504:  # a gateway gave up waiting: the provider may act on it
+            raise AnswerLost(f"the {what} endpoint answered HTTP 504")
+        if response.status_code >= 500:
+            raise ProviderUnavailable(f"the {what} endpoint answered HTTP {response.status_code}")
+        if response.status_code == 404 and what not in ("discovery", OAUTH_METADATA):
+            self._endpoint_gone()
+        return response
+
+
+async def _read_bounded(response: httpx2.Response, what: str) -> bytes:
+    """The answer's body (decoded), refused once it is over MAX_ANSWER_BYTES.
+
+    Refused as unusable when the provider answered (see _from_the_provider), else as
+    not answering usefully.
+    """
+    refusal = AnswerUnusable if _from_the_provider(response) else ProviderUnavailable
+    too_large = f"the {what} endpoint's answer is over {MAX_ANSWER_BYTES // 1024} KiB"
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
+        raise refusal(too_large)
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > MAX_ANSWER_BYTES:
+            raise refusal(too_large)
+    return bytes(body)
+
+
+def _json_of(response: httpx2.Response, what: str) -> Any:
+    if response.status_code >= 400:
+        raise ProviderUnavailable(f"the {what} endpoint answered HTTP {response.status_code}")
+    try:
+        return response.json()
+    except ValueError:
+        raise (AnswerUnusable if _from_the_provider(response) else ProviderUnavailable)(
+            f"the {what} endpoint answered something that is not JSON"
+            f" ({response.headers.get('content-type', 'no content type')!r:.60})"
+        ) from None
+
+
+def _from_the_provider(response: httpx2.Response) -> bool:
+    """Whether a success answer comes from the provider, which then acted on the request.
+
+    OAuth endpoints answer JSON (RFC 6749 5.1); a success of another type (an HTML
+    page from a captive portal or a proxy) is taken as never having reached it, so a
+    hotel's login page cannot put a refresh token in doubt.
+    """
+    media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    return response.is_success and (
+        media_type == "application/json" or media_type.endswith("+json")
+    )
+
+
+def _oauth_error(response: httpx2.Response) -> OAuthError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    error = body.get("error")
+    description = body.get("error_description")
+    unnamed = "invalid_client" if response.status_code == 401 else "invalid_request"  # RFC 6749 5.2
+    return OAuthError(
+        error if isinstance(error, str) else unnamed,
+        description if isinstance(description, str) else "",
+        response.status_code,
+    )
