@@ -24,9 +24,11 @@ from signin_broker.testing.browser import Browser
 from signin_broker.testing.daemon import DaemonProcess
 from support.commands import signin_broker
 from support.events import watching
+from support.notifications import Notifications
 from support.secret_service import secret_service
 from support.signin import sign_in, signed_in_daemon
 from support.state import keyring_has, state_files
+from support.waiting import eventually
 
 
 def authorizations(stub: StubProvider) -> int:
@@ -115,20 +117,11 @@ def test_the_file_key_is_an_explicit_opt_in_and_private(
 def test_a_session_the_provider_ends_is_told_to_the_person_and_shown_in_status(
     stub: StubProvider, socket_path: Path
 ) -> None:
-    notified = socket_path.parent.parent / "notified"
-    fake_bin = socket_path.parent.parent / "bin"
-    fake_bin.mkdir()
-    (fake_bin / "notify-send").write_text(f'#!/bin/sh\nprintf "%s|%s\\n" "$2" "$3" >> {notified}\n')
-    (fake_bin / "notify-send").chmod(0o755)
-    env = {"PATH": f"{fake_bin}:{os.environ['PATH']}"}
-    daemon = signed_in_daemon(stub, socket_path, "--revalidate-seconds", "2", env=env)
+    notifications = Notifications(socket_path.parent.parent)
+    daemon = signed_in_daemon(stub, socket_path, "--revalidate-seconds", "2", env=notifications.env)
     stub.revoke_user("1001")
     daemon.expect_log(timeout=20, msg="the provider ended the session")
-    for _ in range(100):  # bounded: the notification runs in the background
-        if notified.exists():
-            break
-        time.sleep(0.05)
-    summary, body = notified.read_text().splitlines()[0].split("|")
+    summary, body = eventually(notifications.sent, "a desktop notification", timeout=5)[0]
     assert summary == "Alice Example is signed out"
     assert "The provider ended the session" in body and "signin-broker login" in body
     status = signin_broker("--socket", str(socket_path), "status").stdout

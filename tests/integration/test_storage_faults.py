@@ -18,6 +18,7 @@ import pytest
 from signin_broker.client import BrokerClient, Token
 from signin_broker.testing import StubProvider
 from signin_broker.testing.daemon import DaemonProcess
+from support.notifications import Notifications
 from support.signin import signed_in_daemon
 from support.storage import filled, read_only, tmpfs
 from support.waiting import eventually
@@ -43,7 +44,10 @@ def test_a_state_folder_that_cannot_be_written_postpones_renewal_and_loses_nothi
         tmpfs(state, "4m"),
         StubProvider(access_token_ttl=TTL, refresh_reuse_ends_grant=True) as stub,
     ):
-        daemon = signed_in_daemon(stub, socket_path, "--revalidate-seconds", "2")
+        notifications = Notifications(socket_path.parent)
+        daemon = signed_in_daemon(
+            stub, socket_path, "--revalidate-seconds", "2", env=notifications.env
+        )
         with BrokerClient(socket_path, timeout=30) as client:
             first = client.get_token()
             fault_on: AbstractContextManager[None] = (
@@ -61,6 +65,9 @@ def test_a_state_folder_that_cannot_be_written_postpones_renewal_and_loses_nothi
                 assert "a restart now would sign out user:1001" in at_risk.storage_problem
                 assert at_risk.default is not None
                 assert "a restart now would sign it out" in at_risk.default.at_risk
+                summary, body = eventually(notifications.sent, "a desktop notification")[-1]
+                assert summary == "Sign-ins cannot be saved"
+                assert "a restart now would sign out" in body
             eventually(lambda: client.status().storage_problem == "", "the state saved again")
         daemon.stop()
         with (

@@ -182,19 +182,9 @@ async def _tell_of_ended_sessions(session: SessionManager) -> None:
                 event = await events.next()
             except WatcherDropped:
                 return  # the daemon is stopping
-            registry = session.registry
-            if (
-                event.kind is EventKind.DEGRADED
-                and registry.restart_would_sign_out
-                and event.detail == registry.storage_problem()
-            ):
+            if event.kind is EventKind.DEGRADED and event.restart_signs_out:
                 notify("Sign-ins cannot be saved", f"{event.detail[:1].upper()}{event.detail[1:]}.")
-                continue
-            ended = next(
-                (e for e in session.registry.ended() if e.account == event.account),
-                None,
-            )
-            if ended is not None and ended.kind is event.kind and ended.reason == event.detail:
+            elif (ended := event.ended) is not None:
                 notify(
                     f"{ended.display_name or ended.account} is signed out",
                     f"{ended.reason[:1].upper()}{ended.reason[1:]}."

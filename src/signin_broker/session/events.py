@@ -12,8 +12,10 @@ import enum
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .accounts import RECORD_VERSION
 
 if TYPE_CHECKING:
     from .accounts import Entitlement
@@ -35,6 +37,35 @@ class EventKind(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class EndedSession:
+    """A session that ended without anyone asking: the person must sign in again."""
+
+    account: str
+    display_name: str
+    kind: EventKind  # REVOKED, or SIGNED_OUT when its token expired unrenewable
+    reason: str
+    ended_at: float
+
+    def to_record(self) -> dict[str, Any]:
+        """What the store keeps in the account's place until it signs in again (no tokens)."""
+        return {"version": RECORD_VERSION, "ended": {**asdict(self), "kind": self.kind.value}}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> EndedSession | None:
+        """Back from to_record(); None for an account's record."""
+        ended = record.get("ended")
+        if not isinstance(ended, dict):
+            return None
+        return cls(
+            str(ended["account"]),
+            str(ended["display_name"]),
+            EventKind(ended["kind"]),
+            str(ended["reason"]),
+            float(ended["ended_at"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class SessionEvent:
     """One event; `detail` is a human sentence and never holds a secret."""
 
@@ -44,6 +75,8 @@ class SessionEvent:
     sign_in_id: str = ""  # set on the outcome of a sign-in begun with BeginSignIn
     owner: str = ""  # who began that sign-in (accounts.owner_key); "" when nobody did
     occurred_at: float = field(default_factory=time.time)
+    ended: EndedSession | None = None  # the session ended by itself: the person must know
+    restart_signs_out: bool = False  # DEGRADED: a restart now would lose a session
 
     def concerns(self, entitlement: Entitlement, owners: frozenset[str]) -> bool:
         """Whether a watcher with this entitlement, owning these sign-ins, may be told.

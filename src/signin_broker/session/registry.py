@@ -13,14 +13,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 from ..store.audit import Action, Actor, AuditEntry
 from .accounts import (
     EVERYTHING,
     NOTHING,
-    RECORD_VERSION,
     Account,
     AccountInfo,
     Entitlement,
@@ -28,7 +26,7 @@ from .accounts import (
 )
 from .clock import to_wall
 from .errors import AccountNotFound, SignInRequired
-from .events import EventBus, EventKind, SessionEvent
+from .events import EndedSession, EventBus, EventKind, SessionEvent
 from .ports import AccountStore, AuditSink
 from .providers import Providers
 from .schedule import first_revalidation
@@ -39,35 +37,6 @@ log = logging.getLogger(__name__)
 
 ENDED_KEPT = 16  # sessions that ended by themselves, remembered for status
 SAVE_RETRY_SECONDS = 5.0  # how often a state that could not be written is tried again
-
-
-@dataclass(frozen=True, slots=True)
-class EndedSession:
-    """A session that ended without anyone asking: the person must sign in again."""
-
-    account: str
-    display_name: str
-    kind: EventKind  # REVOKED, or SIGNED_OUT when its token expired unrenewable
-    reason: str
-    ended_at: float
-
-    def to_record(self) -> dict[str, Any]:
-        """What the store keeps in the account's place until it signs in again (no tokens)."""
-        return {"version": RECORD_VERSION, "ended": {**asdict(self), "kind": self.kind.value}}
-
-    @classmethod
-    def from_record(cls, record: dict[str, Any]) -> EndedSession | None:
-        """Back from to_record(); None for an account's record."""
-        ended = record.get("ended")
-        if not isinstance(ended, dict):
-            return None
-        return cls(
-            str(ended["account"]),
-            str(ended["display_name"]),
-            EventKind(ended["kind"]),
-            str(ended["reason"]),
-            float(ended["ended_at"]),
-        )
 
 
 class AccountRegistry:
@@ -95,6 +64,9 @@ class AccountRegistry:
         # token each account last had stored, to tell what a restart now would lose.
         self._unsaved: dict[str, str] = {}
         self._stored_refresh: dict[str, str | None] = {}
+        # The refresh token of each account's latest state, saved or not: every change of
+        # tokens is saved before it is used, so one the store lacks is only in memory.
+        self._latest_refresh: dict[str, str | None] = {}
         self.save_retry_at = 0.0  # when the keeper writes the unsaved states again
 
     # -- what callers may see -----------------------------------------------------------
@@ -230,6 +202,7 @@ class AccountRegistry:
         on_disk = tokens.shifted(to_wall(self._clock, 0.0))  # the wall clock of now
         record = replace(account, tokens=on_disk).to_record(link.issuer if link else "")
         before = self.storage_problem()
+        self._latest_refresh[account.info.id] = tokens.refresh_token
         try:
             await asyncio.to_thread(self.store.save, account.info.id, record)
         except Exception as error:
@@ -267,12 +240,12 @@ class AccountRegistry:
         )
 
     def _lost_at_a_restart(self) -> list[str]:
-        """Accounts whose refresh token on disk is not their current one (it was renewed)."""
+        """Accounts whose refresh token on disk is not their latest one (it was renewed)."""
         return sorted(
             account_id
             for account_id in self._unsaved
-            if (account := self._accounts.get(account_id)) is not None
-            and account.tokens.refresh_token != self._stored_refresh.get(account_id)
+            if account_id in self._accounts
+            and self._latest_refresh.get(account_id) != self._stored_refresh.get(account_id)
         )
 
     @property
@@ -287,7 +260,11 @@ class AccountRegistry:
             return
         if now:
             log.warning("sessions are not being saved", extra={"reason": now})
-            self.events.publish(SessionEvent(EventKind.DEGRADED, detail=now))
+            self.events.publish(
+                SessionEvent(
+                    EventKind.DEGRADED, detail=now, restart_signs_out=self.restart_would_sign_out
+                )
+            )
         else:
             log.info("sessions are saved again")
             self.events.publish(
@@ -353,6 +330,7 @@ class AccountRegistry:
         before = self.storage_problem()
         self._unsaved.pop(account.info.id, None)
         self._stored_refresh.pop(account.info.id, None)
+        self._latest_refresh.pop(account.info.id, None)
         self._say_storage_changed(before)
         if self.store is not None:  # its tokens go; why it ended stays, across restarts
             try:
@@ -365,7 +343,7 @@ class AccountRegistry:
                     "could not remove the stored state", extra={"account": account.info.id}
                 )
         self.changed.set()
-        self.events.publish(SessionEvent(kind, account=account.info.id, detail=detail))
+        self.events.publish(SessionEvent(kind, account=account.info.id, detail=detail, ended=ended))
         return True
 
     # -- start -------------------------------------------------------------------------
@@ -380,6 +358,7 @@ class AccountRegistry:
                 account.revalidate_at = first_revalidation(self._clock(), self._revalidate_seconds)
                 self._accounts[account.info.id] = account
                 self._stored_refresh[account.info.id] = account.tokens.refresh_token
+                self._latest_refresh[account.info.id] = account.tokens.refresh_token
         if self._accounts and not self.default_account:
             first = min(self._accounts.values(), key=lambda a: a.info.signed_in_at)
             first.info = replace(first.info, is_default=True)

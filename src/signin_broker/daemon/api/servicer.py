@@ -160,7 +160,7 @@ def _unary(
                 await self._session.ready.wait()
             return await method(self, request)
         except (SessionError, InvalidRequest) as error:
-            raise GRPCError(_status_of(error), str(error)) from None
+            raise GRPCError(status_of(error), str(error)) from None
         except Exception:
             log.exception("unexpected error", extra={"method": method.__name__})
             raise GRPCError(Status.INTERNAL, "internal") from None
@@ -168,10 +168,14 @@ def _unary(
     return mapped
 
 
-def _status_of(error: SessionError | InvalidRequest) -> Status:
+def status_of(error: SessionError | InvalidRequest) -> Status:
+    """The gRPC status of a refusal: its class's, or its nearest base class's that has one."""
     if isinstance(error, InvalidRequest):
         return Status.INVALID_ARGUMENT
-    return _STATUS_OF.get(type(error), Status.FAILED_PRECONDITION)
+    return next(
+        (_STATUS_OF[kind] for kind in type(error).__mro__ if kind in _STATUS_OF),
+        Status.FAILED_PRECONDITION,
+    )
 
 
 class TokenBrokerServicer:
@@ -480,7 +484,7 @@ class TokenBrokerServicer:
         try:
             await self._apps.readable(caller)
         except SessionError as error:
-            raise GRPCError(_status_of(error), str(error)) from None
+            raise GRPCError(status_of(error), str(error)) from None
         await self._session.ready.wait()  # the snapshot tells the restored state
         with self._session.events.subscribe() as subscription:
             yield self._snapshot(await self._apps.visible(caller), time.time())
