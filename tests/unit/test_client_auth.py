@@ -343,7 +343,7 @@ def settings_with(tmp_path: Path, *argv: str, **env: str):
 
 
 def test_client_auth_settings_have_a_flag_an_env_var_and_a_file_key(tmp_path: Path) -> None:
-    defaults = settings_with(tmp_path)
+    defaults = settings_with(tmp_path).main
     assert (defaults.client_auth, defaults.client_secret_file) == ("auto", None)
     assert defaults.client_assertion_audience == "token_endpoint"
     key_file = private_file(tmp_path, "key.pem", pem(rsa_key()))
@@ -355,7 +355,7 @@ def test_client_auth_settings_have_a_flag_an_env_var_and_a_file_key(tmp_path: Pa
         str(key_file),
         "--client-key-id",
         "kid-1",
-    )
+    ).main
     assert (from_flags.client_private_key_file, from_flags.client_key_id) == (key_file, "kid-1")
     secret_file = private_file(tmp_path, "secret", b"s\n")
     from_env = settings_with(
@@ -363,13 +363,13 @@ def test_client_auth_settings_have_a_flag_an_env_var_and_a_file_key(tmp_path: Pa
         SIGNIN_BROKER_CLIENT_SECRET_FILE=str(secret_file),
         SIGNIN_BROKER_CLIENT_AUTH="client_secret_post",
         SIGNIN_BROKER_CLIENT_ASSERTION_AUDIENCE="issuer",
-    )
+    ).main
     assert (from_env.client_auth, from_env.client_secret_file) == (
         "client_secret_post",
         secret_file,
     )
     (tmp_path / "config.toml").write_text('client_auth = "client_secret_basic"\n')
-    assert settings_with(tmp_path).client_auth == "client_secret_basic"
+    assert settings_with(tmp_path).main.client_auth == "client_secret_basic"
 
 
 def test_a_secret_file_others_can_read_stops_the_daemon_with_what_to_run(tmp_path: Path) -> None:

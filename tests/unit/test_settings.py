@@ -22,9 +22,9 @@ def load_with(config: Path, argv: list[str] | None = None, **env: str):
 
 def test_defaults_follow_the_design(config: Path) -> None:
     settings = load_with(config)
-    assert settings.issuer == ""
-    assert settings.client_id == "signin-broker"
-    assert settings.scopes == ("openid", "profile", "email")
+    assert settings.main.issuer == ""
+    assert settings.main.client_id == "signin-broker"
+    assert settings.main.scopes == ("openid", "profile", "email")
     assert settings.http == HttpAddress("127.0.0.1", 8765)
     assert settings.revalidate_seconds == 60  # the contract's bound: one check a minute
     assert settings.socket.name == "broker.sock"
@@ -57,15 +57,21 @@ def test_precedence_is_flag_then_env_then_file(config: Path) -> None:
         SIGNIN_BROKER_ISSUER="https://env.example",
         SIGNIN_BROKER_CLIENT_ID="env",
     )
-    assert settings.issuer == "https://flag.example"
-    assert settings.client_id == "env"
+    assert settings.main.issuer == "https://flag.example"
+    assert settings.main.client_id == "env"
     assert settings.revalidate_seconds == 30  # from the file
 
 
 def test_scopes_always_include_openid_profile_email_once(config: Path) -> None:
     config.write_text('scopes = ["email", "offline_access", "read:user"]\n')
-    assert load_with(config).scopes == ("openid", "profile", "email", "offline_access", "read:user")
-    assert load_with(config, ["--scopes", "offline_access, openid"]).scopes == (
+    assert load_with(config).main.scopes == (
+        "openid",
+        "profile",
+        "email",
+        "offline_access",
+        "read:user",
+    )
+    assert load_with(config, ["--scopes", "offline_access, openid"]).main.scopes == (
         "openid",
         "profile",
         "email",
@@ -112,7 +118,8 @@ def test_issuer_must_be_https_or_loopback_http(config: Path, value: str) -> None
 
 def test_issuer_on_loopback_may_use_http(config: Path) -> None:
     assert (
-        load_with(config, ["--issuer", "http://127.0.0.1:9000/"]).issuer == "http://127.0.0.1:9000/"
+        load_with(config, ["--issuer", "http://127.0.0.1:9000/"]).main.issuer
+        == "http://127.0.0.1:9000/"
     )
 
 
@@ -135,9 +142,12 @@ def test_invalid_toml_names_the_file(config: Path) -> None:
 
 def test_authorize_params_come_as_a_toml_table_or_as_name_value_pairs(config: Path) -> None:
     config.write_text('[authorize_params]\naccess_type = "offline"\nprompt = "consent"\n')
-    assert load_with(config).authorize_params == {"access_type": "offline", "prompt": "consent"}
+    assert load_with(config).main.authorize_params == {
+        "access_type": "offline",
+        "prompt": "consent",
+    }
     from_env = load_with(config, SIGNIN_BROKER_AUTHORIZE_PARAMS="ui_locales=de+en&acr_values=mfa")
-    assert from_env.authorize_params == {"ui_locales": "de en", "acr_values": "mfa"}
+    assert from_env.main.authorize_params == {"ui_locales": "de en", "acr_values": "mfa"}
 
 
 @pytest.mark.parametrize(

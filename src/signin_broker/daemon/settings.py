@@ -88,19 +88,10 @@ class ProviderSettings:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """Everything the daemon is told, checked."""
+    """Everything the daemon is told, checked; each provider's settings held once."""
 
-    issuer: str
-    client_id: str
-    device_client_id: str
-    client_auth: str  # auto or one of client_auth.METHODS
-    client_secret_file: Path | None
-    client_private_key_file: Path | None
-    client_certificate_file: Path | None
-    client_key_id: str
-    client_assertion_audience: str
-    scopes: tuple[str, ...]
-    authorize_params: dict[str, str]
+    main: ProviderSettings  # the top-level provider settings (issuer "": none configured)
+    named: tuple[ProviderSettings, ...]  # the `[providers.<alias>]` tables, in file order
     default_provider: str  # an alias, MAIN_NAME, or "" (the main one, else the first)
     socket: Path
     http: HttpAddress
@@ -114,7 +105,11 @@ class Settings:
     audit_keep_days: int
     log_level: str
     config_file: Path | None  # the file that was read, if any
-    providers: tuple[ProviderSettings, ...] = ()  # every configured one, the main one first
+
+    @property
+    def providers(self) -> tuple[ProviderSettings, ...]:
+        """Every configured provider, the main one first."""
+        return ((self.main,) if self.main.issuer else ()) + self.named
 
     @property
     def default_alias(self) -> str:
@@ -533,14 +528,13 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             values[option.name] = option.parse(raw)
         except ValueError as error:
             raise SettingsError(f"{option.name} ({source}) {error}") from None
-    main = ProviderSettings(MAIN, **{key: values[key] for key in PROVIDER_KEYS})
+    main = ProviderSettings(MAIN, **{key: values.pop(key) for key in PROVIDER_KEYS})
     named = _provider_tables(file_values.get(PROVIDERS_TABLE, {}), config_file)
     for provider in (main, *named):  # the top-level ones even before issuer is set
         _check_client_auth(provider)
-    providers = ([main] if main.issuer else []) + named
-    settings = Settings(config_file=config_file, providers=tuple(providers), **values)
-    aliases = {provider.alias for provider in providers}
-    if settings.default_provider and settings.default_alias not in aliases:
+    settings = Settings(main, tuple(named), config_file=config_file, **values)
+    providers = settings.providers
+    if settings.default_provider and settings.default_alias not in {p.alias for p in providers}:
         raise SettingsError(
             f"default_provider {settings.default_provider!r} names no configured provider"
             f" (configured: {', '.join(p.alias or MAIN_NAME for p in providers) or 'none'})"
