@@ -2,7 +2,7 @@
 
 The CLI parses in two steps (the command's own parser is built only when it runs, see
 main._parser), which keeps a one-shot `signin-broker token` cheap. Completion and the
-man page need the whole tree at once: `full_parser()` builds it. Completion is
+man page need the whole tree at once: main.full_parser() builds it. Completion is
 argcomplete's: the shell sets _ARGCOMPLETE and runs the command, which answers with
 candidates; a plain run only looks up that variable.
 """
@@ -16,26 +16,13 @@ import sys
 SHELLS = ("bash", "zsh", "fish")
 
 
-def full_parser() -> argparse.ArgumentParser:
-    """The top-level parser with every command as a sub-parser (completion, man page)."""
-    from . import main
-
-    parser = main._top_parser()
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, (help_text, add_options, _) in main.COMMANDS.items():
-        sub = commands.add_parser(name, help=help_text, description=help_text)
-        sub.add_argument("--json", action="store_true", help="print JSON for scripts")
-        add_options(sub)
-    return parser
-
-
-def complete_if_asked() -> None:
-    """Answer the shell's completion request and exit; nothing when none was made."""
+def complete_if_asked(parser: argparse.ArgumentParser) -> None:
+    """Answer the shell's completion request for `parser` and exit; nothing when none was made."""
     if "_ARGCOMPLETE" not in os.environ:
         return
     import argcomplete
 
-    argcomplete.autocomplete(full_parser())
+    argcomplete.autocomplete(parser)
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:

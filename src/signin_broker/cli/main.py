@@ -37,8 +37,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def full_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every command as a sub-parser (completion, man page)."""
+    parser = _top_parser()
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (help_text, add_options, _) in COMMANDS.items():
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument("--json", action="store_true", help="print JSON for scripts")
+        add_options(sub)
+    return parser
+
+
 def _top_parser() -> argparse.ArgumentParser:
-    """The program's description, --version and the global options (_completion uses it)."""
+    """The program's description, --version and the global options."""
     width = max(map(len, COMMANDS)) + 2  # a long name never runs into its description
     parser = argparse.ArgumentParser(
         prog="signin-broker",
@@ -86,7 +97,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (argcomplete)
         from ._completion import complete_if_asked
 
-        complete_if_asked()
+        complete_if_asked(full_parser())
     top = _parser().parse_args(argv)
     args = _command_parser(top.command).parse_args(top.arguments)
     given = vars(args)

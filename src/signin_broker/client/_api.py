@@ -31,8 +31,6 @@ from ._models import (
 if TYPE_CHECKING:
     from google.protobuf.message import Message
 
-    from ._async import AsyncBrokerClient
-    from ._sync import BrokerClient
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -81,10 +79,10 @@ class Unary(_Row[Callable[P, "Message"]], Generic[P, R]):
     @overload
     def __get__(self, client: None, owner: type[Any]) -> Self: ...
     @overload
-    def __get__(self, client: BrokerClient, owner: type[Any]) -> Callable[P, R]: ...
+    def __get__(self, client: BlockingApi, owner: type[Any]) -> Callable[P, R]: ...
     @overload
     def __get__(
-        self, client: AsyncBrokerClient, owner: type[Any]
+        self, client: AwaitableApi, owner: type[Any]
     ) -> Callable[P, Coroutine[Any, Any, R]]: ...
     def __get__(self, client: BrokerApi | None, owner: type[Any]) -> Any:
         return self if client is None else client._unary(self)
@@ -98,11 +96,9 @@ class Stream(_Row[Callable[P, "tuple[Message, float | None]"]], Generic[P, R]):
     @overload
     def __get__(self, client: None, owner: type[Any]) -> Self: ...
     @overload
-    def __get__(self, client: BrokerClient, owner: type[Any]) -> Callable[P, Iterator[R]]: ...
+    def __get__(self, client: BlockingApi, owner: type[Any]) -> Callable[P, Iterator[R]]: ...
     @overload
-    def __get__(
-        self, client: AsyncBrokerClient, owner: type[Any]
-    ) -> Callable[P, AsyncIterator[R]]: ...
+    def __get__(self, client: AwaitableApi, owner: type[Any]) -> Callable[P, AsyncIterator[R]]: ...
     def __get__(self, client: BrokerApi | None, owner: type[Any]) -> Any:
         return self if client is None else client._stream(self)
 
@@ -292,3 +288,11 @@ class BrokerApi:
     def _stream(self, row: Stream[P, R]) -> Callable[P, Any]:
         """The client's method for a row whose RPC answers with a stream."""
         raise NotImplementedError
+
+
+class BlockingApi(BrokerApi):
+    """The rows as methods that block until answered (BrokerClient)."""
+
+
+class AwaitableApi(BrokerApi):
+    """The rows as coroutines and async iterators (AsyncBrokerClient)."""

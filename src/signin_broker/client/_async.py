@@ -10,7 +10,7 @@ from typing import Any, ParamSpec, TypeVar
 import grpc
 
 from ..v1 import broker_pb2_grpc as pb_grpc
-from ._api import BrokerApi, Stream, Unary
+from ._api import AwaitableApi, Stream, Unary
 from ._channel import CHANNEL_OPTIONS, DEFAULT_TIMEOUT_SECONDS, resolve_socket, target
 from ._errors import translate
 
@@ -18,7 +18,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class AsyncBrokerClient(BrokerApi):
+class AsyncBrokerClient(AwaitableApi):
     """Talks to the signin-broker daemon for an asyncio app.
 
     Create one per event loop and reuse it: it keeps one channel and reconnects by

@@ -10,7 +10,7 @@ from typing import ParamSpec, TypeVar
 import grpc
 
 from ..v1 import broker_pb2_grpc as pb_grpc
-from ._api import BrokerApi, Stream, Unary
+from ._api import BlockingApi, Stream, Unary
 from ._channel import CHANNEL_OPTIONS, DEFAULT_TIMEOUT_SECONDS, resolve_socket, target
 from ._errors import translate
 
@@ -18,7 +18,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class BrokerClient(BrokerApi):
+class BrokerClient(BlockingApi):
     """Talks to the signin-broker daemon for a synchronous app.
 
     Create one per process and reuse it: it keeps one channel, is safe to share between

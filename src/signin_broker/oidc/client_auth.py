@@ -22,13 +22,11 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, quote, urlencode
 
 from .errors import OAuthError
+from .jose import eddsa_by_its_old_name, signing_algorithms, signing_key
 
-if TYPE_CHECKING:  # joserfc and cryptography load when a key is used: the settings import this
-    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
-
+if TYPE_CHECKING:
+    from .jose import PrivateKey
     from .metadata import ProviderMetadata
-
-    PrivateKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey
 
 log = logging.getLogger(__name__)
 
@@ -42,26 +40,11 @@ CHOICES = (AUTO, *METHODS)
 ASSERTION_AUDIENCES = ("token_endpoint", "issuer")
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 ASSERTION_SECONDS = 60  # long enough for a slow request, short enough to be useless later
-MIN_RSA_BITS = 2048
-# The signing algorithms each kind of key can use, the most widely accepted first.
-RSA_ALGORITHMS = ("RS256", "PS256", "RS384", "PS384", "RS512", "PS512")
-EC_ALGORITHMS = {"secp256r1": "ES256", "secp384r1": "ES384", "secp521r1": "ES512"}
 FORM_CREDENTIALS = ("client_id", "client_secret", "client_assertion", "client_assertion_type")
 
 
 class ClientAuthError(Exception):
     """A client credential cannot be used; the message says which and what to do, not the secret."""
-
-
-def signing_algorithms(key: PrivateKey) -> tuple[str, ...]:
-    """The JWS algorithms this key can sign with, the most widely accepted first."""
-    from cryptography.hazmat.primitives.asymmetric import ec, rsa
-
-    if isinstance(key, rsa.RSAPrivateKey):
-        return RSA_ALGORITHMS
-    if isinstance(key, ec.EllipticCurvePrivateKey):
-        return (EC_ALGORITHMS[key.curve.name],)
-    return ("EdDSA", "Ed25519")
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,8 +152,6 @@ class ClientAuth:
     def _assertion(self, metadata: ProviderMetadata) -> str:
         """A JWT that only this client could sign, for one request (RFC 7523 3)."""
         from joserfc import jwt
-
-        from .jose import eddsa_by_its_old_name, signing_key
 
         key = self._credentials.private_key
         if key is None:

@@ -13,12 +13,14 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .client_auth import EC_ALGORITHMS, MIN_RSA_BITS, ClientAuthError
+from .client_auth import ClientAuthError
+from .jose import EC_ALGORITHMS
 
 if TYPE_CHECKING:
-    from .client_auth import PrivateKey
+    from .jose import PrivateKey
 
 MAX_FILE_BYTES = 64 * 1024  # a secret or a PEM key is far smaller
+MIN_RSA_BITS = 2048
 
 
 def secret_name(client_id: str, provider: str = "") -> str:

@@ -18,16 +18,13 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..oidc.answers import DeviceAuthorization, TokenResponse
 from ..oidc.errors import IdTokenInvalid, OAuthError, ProviderUnavailable
 from ..oidc.provider import Provider
 from .accounts import SIGN_IN_SECONDS
 from .signin import SignedIn
-
-if TYPE_CHECKING:
-    from .lifecycle import SessionLifecycle
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +51,16 @@ class NoDeviceSignIn(Exception):
         )
 
 
+class SignInReports(Protocol):
+    """Where a device sign-in reports how it stands and how it ended (the sign-in owner)."""
+
+    def sign_in_progress(self, sign_in_id: str, detail: str) -> None: ...
+
+    def sign_in_failed(self, sign_in_id: str, detail: str) -> None: ...
+
+    async def complete_sign_in(self, signed_in: SignedIn) -> object: ...
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceStart:
     """What the user needs to complete a device sign-in; nothing secret (no device code)."""
@@ -75,13 +82,13 @@ class DeviceFlow:
         self,
         provider: Provider,
         scopes: tuple[str, ...],
-        session: SessionLifecycle,
+        reports: SignInReports,
         alias: str = "",
     ) -> None:
         self.alias = alias  # of the provider (session.providers)
         self._provider = provider
         self._scopes = scopes
-        self._session = session
+        self._reports = reports
         self._pending: dict[str, tuple[DeviceStart, asyncio.Task[None]]] = {}
 
     def pending(self) -> list[DeviceStart]:
@@ -126,7 +133,7 @@ class DeviceFlow:
         await self.cancel(owner, "a new device sign-in replaced this one")
         task = asyncio.get_running_loop().create_task(self._run(started, grant, expires_in))
         self._pending[owner] = (started, task)
-        self._session.sign_in_progress(
+        self._reports.sign_in_progress(
             sign_in_id, f"enter code {grant.user_code} at {grant.verification_uri}"
         )
         return started
@@ -141,7 +148,7 @@ class DeviceFlow:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            self._session.sign_in_failed(started.sign_in_id, f"cancelled: {reason}")
+            self._reports.sign_in_failed(started.sign_in_id, f"cancelled: {reason}")
 
     async def _run(self, started: DeviceStart, grant: DeviceAuthorization, expires_in: int) -> None:
         try:
@@ -159,10 +166,10 @@ class DeviceFlow:
                 },
             )
             self._pending.pop(started.owner, None)
-            self._session.sign_in_failed(started.sign_in_id, str(failure))
+            self._reports.sign_in_failed(started.sign_in_id, str(failure))
             return
         self._pending.pop(started.owner, None)
-        await self._session.complete_sign_in(signed_in)
+        await self._reports.complete_sign_in(signed_in)
 
     async def _outcome(
         self, started: DeviceStart, grant: DeviceAuthorization, deadline: float
@@ -188,7 +195,7 @@ class DeviceFlow:
             return interval
         if error.error == "slow_down":
             interval += SLOW_DOWN_SECONDS
-            self._session.sign_in_progress(
+            self._reports.sign_in_progress(
                 started.sign_in_id, f"the provider asked for slower polling: every {interval} s"
             )
             return interval
