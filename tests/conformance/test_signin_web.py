@@ -19,7 +19,7 @@ from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from signin_broker.conformance.cases import CASES, Case
 from signin_broker.conformance.catalog import BY_NAME
 from signin_broker.conformance.stage import Stage, Target
-from signin_broker.session.signin import DeterministicSecrets
+from signin_broker.oidc.code_flow import DeterministicSecrets
 from signin_broker.testing import StubProvider
 from signin_broker.testing.browser import Browser, location, query_of
 from signin_broker.testing.daemon import DaemonProcess

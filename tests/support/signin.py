@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from signin_broker.session.signin import DeterministicSecrets
+from signin_broker.oidc.code_flow import DeterministicSecrets
 from signin_broker.testing import StubProvider
 from signin_broker.testing.browser import Browser, location
 from signin_broker.testing.daemon import DaemonProcess

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from signin_broker.oidc.code_flow import AuthorizationRequest
 from signin_broker.oidc.errors import IdTokenInvalid, ProviderUnavailable
 from signin_broker.oidc.metadata import ProviderMetadata, discovery_url
-from signin_broker.session.signin import PendingSignIn
 from support.fake_provider import FakeProvider, run
 
 ENTRA = "https://login.microsoftonline.com"
@@ -126,8 +126,8 @@ def test_a_template_the_configured_issuer_does_not_fill_is_refused(configured: s
         ProviderMetadata.from_document(document, configured)
 
 
-def _pending(metadata: ProviderMetadata) -> PendingSignIn:
-    return PendingSignIn("s", "n", "v", "http://127.0.0.1/cb", "/", "", 0.0, provider=metadata)
+def _pending(metadata: ProviderMetadata) -> AuthorizationRequest:
+    return AuthorizationRequest("s", "n", "v", "http://127.0.0.1/cb", provider=metadata)
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from signin_broker.session.signin import offline_consent
+from signin_broker.oidc.code_flow import offline_consent
 
 
 def test_offline_access_brings_prompt_consent() -> None:

@@ -43,8 +43,8 @@ from .web.pages import BEGIN_PATH
 
 if TYPE_CHECKING:
     from ..oidc.client_auth import ClientAuth
+    from ..oidc.code_flow import SignInSecrets
     from ..session.providers import ProviderLink
-    from ..session.signin import SignInSecrets
     from ..store.vault import Vault
     from .web.site import SignInSite
 
@@ -289,8 +289,8 @@ def _client_auth(settings: Settings, provider: ProviderSettings, client_id: str)
 
 
 def _secrets_source(issuer: str) -> SignInSecrets:
+    from ..oidc.code_flow import DeterministicSecrets, RandomSecrets
     from ..oidc.metadata import is_acceptable_url
-    from ..session.signin import DeterministicSecrets, RandomSecrets
 
     seed = os.environ.get(DETERMINISTIC_SECRETS_ENV)
     if not seed:

@@ -285,7 +285,7 @@ class SignInSite:
                 "This sign-in response does not belong to a sign-in started here,"
                 " or it was used already.",
             )
-        if problem := pending.issuer_problem(params.get("iss")):
+        if problem := pending.request.issuer_problem(params.get("iss")):
             _oauth_log(logging.WARNING, "callback", "iss_mismatch", problem)
             return self._failed(
                 pending.sign_in_id,
