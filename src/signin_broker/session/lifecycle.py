@@ -130,14 +130,14 @@ class SessionLifecycle:
         return BegunSignIn(started, f"{begin_url}?{urlencode(query, safe='', quote_via=quote)}")
 
     async def _begin_device_sign_in(self, begun: SignInStart) -> BegunSignIn:
-        from .device import DeviceSignInFailed, NoDeviceSignIn  # the OAuth stack is loaded
+        from ..oidc.device_flow import DeviceGrantEnded, NoDeviceGrant  # the OAuth stack is loaded
 
         flow = self._registry.providers.named(begun.provider or MAIN_NAME).device
         try:
             started = await flow.begin(begun.sign_in_id, begun.owner, begun.workspace_id)
-        except NoDeviceSignIn as error:
+        except NoDeviceGrant as error:
             raise NotConfigured(str(error)) from None
-        except DeviceSignInFailed as error:
+        except DeviceGrantEnded as error:
             raise NotConfigured(
                 f"the identity provider refused a device sign-in ({error})"
             ) from None

@@ -29,7 +29,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ...oidc.errors import ClockSkewed, IdTokenInvalid, OAuthError, ProviderUnavailable
+from ...oidc.errors import IdTokenInvalid, OAuthError, ProviderUnavailable
+from ...oidc.failures import failure_of
 from ...session.errors import NotConfigured
 from ...session.manager import SessionManager
 from ...session.providers import MAIN_NAME
@@ -44,11 +45,6 @@ from ..qr import qr_svg_markup
 from . import pages
 
 log = logging.getLogger(__name__)
-CLIENT_REFUSED = (
-    "The identity provider did not accept this broker's client credentials. Check the"
-    " client_id, client_auth and client secret or key settings against the registration"
-    " there; the daemon's log says which method was used."
-)
 # Other users decide how many of these there are: a few records a minute at most.
 _REFUSED = Throttled(log, "refused a browser of another user")
 
@@ -254,12 +250,10 @@ class SignInSite:
                 begun.authorize_params if begun is not None else None,
             )
         except ProviderUnavailable as error:
-            _oauth_log(logging.ERROR, "authorize", "provider_unavailable", str(error))
+            failure = failure_of(error)
+            _oauth_log(logging.ERROR, "authorize", failure.error_code, failure.reason)
             if sign_in_id:  # an app (`signin-broker login`) waits for this sign-in: tell it
-                self._session.lifecycle.sign_in_failed(
-                    sign_in_id,
-                    f"provider_unavailable: the identity provider cannot be reached ({error})",
-                )
+                self._session.lifecycle.sign_in_failed(sign_in_id, str(failure))
             return _page(
                 "The identity provider cannot be reached",
                 "Check your network connection and try again.",
@@ -309,35 +303,12 @@ class SignInSite:
             return self._failed(pending.sign_in_id, "invalid_request", "The response had no code.")
         try:
             signed_in = await flow.complete(pending, code)
-        except OAuthError as error:
-            if error.error == "invalid_client":  # the line before says how it authenticated
-                _oauth_log(logging.ERROR, "token_exchange", "invalid_client", CLIENT_REFUSED)
-                return self._failed(pending.sign_in_id, "invalid_client", CLIENT_REFUSED)
-            _oauth_log(logging.WARNING, "token_exchange", "invalid_code", error.error)
-            return self._failed(
-                pending.sign_in_id,
-                "invalid_code",
-                "The identity provider did not accept the sign-in code. Please sign in again.",
-            )
-        except ClockSkewed as error:  # the person can fix this: say how
-            _oauth_log(logging.ERROR, "id_token", "clock_skew", str(error))
-            return self._failed(
-                pending.sign_in_id, "clock_skew", f"{str(error)[:1].upper()}{str(error)[1:]}."
-            )
-        except IdTokenInvalid as error:
-            _oauth_log(logging.ERROR, "id_token", "invalid_id_token", str(error))
-            return self._failed(
-                pending.sign_in_id,
-                "invalid_id_token",
-                "The identity provider's answer was not valid.",
-            )
-        except ProviderUnavailable as error:
-            _oauth_log(logging.ERROR, "token_exchange", "provider_unavailable", str(error))
-            return self._failed(
-                pending.sign_in_id,
-                "provider_unavailable",
-                "The identity provider cannot be reached. Try again in a moment.",
-            )
+        except (OAuthError, IdTokenInvalid, ProviderUnavailable) as error:
+            failure = failure_of(error)
+            step = "id_token" if isinstance(error, IdTokenInvalid) else "token_exchange"
+            level = logging.WARNING if failure.error_code == "invalid_code" else logging.ERROR
+            _oauth_log(level, step, failure.error_code, failure.reason)
+            return self._failed(pending.sign_in_id, failure.error_code, failure.message)
         account = await self._session.lifecycle.complete_sign_in(signed_in, BROWSER)
         log.info("signed in", extra={"flow": "oauth", "step": "callback", "account": account.id})
         response = RedirectResponse(pending.redirect_to, status_code=303)

@@ -1,0 +1,132 @@
+"""The device authorization grant (RFC 8628) from its code to the signed-in identity.
+
+The user enters the code on another device while the token endpoint is polled as
+slowly as the provider asks: every `interval` seconds, 5 s more after each slow_down,
+and twice as long after a network failure (RFC 8628 3.5). polled() yields how it
+stands and, last, who signed in; it never calls back into its caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .answers import DeviceAuthorization, TokenResponse
+from .errors import IdTokenInvalid, OAuthError, ProviderUnavailable
+from .provider import Provider
+
+SLOW_DOWN_SECONDS = 5
+MAX_POLL_SECONDS = 60
+
+
+class DeviceGrantEnded(Exception):
+    """The grant ended without tokens: RFC 8628's error_code, or invalid_code for another."""
+
+    def __init__(self, error_code: str, reason: str) -> None:
+        super().__init__(f"{error_code}: {reason}")
+        self.error_code = error_code
+        self.reason = reason
+
+
+class NoDeviceGrant(Exception):
+    """The provider offers no device sign-in: its discovery has no device_authorization_endpoint."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the identity provider offers no device sign-in (its discovery document has no"
+            " device_authorization_endpoint); sign in with a browser instead"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SlowerPolling:
+    """The provider asked for slower polling (slow_down): every `interval` seconds now."""
+
+    interval: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSignedIn:
+    """The grant's tokens and who signed in (validated id_token claims, else userinfo's)."""
+
+    tokens: TokenResponse
+    claims: dict[str, Any] = field(repr=False)
+
+
+async def authorization(
+    provider: Provider, scopes: tuple[str, ...], extra: dict[str, str]
+) -> DeviceAuthorization:
+    """A device code and the code the user enters (NoDeviceGrant, DeviceGrantEnded)."""
+    if not (await provider.metadata()).device_authorization_endpoint:
+        raise NoDeviceGrant
+    try:
+        return await provider.device_authorization(" ".join(scopes), extra)
+    except OAuthError as error:
+        raise DeviceGrantEnded(error.error, "the provider refused a device sign-in") from None
+
+
+async def polled(
+    provider: Provider,
+    grant: DeviceAuthorization,
+    deadline: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> AsyncIterator[SlowerPolling | DeviceSignedIn]:
+    """Poll until the user has signed in (the last item) or the grant ends (DeviceGrantEnded).
+
+    A sign-in whose identity cannot be established raises IdTokenInvalid or
+    ProviderUnavailable, as a browser sign-in's does.
+    """
+    interval = grant.interval
+    while True:
+        await asyncio.sleep(interval)
+        if clock() >= deadline:
+            raise DeviceGrantEnded("expired_token", "the code expired before it was used")
+        try:
+            tokens = await provider.poll_device(grant.device_code)
+        except ProviderUnavailable:
+            interval = min(interval * 2, MAX_POLL_SECONDS)  # RFC 8628 3.5: back off
+            continue
+        except OAuthError as error:
+            if error.error == "authorization_pending":
+                continue
+            if error.error != "slow_down":
+                raise _ended(error) from None
+            interval += SLOW_DOWN_SECONDS
+            yield SlowerPolling(interval)
+            continue
+        yield DeviceSignedIn(tokens, await identity(provider, tokens))
+        return
+
+
+async def identity(provider: Provider, tokens: TokenResponse) -> dict[str, Any]:
+    """Who signed in: the validated id_token, else the provider's userinfo.
+
+    RFC 8628 is an OAuth grant, and some providers (django-oauth-toolkit) issue no
+    id_token from it; then the userinfo endpoint, asked with the new access token
+    over the provider's own TLS, names the user (OpenID Connect Core 5.3). There is
+    no nonce in this grant.
+    """
+    if tokens.id_token is not None:
+        return await provider.validate_id_token(tokens.id_token, None)
+    try:
+        claims = await provider.userinfo(tokens.access_token)
+    except OAuthError as error:
+        raise IdTokenInvalid(
+            f"no id_token, and userinfo refused the new access token ({error.error})"
+        ) from None
+    if not isinstance(claims.get("sub"), str) or not claims["sub"]:
+        raise IdTokenInvalid("no id_token, and userinfo names no subject (sub)")
+    return claims
+
+
+def _ended(error: OAuthError) -> DeviceGrantEnded:
+    if error.error == "access_denied":
+        return DeviceGrantEnded("access_denied", "the sign-in was denied")
+    if error.error == "expired_token":
+        return DeviceGrantEnded("expired_token", "the code expired before it was used")
+    return DeviceGrantEnded(
+        "invalid_code", f"the identity provider did not accept the device code ({error.error})"
+    )
