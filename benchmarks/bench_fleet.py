@@ -16,7 +16,7 @@ import heapq
 import random
 from collections import Counter
 
-from signin_broker.daemon.settings import OPTIONS
+from signin_broker.daemon.options import OPTIONS
 from signin_broker.session import schedule
 
 TOKEN_LIFETIME = 3600.0

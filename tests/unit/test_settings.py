@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from signin_broker.daemon.settings import OPTIONS, HttpAddress, SettingsError, env_name, load
+from signin_broker.daemon.options import OPTIONS, HttpAddress, env_name
+from signin_broker.daemon.settings import SettingsError, load
 
 
 @pytest.fixture

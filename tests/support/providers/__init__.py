@@ -28,7 +28,7 @@ from urllib.parse import urljoin
 
 import httpx2
 
-from signin_broker.daemon.settings import env_name
+from signin_broker.daemon.options import env_name
 from signin_broker.testing.browser import Browser, location
 from signin_broker.testing.daemon import DaemonProcess
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...locations import MAX_SOCKET_PATH_BYTES
-from ..settings import HttpAddress
+from ..options import HttpAddress
 
 log = logging.getLogger(__name__)
 
