@@ -40,7 +40,7 @@ def revalidation_after(checked_at: float) -> float:
 def simulate(devices: int, minutes: int, scenario: str) -> Counter[int]:
     """Requests to the provider per minute, over `minutes` after t=0.
 
-    A renewal counts as a re-validation (TokenKeeper._provider_answered): it moves the
+    A renewal counts as a re-validation (ProviderHealth.answered): it moves the
     device's next re-validation, and the one it replaces is dropped from the queue.
     """
     horizon = minutes * 60.0

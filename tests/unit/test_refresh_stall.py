@@ -17,7 +17,7 @@ from dataclasses import replace
 import pytest
 
 from signin_broker.oidc.errors import AnswerLost, OAuthError, ProviderUnavailable
-from signin_broker.session import renewal
+from signin_broker.session import refresh_grant, renewal
 from signin_broker.session.accounts import Account, SignInState
 from signin_broker.session.errors import ProviderUnreachable
 from signin_broker.session.events import EventKind
@@ -55,7 +55,7 @@ def test_a_stalled_refresh_is_awaited_and_its_late_answer_stored_and_used() -> N
             clock.now += 30
             await session.keeper.tend()
         assert provider.refreshes == ["rt-0"]
-        assert provider.answer_within == [renewal.REFRESH_ANSWER_SECONDS]  # not 10 s
+        assert provider.answer_within == [refresh_grant.REFRESH_ANSWER_SECONDS]  # not 10 s
         provider.stall.set()  # the provider wakes up and answers
         await settle()
         assert (await session.keeper.get_token("", (), 0)).access_token == "at-1"

@@ -1,26 +1,14 @@
-"""Tokens on demand and ahead of time: renewal, re-validation and the provider's health.
+"""Tokens on demand and ahead of time: renewal, re-validation, and expiry.
 
 An account's tokens are renewed at 75 % of their lifetime, once however many callers
 ask at the same moment: one refresh task per account is shared by all of them, and
 every call that spends a refresh token runs under the account's lock, because a
-rotated refresh token may be spent only once. A rotated refresh token is written to
-the encrypted store before the new access token is handed out.
-
-When the provider cannot be reached the daemon keeps serving a still-valid token,
-says so (`degraded`), and tries again with exponential backoff and jitter; a refused
-refresh backs off the same way. A refresh, once sent, is awaited for minutes rather
-than abandoned, since a provider that stalls may still complete it and rotate the
-refresh token. One whose answer never came (lost, cut short, or unusable) leaves its
-refresh token in doubt: it is sent once more, to learn whether the provider had it,
-only when the access token is about to expire, so that a request the provider never
-saw costs nothing, and one it completed (whose new tokens were lost anyway) ends the
-session no sooner than it had to. A resend whose answer is lost in turn is one more
-lost answer: the same holds for it (after the backoff). The
-provider ends a session by refusing the refresh token (`invalid_grant`), or by
-refusing a refresh and the access token (userinfo) both.
-
-Down-scoped tokens (fewer scopes, or an audience) are cached per account within
-bounds, and each app has a budget of scoped grants at the provider (session.limits).
+rotated refresh token may be spent only once (refresh_grant.py). A rotated refresh
+token is written to the encrypted store before the new access token is handed out.
+While the provider cannot be reached a still-valid token is served and renewal backs
+off (provider_health.py). Down-scoped tokens (fewer scopes, or an audience) are cached
+per account within bounds, and each app has a budget of scoped grants at the provider
+(session.limits); every token handed out is counted and audited (use_ledger.py).
 """
 
 from __future__ import annotations
@@ -33,9 +21,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..oidc.errors import AnswerLost, AnswerUnusable, OAuthError, ProviderUnavailable
-from ..store.audit import Action, Actor, AuditEntry
-from .accounts import EVERYTHING, Account, AppUse, Entitlement, IssuedToken
+from ..oidc.errors import OAuthError, ProviderUnavailable
+from ..store.audit import Actor
+from .accounts import EVERYTHING, Account, Entitlement, IssuedToken
 from .clock import to_wall
 from .errors import (
     IdTokenNotAllowed,
@@ -52,19 +40,20 @@ from .errors import (
 from .events import EventKind, SessionEvent
 from .limits import GrantBudget, ScopedKey
 from .ports import AuditSink, daemon_actor
+from .provider_health import ProviderHealth
+from .refresh_grant import RefreshGrant
 from .registry import AccountRegistry
 from .revocation import revoke
 from .schedule import (
     BACKOFF_FIRST_SECONDS,
     BACKOFF_MAX_SECONDS,
     next_revalidation,
-    retry_after_failure,
 )
 from .tokens import TokenSet
+from .use_ledger import UseLedger
 
 if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
-    from ..oidc.answers import TokenResponse
-    from .providers import ProviderLink
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -73,13 +62,7 @@ log = logging.getLogger(__name__)
 RENEWAL_WAIT_SECONDS = 2.0
 # A caller whose token no longer serves it waits this long, then is told to try again.
 CALLER_WAIT_SECONDS = 10.0
-# How long the answer to a refresh, once sent, is awaited (issue 14, finding 1).
-REFRESH_ANSWER_SECONDS = 180.0
 RENEWAL_PENDING = "the provider has not answered a renewal yet"
-STORAGE_WAITS = (
-    "the renewal waits until the state folder can be written again (or the access token"
-    " is about to expire): a renewed refresh token that cannot be stored is lost at a restart"
-)
 
 
 class TokenKeeper:
@@ -98,9 +81,9 @@ class TokenKeeper:
         self._revalidate_seconds = revalidate_seconds
         self._clock = clock
         self._grants = GrantBudget(clock)
-        # Each app's use of any account since the start, for the apps list; an account's
-        # own list (AccountInfo.apps) goes with it at sign-out, this one stays.
-        self.app_use: dict[str, AppUse] = {}
+        self._health = ProviderHealth(registry, revalidate_seconds=revalidate_seconds, clock=clock)
+        self._grant = RefreshGrant(registry, self._health, clock)
+        self.uses = UseLedger(audit, clock)
 
     async def get_token(
         self,
@@ -150,7 +133,7 @@ class TokenKeeper:
             tokens = await self._main_token(account, min_ttl, refused=refused)
         identity = self._id_token(account, min_ttl) if id_token else ("", 0)
         if actor is not None:
-            self._note_use(account, actor, tokens, audience, id_token)
+            self.uses.note(account, actor, tokens, audience, id_token)
         return IssuedToken(
             access_token=tokens.access_token,
             token_type=tokens.token_type,
@@ -189,7 +172,7 @@ class TokenKeeper:
             return await self._unrenewable(account, min_ttl)
         if now < account.retry_at and not self._refreshing(account):
             # Backing off: do not hammer a failing (or refusing) provider.
-            return self._without_renewal(account, min_ttl, self._backoff_reason(account))
+            return self._without_renewal(account, min_ttl, self._health.reason(account))
         task = self._start_refresh(account)
         wait = RENEWAL_WAIT_SECONDS if tokens.lasts(now, min_ttl) else CALLER_WAIT_SECONDS
         try:
@@ -201,7 +184,7 @@ class TokenKeeper:
         except OAuthError:
             if not self._registry.is_current(account):
                 raise self._registry.sign_in_required(account.info.id) from None
-            return self._without_renewal(account, min_ttl, self._backoff_reason(account))
+            return self._without_renewal(account, min_ttl, self._health.reason(account))
         if not self._registry.is_current(account):
             raise self._registry.sign_in_required(account.info.id)  # ended meanwhile
         if renewed.lifetime < min_ttl:
@@ -227,9 +210,9 @@ class TokenKeeper:
         """Renew the main token; shared by every caller waiting at that moment."""
         async with account.refresh_lock:
             try:
-                response = await self._spend_refresh_token(account)
+                response = await self._grant.spend(account)
             except OAuthError as error:
-                await self._refused(account, error)
+                await self._grant.refused(account, error)
                 raise
             renewed = account.tokens.renewed(response, self._clock())
             if not self._registry.is_current(
@@ -292,7 +275,7 @@ class TokenKeeper:
             return cached  # a caller ahead in the queue fetched it
         scopes, audience = key
         try:
-            response = await self._spend_refresh_token(
+            response = await self._grant.spend(
                 account, " ".join(sorted(scopes)) if scopes else None, audience or None
             )
         except ProviderUnavailable as error:
@@ -314,68 +297,6 @@ class TokenKeeper:
         account.scoped.put(key, token, now)
         return token
 
-    async def _spend_refresh_token(
-        self, account: Account, scope: str | None = None, resource: str | None = None
-    ) -> TokenResponse:
-        """One refresh_token grant (caller holds the account's lock); tracks provider health.
-
-        Once sent, its answer is awaited however slow the provider is, within
-        REFRESH_ANSWER_SECONDS: a rotating provider that stalls, then completes the
-        refresh, would otherwise leave the daemon holding a spent refresh token. A token
-        whose answer never came is in doubt (TokenSet.unanswered), and sent again
-        only when the access token is about to expire. That includes a daemon stopped
-        while it waited: the store counts the send before it is made (a write-ahead).
-        """
-        tokens, client = account.tokens, self._registry.providers.client_of(account)
-        sent_at = self._clock()
-        assert client is not None and tokens.refresh_token is not None  # noqa: S101 - checked by callers
-        if not self._registry.is_current(account):  # signed out while this waited for the lock
-            raise SignInRequired
-        if tokens.refresh_in_doubt and sent_at < tokens.refresh_due_at():
-            raise ProviderUnavailable(self._resend_reason(tokens))  # not at once, whoever asks
-        if not tokens.refresh_kept:  # a rotating provider spends it: count the send first
-            stored = await self._registry.persist(account, tokens.sent())
-            if not stored and sent_at < tokens.last_moment:
-                raise ProviderUnavailable(STORAGE_WAITS)  # its successor could not be stored
-        try:
-            async with asyncio.timeout(REFRESH_ANSWER_SECONDS):
-                response = await client.refresh(
-                    tokens.refresh_token,
-                    scope=scope,
-                    resource=resource,
-                    answer_within=REFRESH_ANSWER_SECONDS,
-                )
-        except AnswerUnusable as error:
-            if error.refresh_token is None:
-                await self._answer_lost(account, f"a renewal's answer was unusable ({error})")
-                raise
-            await self._rotated_only(account, error.refresh_token, str(error))
-            raise ProviderUnavailable(str(error)) from None
-        except (TimeoutError, AnswerLost) as error:
-            reason = str(error) or f"no answer within {REFRESH_ANSWER_SECONDS:g} s"
-            await self._answer_lost(account, f"a renewal got no answer ({reason})")
-            raise AnswerLost(reason) from None
-        except ProviderUnavailable as error:
-            await self._not_spent(account, tokens)  # not sent, or a server error: unspent
-            self._provider_failed(account, str(error))
-            raise
-        except OAuthError as error:
-            self._link(account).last_contact = self._clock()
-            if error.error == "invalid_grant" and self._registry.is_current(account):
-                reason = "it refused the refresh token (invalid_grant)"
-                if tokens.refresh_in_doubt:
-                    reason += ", having completed the renewal whose answer was lost"
-                await self._provider_ended(account, reason)
-            await self._not_spent(account, tokens)
-            raise
-        self._provider_answered(account, sent_at)  # a renewal re-validates too
-        return response
-
-    async def _not_spent(self, account: Account, tokens: TokenSet) -> None:
-        """Take back the write-ahead of a refresh the provider refused or never received."""
-        if not tokens.refresh_kept and self._registry.is_current(account):
-            await self._registry.persist(account, tokens)
-
     async def finish_renewals(self, grace: float) -> None:
         """Give the renewals under way up to grace seconds to be answered and stored (a stop)."""
         running = [
@@ -385,83 +306,6 @@ class TokenKeeper:
         ]
         if running:
             await asyncio.wait(running, timeout=grace)
-
-    async def _answer_lost(self, account: Account, reason: str) -> None:
-        """A renewal whose answer never came: its refresh token may be spent (unless kept)."""
-        if not account.tokens.refresh_kept and self._registry.is_current(account):
-            doubtful = account.tokens.sent()
-            await self._registry.persist(account, doubtful)
-            account.tokens = doubtful
-            after = self._resend_reason(doubtful)
-            log.warning(
-                "the provider may have spent the refresh token: " + after,
-                extra={
-                    "account": account.info.id,
-                    "reason": reason,
-                    "expires_in_s": round(doubtful.expires_at - self._clock()),
-                },
-            )
-            reason = f"{reason}; {after}"
-        self._provider_failed(account, reason)
-
-    async def _rotated_only(self, account: Account, refresh_token: str, reason: str) -> None:
-        """An unusable answer that still names the new refresh token: keep that, not in doubt.
-
-        The access token it brought is not used; the renewal is tried again after the
-        backoff, with the new refresh token, like one that failed.
-        """
-        if self._registry.is_current(account):
-            kept = replace(account.tokens, refresh_token=refresh_token, refresh_kept=False)
-            await self._registry.persist(account, kept)
-            account.tokens = kept
-        self._provider_failed(account, f"a renewal's answer was unusable ({reason})")
-
-    async def _refused(self, account: Account, error: OAuthError) -> None:
-        """A refused renewal: the session has ended if userinfo rejects the token too.
-
-        Else it backs off like an outage: a provider's bare 400 is neither taken for the
-        end of a session it still accepts, nor retried at once (issue 14, finding 10).
-        """
-        if error.error == "invalid_grant" or not self._registry.is_current(account):
-            return  # _spend_refresh_token ended the session
-        reason = f"the provider refused to renew the token ({error.error}, HTTP {error.status})"
-        if await self._token_rejected(account):
-            await self._provider_ended(account, f"{reason} and rejects the access token")
-            return
-        account.refusal = reason
-        log.warning(
-            "the provider refused a refresh",
-            extra={
-                "flow": "oauth",
-                "reason": reason,
-                "retry_in_s": self._back_off(account, reason),
-            },
-        )
-
-    async def _token_rejected(self, account: Account) -> bool:
-        """Whether the provider's userinfo rejects the access token (no answer: no)."""
-        client = self._registry.providers.client_of(account)
-        assert client is not None  # noqa: S101 - it answered a refresh
-        try:
-            await client.userinfo(account.tokens.access_token)
-        except OAuthError:
-            return True
-        except ProviderUnavailable:
-            pass  # no evidence either way
-        return False
-
-    async def _provider_ended(self, account: Account, reason: str) -> None:
-        """The provider ended the session: say why in the log, and end it here (REVOKED)."""
-        log.warning(
-            "the provider ended the session", extra={"account": account.info.id, "reason": reason}
-        )
-        await self._registry.end(
-            account,
-            EventKind.REVOKED,
-            f"the provider ended the session: {reason}",
-            daemon_actor(),
-            by_itself=True,
-        )
 
     async def _unrenewable(self, account: Account, min_ttl: int) -> TokenSet:
         """The token of a session that cannot be renewed, while it serves; none after expiry."""
@@ -498,91 +342,6 @@ class TokenKeeper:
     def _refreshing(account: Account) -> bool:
         return account.refresh_task is not None and not account.refresh_task.done()
 
-    def _resend_reason(self, tokens: TokenSet) -> str:
-        """Why a refresh token in doubt is not sent now, and when it will be."""
-        due = to_wall(self._clock, tokens.refresh_due_at())
-        return (
-            "the provider never answered the last renewal; its refresh token is sent once"
-            f" more at {time.strftime('%H:%M:%S', time.localtime(due))}, shortly before the"
-            " access token expires"
-        )
-
-    def _backoff_reason(self, account: Account) -> str:
-        link = self._registry.providers.of(account.info.id)
-        degraded = link.degraded_reason if link is not None else ""
-        return account.refusal or degraded or "the last renewal failed"
-
-    def _note_use(
-        self, account: Account, actor: Actor, tokens: TokenSet, audience: str, id_token: bool
-    ) -> None:
-        """Count the use, and audit it: a token given again to the same program is a repeat.
-
-        However many of its processes ask, and however often, the same token to the
-        same program is one audit row that counts its times (AuditEntry.repeat_of), so
-        the log grows with distinct grants, not with calls.
-        """
-        now = to_wall(self._clock, self._clock())
-        account.apps[actor.app] = _one_more(account.apps.get(actor.app), actor, now)
-        self.app_use[actor.app] = _one_more(self.app_use.get(actor.app), actor, now)
-        # str caches its hash: the key costs nothing per call, and is kept in memory only
-        grant = (
-            f"{actor.app}\0{account.info.id}\0{hash(tokens.access_token)}\0{audience}\0{id_token}"
-        )
-        payload: dict[str, object] = {
-            "scopes": list(tokens.scopes),
-            "expires_at": int(to_wall(self._clock, tokens.expires_at)),
-        }
-        if audience:
-            payload["audience"] = audience
-        if id_token:  # (a key naming a token would be refused as a secret)
-            payload["with"] = "ID token"
-        self._audit.record(
-            AuditEntry(
-                actor,
-                Action.ISSUE_TOKEN,
-                "token",
-                account.info.id,
-                payload=payload,
-                repeat_of=grant,
-            )
-        )
-
-    def _provider_failed(self, account: Account, reason: str) -> None:
-        log.warning(
-            "the identity provider is not answering",
-            extra={
-                "flow": "oauth",
-                "reason": reason,
-                "retry_in_s": self._back_off(account, reason),
-            },
-        )
-
-    def _back_off(self, account: Account, reason: str) -> float:
-        """No refresh for a while (schedule.retry_after_failure); seconds until the next."""
-        account.failures += 1
-        account.retry_at = retry_after_failure(self._clock(), account.failures)
-        link = self._link(account)
-        if not link.degraded_reason:
-            prefix = f"{link.alias}: " if link.alias else ""
-            self._publish(EventKind.DEGRADED, "", f"degraded: {prefix}{reason}")
-        link.degraded_reason = reason
-        return round(account.retry_at - self._clock(), 1)
-
-    def _provider_answered(self, account: Account, asked_at: float) -> None:
-        """The provider vouched for the session as of asked_at: no re-validation till due."""
-        account.failures = 0
-        account.retry_at = 0.0
-        account.refusal = ""
-        link = self._link(account)
-        link.last_contact = self._clock()
-        account.revalidate_at = next_revalidation(
-            asked_at, self._revalidate_seconds, link.answer_seconds
-        )
-        if link.degraded_reason:
-            link.degraded_reason = ""
-            log.info(f"{link.name} answers again", extra={"provider": link.alias})
-            self._publish(EventKind.RECOVERED, "", f"{link.name} answers again")
-
     async def tend(self) -> float:
         """Renew, re-validate and expire what is due; return the seconds until something is.
 
@@ -617,7 +376,7 @@ class TokenKeeper:
     async def _revalidate(self, account: Account) -> None:
         """Ask the provider whether the session still stands (contract I2, within 60 s)."""
         client = self._registry.providers.client_of(account)
-        link, asked_at = self._link(account), self._clock()
+        link, asked_at = self._health.link(account), self._clock()
         account.revalidate_at = next_revalidation(
             asked_at, self._revalidate_seconds, link.answer_seconds
         )
@@ -628,7 +387,7 @@ class TokenKeeper:
             await client.userinfo(account.tokens.access_token)
             rejected = False
         except ProviderUnavailable as error:
-            self._provider_failed(account, str(error))
+            self._health.failed(account, str(error))
             return
         except OAuthError:
             rejected = True
@@ -636,11 +395,11 @@ class TokenKeeper:
         if account.refusal:  # answering is not renewing: the refusal's backoff goes on
             link.last_contact = self._clock()
         else:
-            self._provider_answered(account, asked_at)
+            self._health.answered(account, asked_at)
         if rejected and self._registry.renewable(account):
             self._start_refresh(account)  # the refresh decides
         elif rejected:
-            await self._provider_ended(account, "it rejects the access token")
+            await self._grant.provider_ended(account, "it rejects the access token")
 
     def _next_due(self) -> float:
         now = self._clock()
@@ -658,24 +417,8 @@ class TokenKeeper:
             moments.append(self._registry.save_retry_at)
         return min(moments)
 
-    def _link(self, account: Account) -> ProviderLink:
-        """The account's provider (only accounts of configured providers are kept)."""
-        link = self._registry.providers.of(account.info.id)
-        assert link is not None  # noqa: S101 - restore and sign-in keep no other
-        return link
-
     def _publish(self, kind: EventKind, account: str, detail: str) -> None:
         self._registry.events.publish(SessionEvent(kind, account=account, detail=detail))
-
-
-def _one_more(previous: AppUse | None, actor: Actor, now: float) -> AppUse:
-    """The app's use counted once more, by this process at this moment."""
-    return AppUse(
-        executable=actor.app,
-        last_pid=actor.pid,
-        last_used=now,
-        tokens_issued=(previous.tokens_issued if previous else 0) + 1,
-    )
 
 
 async def keep(keeper: TokenKeeper, changed: asyncio.Event) -> None:

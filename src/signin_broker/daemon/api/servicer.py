@@ -383,7 +383,7 @@ class TokenBrokerServicer:
                 _actor(caller), action, "app_policy", resource_id=view.record.id, payload=payload
             )
         )
-        use = self._session.keeper.app_use.get(view.record.id)
+        use = self._session.keeper.uses.app_use.get(view.record.id)
         return pb.SetAppPolicyResponse(app=_app(view, use), answered=answered)
 
     @_unary
@@ -452,7 +452,7 @@ class TokenBrokerServicer:
 
     def _apps_by_last_use(self) -> list[tuple[AppView, AppUse | None]]:
         """The apps with their use of any account, the most recently used first."""
-        use = self._session.keeper.app_use
+        use = self._session.keeper.uses.app_use
         listed = [(view, use.get(view.record.id)) for view in self._apps.apps()]
         return sorted(listed, key=lambda pair: -(pair[1].last_used if pair[1] else 0.0))
 

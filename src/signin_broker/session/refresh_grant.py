@@ -1,0 +1,204 @@
+"""Spending a refresh token, once, and what each answer to it means for the session.
+
+Once sent, a refresh is awaited for minutes rather than abandoned, since a provider
+that stalls may still complete it and rotate the refresh token. One whose answer
+never came (lost, cut short, or unusable) leaves its refresh token in doubt: it is
+sent once more, to learn whether the provider had it, only when the access token is
+about to expire, so that a request the provider never saw costs nothing, and one it
+completed (whose new tokens were lost anyway) ends the session no sooner than it had
+to. The provider ends a session by refusing the refresh token (`invalid_grant`), or by
+refusing a refresh and the access token (userinfo) both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ..oidc.errors import AnswerLost, AnswerUnusable, OAuthError, ProviderUnavailable
+from .accounts import Account
+from .clock import to_wall
+from .errors import SignInRequired
+from .events import EventKind
+from .ports import daemon_actor
+from .provider_health import ProviderHealth
+from .registry import AccountRegistry
+from .tokens import TokenSet
+
+if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
+    from ..oidc.answers import TokenResponse
+
+log = logging.getLogger(__name__)
+
+# How long the answer to a refresh, once sent, is awaited (issue 14, finding 1).
+REFRESH_ANSWER_SECONDS = 180.0
+STORAGE_WAITS = (
+    "the renewal waits until the state folder can be written again (or the access token"
+    " is about to expire): a renewed refresh token that cannot be stored is lost at a restart"
+)
+
+
+class RefreshGrant:
+    """Sends an account's refresh token (the caller holds its lock) and acts on the answer."""
+
+    def __init__(
+        self,
+        registry: AccountRegistry,
+        health: ProviderHealth,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._registry = registry
+        self._health = health
+        self._clock = clock
+
+    async def spend(
+        self, account: Account, scope: str | None = None, resource: str | None = None
+    ) -> TokenResponse:
+        """One refresh_token grant (caller holds the account's lock); tracks provider health.
+
+        Once sent, its answer is awaited however slow the provider is, within
+        REFRESH_ANSWER_SECONDS: a rotating provider that stalls, then completes the
+        refresh, would otherwise leave the daemon holding a spent refresh token. A token
+        whose answer never came is in doubt (TokenSet.unanswered), and sent again
+        only when the access token is about to expire. That includes a daemon stopped
+        while it waited: the store counts the send before it is made (a write-ahead).
+        """
+        tokens, client = account.tokens, self._registry.providers.client_of(account)
+        sent_at = self._clock()
+        assert client is not None and tokens.refresh_token is not None  # noqa: S101 - checked by callers
+        if not self._registry.is_current(account):  # signed out while this waited for the lock
+            raise SignInRequired
+        if tokens.refresh_in_doubt and sent_at < tokens.refresh_due_at():
+            raise ProviderUnavailable(self.resend_reason(tokens))  # not at once, whoever asks
+        if not tokens.refresh_kept:  # a rotating provider spends it: count the send first
+            stored = await self._registry.persist(account, tokens.sent())
+            if not stored and sent_at < tokens.last_moment:
+                raise ProviderUnavailable(STORAGE_WAITS)  # its successor could not be stored
+        try:
+            async with asyncio.timeout(REFRESH_ANSWER_SECONDS):
+                response = await client.refresh(
+                    tokens.refresh_token,
+                    scope=scope,
+                    resource=resource,
+                    answer_within=REFRESH_ANSWER_SECONDS,
+                )
+        except AnswerUnusable as error:
+            if error.refresh_token is None:
+                await self._answer_lost(account, f"a renewal's answer was unusable ({error})")
+                raise
+            await self._rotated_only(account, error.refresh_token, str(error))
+            raise ProviderUnavailable(str(error)) from None
+        except (TimeoutError, AnswerLost) as error:
+            reason = str(error) or f"no answer within {REFRESH_ANSWER_SECONDS:g} s"
+            await self._answer_lost(account, f"a renewal got no answer ({reason})")
+            raise AnswerLost(reason) from None
+        except ProviderUnavailable as error:
+            await self._not_spent(account, tokens)  # not sent, or a server error: unspent
+            self._health.failed(account, str(error))
+            raise
+        except OAuthError as error:
+            self._health.link(account).last_contact = self._clock()
+            if error.error == "invalid_grant" and self._registry.is_current(account):
+                reason = "it refused the refresh token (invalid_grant)"
+                if tokens.refresh_in_doubt:
+                    reason += ", having completed the renewal whose answer was lost"
+                await self.provider_ended(account, reason)
+            await self._not_spent(account, tokens)
+            raise
+        self._health.answered(account, sent_at)  # a renewal re-validates too
+        return response
+
+    async def _not_spent(self, account: Account, tokens: TokenSet) -> None:
+        """Take back the write-ahead of a refresh the provider refused or never received."""
+        if not tokens.refresh_kept and self._registry.is_current(account):
+            await self._registry.persist(account, tokens)
+
+    async def _answer_lost(self, account: Account, reason: str) -> None:
+        """A renewal whose answer never came: its refresh token may be spent (unless kept)."""
+        if not account.tokens.refresh_kept and self._registry.is_current(account):
+            doubtful = account.tokens.sent()
+            await self._registry.persist(account, doubtful)
+            account.tokens = doubtful
+            after = self.resend_reason(doubtful)
+            log.warning(
+                "the provider may have spent the refresh token: " + after,
+                extra={
+                    "account": account.info.id,
+                    "reason": reason,
+                    "expires_in_s": round(doubtful.expires_at - self._clock()),
+                },
+            )
+            reason = f"{reason}; {after}"
+        self._health.failed(account, reason)
+
+    async def _rotated_only(self, account: Account, refresh_token: str, reason: str) -> None:
+        """An unusable answer that still names the new refresh token: keep that, not in doubt.
+
+        The access token it brought is not used; the renewal is tried again after the
+        backoff, with the new refresh token, like one that failed.
+        """
+        if self._registry.is_current(account):
+            kept = replace(account.tokens, refresh_token=refresh_token, refresh_kept=False)
+            await self._registry.persist(account, kept)
+            account.tokens = kept
+        self._health.failed(account, f"a renewal's answer was unusable ({reason})")
+
+    async def refused(self, account: Account, error: OAuthError) -> None:
+        """A refused renewal: the session has ended if userinfo rejects the token too.
+
+        Else it backs off like an outage: a provider's bare 400 is neither taken for the
+        end of a session it still accepts, nor retried at once (issue 14, finding 10).
+        """
+        if error.error == "invalid_grant" or not self._registry.is_current(account):
+            return  # spend() ended the session
+        reason = f"the provider refused to renew the token ({error.error}, HTTP {error.status})"
+        if await self._token_rejected(account):
+            await self.provider_ended(account, f"{reason} and rejects the access token")
+            return
+        account.refusal = reason
+        log.warning(
+            "the provider refused a refresh",
+            extra={
+                "flow": "oauth",
+                "reason": reason,
+                "retry_in_s": self._health.back_off(account, reason),
+            },
+        )
+
+    async def _token_rejected(self, account: Account) -> bool:
+        """Whether the provider's userinfo rejects the access token (no answer: no)."""
+        client = self._registry.providers.client_of(account)
+        assert client is not None  # noqa: S101 - it answered a refresh
+        try:
+            await client.userinfo(account.tokens.access_token)
+        except OAuthError:
+            return True
+        except ProviderUnavailable:
+            pass  # no evidence either way
+        return False
+
+    async def provider_ended(self, account: Account, reason: str) -> None:
+        """The provider ended the session: say why in the log, and end it here (REVOKED)."""
+        log.warning(
+            "the provider ended the session", extra={"account": account.info.id, "reason": reason}
+        )
+        await self._registry.end(
+            account,
+            EventKind.REVOKED,
+            f"the provider ended the session: {reason}",
+            daemon_actor(),
+            by_itself=True,
+        )
+
+    def resend_reason(self, tokens: TokenSet) -> str:
+        """Why a refresh token in doubt is not sent now, and when it will be."""
+        due = to_wall(self._clock, tokens.refresh_due_at())
+        return (
+            "the provider never answered the last renewal; its refresh token is sent once"
+            f" more at {time.strftime('%H:%M:%S', time.localtime(due))}, shortly before the"
+            " access token expires"
+        )
