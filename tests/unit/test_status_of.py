@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from grpclib.const import Status
 
-from signin_broker.daemon.api.servicer import InvalidRequest, status_of
+from signin_broker.daemon.api.statuses import InvalidRequest, status_of
 from signin_broker.session.errors import AccountNotFound, SessionError, SignInRequired
 
 

@@ -5,7 +5,7 @@ account registry (who is signed in, what callers may see, the encrypted records)
 token keeper (tokens on demand and ahead of time, renewal, re-validation, provider
 health) and the session lifecycle (sign-ins, sign-out, removal). The manager builds
 them together and starts them once, when the providers and the store are loaded:
-`ready` is set then, and the API waits for it before any call (daemon.api.servicer).
+`ready` is set then, and the API waits for it before any call (daemon.api.statuses.unary).
 """
 
 from __future__ import annotations

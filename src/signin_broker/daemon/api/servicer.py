@@ -1,24 +1,17 @@
-"""The TokenBroker gRPC service: checks requests, asks the session manager, maps errors to statuses.
+"""The TokenBroker gRPC service: checks requests, asks the session manager, answers.
 
-Statuses follow the contract's table 7.1: UNAUTHENTICATED "sign-in required",
-NOT_FOUND "not found" (also for accounts the caller may not see), INVALID_ARGUMENT
-with what is wrong (also a write naming an account the caller may not act on, the
-contract's T4), PERMISSION_DENIED when the user's app policy refuses the caller,
-FAILED_PRECONDITION for what the daemon is not set up to do, and INTERNAL "internal"
-for anything unexpected, whose details go to the log only.
+Requests become session calls and their results messages (messages.py); refusals
+become the contract's statuses (statuses.py).
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
 
 import psutil
 from grpclib.const import Status
@@ -26,31 +19,16 @@ from grpclib.exceptions import GRPCError
 
 from ..._version import __version__
 from ...session.accounts import (
-    AccountInfo,
     AppUse,
     Entitlement,
-    Revocation,
-    SignInState,
     owner_key,
 )
 from ...session.errors import (
     AccountNotFound,
-    IdTokenNotAllowed,
-    IdTokenUnavailable,
-    InvalidSignIn,
-    NotConfigured,
-    ProviderRefused,
-    ProviderUnreachable,
-    ScopeNotGranted,
-    ScopesNotAllowed,
     SessionError,
-    SignInRequired,
-    TokenTooShortLived,
-    TooManyNewTokens,
 )
-from ...session.events import EventKind, SessionEvent, WatcherDropped
+from ...session.events import SessionEvent, WatcherDropped
 from ...session.manager import SessionManager
-from ...session.providers import ProviderLink
 from ...session.validation import (
     MAX_MIN_TTL_SECONDS,
     check_account,
@@ -60,73 +38,34 @@ from ...session.validation import (
     check_scopes,
     check_workspace_id,
 )
-from ...store.audit import Action, Actor, AuditEntry, AuditRow
+from ...store.audit import Action, AuditEntry
 from ...v1 import broker_pb2 as pb
-from ..apps.gate import AppDenied, AppGate, AppView, NothingWaits, UnknownApp
+from ..apps.gate import AppGate, AppView
 from ..apps.policy import Decision
 from ..audit_trail import AuditTrail
 from ..callers.identity import Caller
 from ..qr import qr_image
+from .messages import (
+    DECISION,
+    DECISION_OF,
+    DEVICE_OF,
+    EVENT_KIND,
+    REVOCATION,
+    SIGN_IN_STATE,
+    account_message,
+    actor_of,
+    app_message,
+    audit_event,
+    provider_message,
+)
+from .statuses import InvalidRequest, checked, status_of, unary
 from .transport import current_caller
 
 log = logging.getLogger(__name__)
 
-_STATUS_OF: dict[type[SessionError], Status] = {
-    SignInRequired: Status.UNAUTHENTICATED,
-    InvalidSignIn: Status.INVALID_ARGUMENT,
-    AccountNotFound: Status.NOT_FOUND,
-    NotConfigured: Status.FAILED_PRECONDITION,
-    ScopeNotGranted: Status.FAILED_PRECONDITION,
-    TokenTooShortLived: Status.FAILED_PRECONDITION,
-    ProviderRefused: Status.FAILED_PRECONDITION,
-    ProviderUnreachable: Status.UNAVAILABLE,
-    TooManyNewTokens: Status.RESOURCE_EXHAUSTED,
-    AppDenied: Status.PERMISSION_DENIED,
-    ScopesNotAllowed: Status.PERMISSION_DENIED,
-    IdTokenNotAllowed: Status.PERMISSION_DENIED,
-    IdTokenUnavailable: Status.FAILED_PRECONDITION,
-    UnknownApp: Status.NOT_FOUND,
-    NothingWaits: Status.FAILED_PRECONDITION,
-}
-_DECISION = {
-    Decision.ALLOW: pb.APP_DECISION_ALLOW,
-    Decision.DENY: pb.APP_DECISION_DENY,
-    Decision.ASK: pb.APP_DECISION_ASK,
-}
-_DECISION_OF = {value: key for key, value in _DECISION.items()}
-_DEVICE_OF = {  # None: the daemon chooses (session.lifecycle.browser_at_hand)
-    pb.SIGN_IN_METHOD_UNSPECIFIED: None,
-    pb.SIGN_IN_METHOD_BROWSER: False,
-    pb.SIGN_IN_METHOD_DEVICE_CODE: True,
-}
 MAX_AUDIT_ROWS = 1000
 MAX_REDIRECT_TO_LENGTH = 2048  # the loopback pages refuse longer parameters anyway
 _THIS_PROCESS = psutil.Process()  # for GetStatus's memory figure
-_SIGN_IN_STATE = {
-    SignInState.NOT_CONFIGURED: pb.SIGN_IN_STATE_NOT_CONFIGURED,
-    SignInState.SIGNED_OUT: pb.SIGN_IN_STATE_SIGNED_OUT,
-    SignInState.SIGNED_IN: pb.SIGN_IN_STATE_SIGNED_IN,
-}
-_EVENT_KIND = {
-    EventKind.SIGNED_IN: pb.EVENT_KIND_SIGNED_IN,
-    EventKind.SIGNED_OUT: pb.EVENT_KIND_SIGNED_OUT,
-    EventKind.REFRESHED: pb.EVENT_KIND_REFRESHED,
-    EventKind.REVOKED: pb.EVENT_KIND_REVOKED,
-    EventKind.SIGN_IN_FAILED: pb.EVENT_KIND_SIGN_IN_FAILED,
-    EventKind.DEGRADED: pb.EVENT_KIND_DEGRADED,
-    EventKind.RECOVERED: pb.EVENT_KIND_RECOVERED,
-    EventKind.SIGN_IN_PROGRESS: pb.EVENT_KIND_SIGN_IN_PROGRESS,
-}
-_REVOCATION = {
-    None: pb.TOKEN_REVOCATION_UNSPECIFIED,
-    Revocation.REVOKED: pb.TOKEN_REVOCATION_REVOKED,
-    Revocation.NOT_OFFERED: pb.TOKEN_REVOCATION_NOT_OFFERED,
-    Revocation.FAILED: pb.TOKEN_REVOCATION_FAILED,
-}
-
-
-class InvalidRequest(Exception):
-    """The request itself is wrong; the message says how."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,43 +80,6 @@ class DaemonInfo:
     pid: int = field(default_factory=os.getpid)
 
 
-Response = TypeVar("Response")
-
-
-def _unary(
-    method: Callable[[Any, Any], Awaitable[Response]],
-) -> Callable[[Any, Any], Awaitable[Response]]:
-    """Wait until the sessions are ready; map the errors of a unary method onto gRPC statuses.
-
-    The daemon serves apps while it still loads the OAuth stack and restores the stored
-    accounts (daemon.app): a call meanwhile waits for that, not for a sign-in.
-    """
-
-    @functools.wraps(method)
-    async def mapped(self: Any, request: Any) -> Response:
-        try:
-            if not self._session.ready.is_set():  # only at start-up: no wait on the hot path
-                await self._session.ready.wait()
-            return await method(self, request)
-        except (SessionError, InvalidRequest) as error:
-            raise GRPCError(status_of(error), str(error)) from None
-        except Exception:
-            log.exception("unexpected error", extra={"method": method.__name__})
-            raise GRPCError(Status.INTERNAL, "internal") from None
-
-    return mapped
-
-
-def status_of(error: SessionError | InvalidRequest) -> Status:
-    """The gRPC status of a refusal: its class's, or its nearest base class's that has one."""
-    if isinstance(error, InvalidRequest):
-        return Status.INVALID_ARGUMENT
-    return next(
-        (_STATUS_OF[kind] for kind in type(error).__mro__ if kind in _STATUS_OF),
-        Status.FAILED_PRECONDITION,
-    )
-
-
 class TokenBrokerServicer:
     """Serves signin_broker.v1.TokenBroker for the verified caller of each call."""
 
@@ -189,14 +91,14 @@ class TokenBrokerServicer:
         self._apps = apps
         self._audit = audit
 
-    @_unary
+    @unary
     async def GetToken(self, request: pb.GetTokenRequest) -> pb.GetTokenResponse:
         """Check the request, then return a token from the session manager."""
-        account = _checked(check_account, request.account)
-        scopes = _checked(check_scopes, list(request.scopes))
+        account = checked(check_account, request.account)
+        scopes = checked(check_scopes, list(request.scopes))
         if not 0 <= request.min_ttl_seconds <= MAX_MIN_TTL_SECONDS:
             raise InvalidRequest(f"min_ttl_seconds must be between 0 and {MAX_MIN_TTL_SECONDS}")
-        audience = _checked(check_audience, request.audience)
+        audience = checked(check_audience, request.audience)
         caller = current_caller()
         entitlement = await self._apps.admit(caller)
         token = await self._session.keeper.get_token(
@@ -204,7 +106,7 @@ class TokenBrokerServicer:
             scopes,
             request.min_ttl_seconds,
             audience=audience,
-            actor=_actor(caller),
+            actor=actor_of(caller),
             entitlement=entitlement,
             id_token=request.id_token,
             refused=request.refused,
@@ -219,7 +121,7 @@ class TokenBrokerServicer:
             id_token_expires_at_unix=token.id_token_expires_at,
         )
 
-    @_unary
+    @unary
     async def GetStatus(self, request: pb.GetStatusRequest) -> pb.GetStatusResponse:
         """Describe the daemon, the sign-in state and the caller."""
         caller = current_caller()
@@ -232,7 +134,7 @@ class TokenBrokerServicer:
             started_at_unix=int(self._info.started_at),
             socket_path=str(self._info.socket_path),
             issuer=self._session.issuer or "",
-            sign_in_state=_SIGN_IN_STATE[self._session.registry.state(visible)],
+            sign_in_state=SIGN_IN_STATE[self._session.registry.state(visible)],
             default_account=default_id,
             account_count=len(self._session.registry.accounts(visible)),
             caller=pb.Caller(
@@ -243,16 +145,16 @@ class TokenBrokerServicer:
             last_provider_contact_unix=int(self._session.last_provider_contact),
             storage=self._session.storage,
             storage_problem=self._session.registry.storage_problem(visible),
-            default_account_detail=_account(default) if default else None,
+            default_account_detail=account_message(default) if default else None,
             started_by=self._info.started_by,
             rss_bytes=_THIS_PROCESS.memory_info().rss,
             audit_degraded_reason=self._audit.degraded_reason,
-            providers=[_provider(link) for link in self._session.providers],
+            providers=[provider_message(link) for link in self._session.providers],
             ended_sessions=[
                 pb.EndedSession(
                     account=ended.account,
                     display_name=ended.display_name,
-                    kind=_EVENT_KIND[ended.kind],
+                    kind=EVENT_KIND[ended.kind],
                     reason=ended.reason,
                     ended_at_unix=int(ended.ended_at),
                 )
@@ -260,30 +162,30 @@ class TokenBrokerServicer:
             ],
         )
 
-    @_unary
+    @unary
     async def ListAccounts(self, request: pb.ListAccountsRequest) -> pb.ListAccountsResponse:
         """List the accounts, default first."""
         visible = await self._apps.readable(current_caller())
         return pb.ListAccountsResponse(
-            accounts=[_account(a) for a in self._session.registry.accounts(visible)]
+            accounts=[account_message(a) for a in self._session.registry.accounts(visible)]
         )
 
-    @_unary
+    @unary
     async def BeginSignIn(self, request: pb.BeginSignInRequest) -> pb.BeginSignInResponse:
         """Start a sign-in for an app the user allows; only it hears how the sign-in goes."""
-        workspace_id = _checked(check_workspace_id, request.workspace_id)
+        workspace_id = checked(check_workspace_id, request.workspace_id)
         if len(request.redirect_to) > MAX_REDIRECT_TO_LENGTH:
             raise InvalidRequest(f"redirect_to must be at most {MAX_REDIRECT_TO_LENGTH} characters")
-        authorize_params = _checked(check_authorize_params, dict(request.authorize_params))
-        provider = _checked(check_provider, request.provider)
-        if request.method not in _DEVICE_OF:
+        authorize_params = checked(check_authorize_params, dict(request.authorize_params))
+        provider = checked(check_provider, request.provider)
+        if request.method not in DEVICE_OF:
             raise InvalidRequest("method must be SIGN_IN_METHOD_BROWSER or _DEVICE_CODE, or unset")
         caller = current_caller()
         account, _ = await self._writable(request.account, caller)
         begun = await self._session.lifecycle.begin_sign_in(
             account=account,
-            app=_actor(caller).app,
-            device=_DEVICE_OF[request.method],
+            app=actor_of(caller).app,
+            device=DEVICE_OF[request.method],
             workspace_id=workspace_id,
             authorize_params=authorize_params,
             redirect_to=request.redirect_to,
@@ -305,22 +207,22 @@ class TokenBrokerServicer:
             response.interval_seconds = begun.device.interval
         return response
 
-    @_unary
+    @unary
     async def SignOut(self, request: pb.SignOutRequest) -> pb.SignOutResponse:
         """End an account's session."""
         caller = current_caller()
         account, entitlement = await self._writable(request.account, caller)
         result = await self._session.lifecycle.sign_out(
-            account, self._info.web_url, actor=_actor(caller), entitlement=entitlement
+            account, self._info.web_url, actor=actor_of(caller), entitlement=entitlement
         )
         return pb.SignOutResponse(
             was_signed_in=result.was_signed_in,
             logout_url=result.logout_url,
-            revocation=_REVOCATION[result.revocation],
+            revocation=REVOCATION[result.revocation],
             revocation_error=result.revocation_error,
         )
 
-    @_unary
+    @unary
     async def GetSignInQr(self, request: pb.GetSignInQrRequest) -> pb.GetSignInQrResponse:
         """The QR code of a pending device sign-in the caller owns; NOT_FOUND otherwise."""
         caller = current_caller()
@@ -337,29 +239,29 @@ class TokenBrokerServicer:
             expires_at_unix=int(started.expires_at),
         )
 
-    @_unary
+    @unary
     async def ListApps(self, request: pb.ListAppsRequest) -> pb.ListAppsResponse:
         """The apps seen and in the policy, with their decisions (for a managing app only)."""
         await self._apps.admit_manager(current_caller())
         return pb.ListAppsResponse(
-            apps=[_app(view, use) for view, use in self._apps_by_last_use()],
-            default_decision=_DECISION[self._apps.default],
+            apps=[app_message(view, use) for view, use in self._apps_by_last_use()],
+            default_decision=DECISION[self._apps.default],
             policy_file=str(self._apps.policy.path),
             policy_error=self._apps.policy.error,
         )
 
-    @_unary
+    @unary
     async def SetAppPolicy(self, request: pb.SetAppPolicyRequest) -> pb.SetAppPolicyResponse:
         """Record the user's decision for an app and answer its waiting requests."""
         caller = current_caller()
         await self._apps.admit_manager(caller)  # else a denied app could allow itself
         if not request.app:
             raise InvalidRequest("app is required: its id, path or file name")
-        accounts = [_checked(check_account, account) for account in request.accounts]
+        accounts = [checked(check_account, account) for account in request.accounts]
         if not all(accounts):
             raise InvalidRequest("accounts must not contain an empty id")
-        scopes = _checked(check_scopes, list(request.scopes))
-        decision = _DECISION_OF.get(request.decision)
+        scopes = checked(check_scopes, list(request.scopes))
+        decision = DECISION_OF.get(request.decision)
         if request.id_token and decision is not Decision.ALLOW:
             raise InvalidRequest("the ID token can be allowed only with the decision allow")
         if request.once:
@@ -380,13 +282,13 @@ class TokenBrokerServicer:
             }
         self._audit.record(
             AuditEntry(
-                _actor(caller), action, "app_policy", resource_id=view.record.id, payload=payload
+                actor_of(caller), action, "app_policy", resource_id=view.record.id, payload=payload
             )
         )
         use = self._session.keeper.uses.app_use.get(view.record.id)
-        return pb.SetAppPolicyResponse(app=_app(view, use), answered=answered)
+        return pb.SetAppPolicyResponse(app=app_message(view, use), answered=answered)
 
-    @_unary
+    @unary
     async def SetDefaultAccount(
         self, request: pb.SetDefaultAccountRequest
     ) -> pb.SetDefaultAccountResponse:
@@ -394,24 +296,24 @@ class TokenBrokerServicer:
         caller = current_caller()
         account, entitlement = await self._writable(request.account, caller, required=True)
         info = await self._session.lifecycle.set_default(
-            account, actor=_actor(caller), entitlement=entitlement
+            account, actor=actor_of(caller), entitlement=entitlement
         )
-        return pb.SetDefaultAccountResponse(account=_account(info))
+        return pb.SetDefaultAccountResponse(account=account_message(info))
 
-    @_unary
+    @unary
     async def RemoveAccount(self, request: pb.RemoveAccountRequest) -> pb.RemoveAccountResponse:
         """Sign the account out and delete everything kept of it."""
         caller = current_caller()
         account, entitlement = await self._writable(request.account, caller, required=True)
         logout_url = await self._session.lifecycle.remove_account(
-            account, self._info.web_url, actor=_actor(caller), entitlement=entitlement
+            account, self._info.web_url, actor=actor_of(caller), entitlement=entitlement
         )
         return pb.RemoveAccountResponse(
             logout_url=logout_url,
             audit_purge_at_unix=int(time.time() + self._audit.retention_seconds),
         )
 
-    @_unary
+    @unary
     async def ListAuditEvents(
         self, request: pb.ListAuditEventsRequest
     ) -> pb.ListAuditEventsResponse:
@@ -420,7 +322,7 @@ class TokenBrokerServicer:
         if not 0 <= request.limit <= MAX_AUDIT_ROWS or request.before_id < 0:
             raise InvalidRequest(f"limit must be 0 to {MAX_AUDIT_ROWS} and before_id at least 0")
         visible = await self._apps.readable(caller)
-        account = _checked(check_account, request.account)
+        account = checked(check_account, request.account)
         if account and not visible.sees(account):
             raise AccountNotFound
         # A signed-out account's rows stay readable until a removal marks them deleted.
@@ -442,13 +344,13 @@ class TokenBrokerServicer:
         )
         self._audit.record(
             AuditEntry(
-                _actor(caller),
+                actor_of(caller),
                 Action.READ_ADMIN,
                 "audit_log",
                 payload={"account": account, "app": request.app, "rows": len(rows)},
             )
         )
-        return pb.ListAuditEventsResponse(events=[_audit_event(row) for row in rows])
+        return pb.ListAuditEventsResponse(events=[audit_event(row) for row in rows])
 
     def _apps_by_last_use(self) -> list[tuple[AppView, AppUse | None]]:
         """The apps with their use of any account, the most recently used first."""
@@ -464,7 +366,7 @@ class TokenBrokerServicer:
         Naming an account the caller may not act on is INVALID_ARGUMENT whether it
         exists or not (the contract's T4), so a write cannot probe for accounts either.
         """
-        account = _checked(check_account, account)
+        account = checked(check_account, account)
         if required and not account:
             raise InvalidRequest("account is required: name it by its id (signin-broker accounts)")
         entitlement = await self._apps.admit(caller)
@@ -500,11 +402,11 @@ class TokenBrokerServicer:
     def _owners(self, caller: Caller, entitlement: Entitlement) -> frozenset[str]:
         """The owner keys of sign-ins the caller may follow: its own, and its accounts'."""
         accounts = [account.id for account in self._session.registry.accounts(entitlement)]
-        return frozenset([*accounts, owner_key("", _actor(caller).app)])
+        return frozenset([*accounts, owner_key("", actor_of(caller).app)])
 
     def _event(self, event: SessionEvent, visible: Entitlement) -> pb.WatchEventsResponse:
         message = self._snapshot(visible, event.occurred_at)
-        message.kind = _EVENT_KIND[event.kind]
+        message.kind = EVENT_KIND[event.kind]
         message.account, message.detail = event.account, event.detail
         message.sign_in_id = event.sign_in_id
         return message
@@ -514,81 +416,5 @@ class TokenBrokerServicer:
         return pb.WatchEventsResponse(
             kind=pb.EVENT_KIND_SNAPSHOT,
             occurred_at_unix_ms=int(at * 1000),
-            sign_in_state=_SIGN_IN_STATE[self._session.registry.state(visible)],
+            sign_in_state=SIGN_IN_STATE[self._session.registry.state(visible)],
         )
-
-
-def _checked(check: Callable[[Any], Any], value: Any) -> Any:
-    try:
-        return check(value)
-    except ValueError as error:
-        raise InvalidRequest(str(error)) from None
-
-
-def _actor(caller: Caller) -> Actor:
-    return Actor(app=caller.app or f"pid {caller.pid}", uid=caller.uid, pid=caller.pid)
-
-
-def _app(view: AppView, use: AppUse | None) -> pb.App:
-    record, rule = view.record, view.rule
-    return pb.App(
-        id=record.id,
-        executable=record.executable,
-        script=record.script,
-        decision=_DECISION[rule.decision],
-        decided=view.decided,
-        accounts=rule.accounts,
-        scopes=rule.scopes,
-        last_used_unix=int(use.last_used) if use else 0,
-        tokens_issued=use.tokens_issued if use else 0,
-        last_pid=use.last_pid if use else 0,
-        waiting=view.waiting,
-        sha256=rule.sha256,
-        id_token=rule.id_token,
-    )
-
-
-def _audit_event(row: AuditRow) -> pb.AuditEvent:
-    return pb.AuditEvent(
-        id=row.id,
-        created_unix=row.created_unix,
-        actor_app=row.actor_app,
-        actor_uid=row.actor_uid,
-        actor_pid=row.actor_pid,
-        target_account=row.target_account or "",
-        action=row.action,
-        resource=row.resource,
-        resource_id=row.resource_id or "",
-        payload_json=json.dumps(row.payload, separators=(",", ":")) if row.payload else "",
-        times=row.times,
-        last_unix=row.last_unix or 0,
-    )
-
-
-def _account(account: AccountInfo) -> pb.Account:
-    return pb.Account(
-        id=account.id,
-        platform_user_id=account.platform_user_id,
-        workspace_id=account.workspace_id,
-        display_name=account.display_name,
-        email=account.email,
-        is_default=account.is_default,
-        access_token_expires_at_unix=account.access_token_expires_at,
-        next_refresh_unix=account.next_refresh_at,
-        provider=account.provider,
-        at_risk=account.at_risk,
-    )
-
-
-def _provider(link: ProviderLink) -> pb.Provider:
-    device_client_id = link.device_client.client_id
-    return pb.Provider(
-        alias=link.alias,
-        issuer=link.issuer,
-        is_default=link.is_default,
-        degraded_reason=link.degraded_reason,
-        last_contact_unix=int(link.last_contact),
-        client_id=link.client.client_id,
-        device_client_id="" if link.device_client is link.client else device_client_id,
-        clock_problem=link.client.clock_problem,
-    )

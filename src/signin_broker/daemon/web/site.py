@@ -16,10 +16,8 @@ import os
 import re
 import secrets
 import socket
-import sys
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any, ClassVar, cast
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 import uvicorn
@@ -27,7 +25,6 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ...oidc.errors import IdTokenInvalid, OAuthError, ProviderUnavailable
 from ...oidc.failures import failure_of
@@ -38,16 +35,21 @@ from ...session.signin import PendingSignIn, SignInFlow
 from ...session.signout import LINK_PATH as LOGOUT_LINK_PATH
 from ...session.validation import check_provider, check_workspace_id
 from ...store.audit import Actor
-from ..callers.peercred import loopback_tcp_peer_uid
 from ..host.instance import loopback_base_url
-from ..logs import Throttled
 from ..qr import qr_svg_markup
 from . import pages
+from .serving import (
+    CONCURRENT_CONNECTIONS,
+    Admission,
+    EmbeddedServer,
+    LoopbackGuard,
+    origin,
+    page,
+    page_protocol,
+    security_headers,
+)
 
 log = logging.getLogger(__name__)
-# Other users decide how many of these there are: a few records a minute at most.
-_REFUSED = Throttled(log, "refused a browser of another user")
-
 SESSION_COOKIE = "signin_broker_session"
 BEGIN_PATH = pages.BEGIN_PATH
 CALLBACK_PATH = BEGIN_PATH + "/callback"
@@ -55,21 +57,9 @@ HOME_PATH = "/dashboard"
 BROWSER_SESSION_SECONDS = 12 * 3600
 MAX_PARAMETER_LENGTH = 4096
 STOP_GRACE_SECONDS = 2  # how long open requests may finish when the daemon stops
-# How long a connection may take to send a request's head (line and headers), from its
-# accept or the end of the previous response. A browser on loopback needs milliseconds.
-REQUEST_HEAD_SECONDS = 5
-CONCURRENT_CONNECTIONS = 64  # the owner's; other users' are closed before they count
-# Only Linux lets an unprivileged daemon ask who owns a TCP socket (sock_diag). Elsewhere
-# the page cannot tell and serves every local user who knows its port (README).
-KERNEL_NAMES_TCP_PEERS = sys.platform.startswith("linux")
 SIGN_IN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-# The actor of sign-ins and sign-outs done on the page (_Admission proves the uid).
+# The actor of sign-ins and sign-outs done on the page (Admission proves the uid).
 BROWSER = Actor(app="browser (loopback sign-in page)", uid=os.geteuid())
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class BrowserSessions:
@@ -145,12 +135,12 @@ class SignInSite:
                 Route(LOGOUT_LINK_PATH, self.provider_logout),
             ],
         )
-        headers = _security_headers([_origin(link.issuer) for link in session.providers])
-        admission = _Admission(own_uid, headers)
+        headers = security_headers([origin(link.issuer) for link in session.providers])
+        admission = Admission(own_uid, headers)
         guarded = LoopbackGuard(app, authority, admission, headers)
         config = uvicorn.Config(
             guarded,
-            http=_page_protocol(admission),
+            http=page_protocol(admission),
             lifespan="off",
             log_config=None,
             access_log=False,
@@ -163,7 +153,7 @@ class SignInSite:
             limit_concurrency=CONCURRENT_CONNECTIONS,
             h11_max_incomplete_event_size=16 * 1024,
         )
-        self._server = _EmbeddedServer(config)
+        self._server = EmbeddedServer(config)
         self._task: Any = None
 
     async def start(self) -> None:
@@ -218,7 +208,7 @@ class SignInSite:
     async def begin(self, request: Request) -> Response:
         """Send the browser to the provider's authorize endpoint (contract 4.1 rule 4)."""
         if not self._session.providers:
-            return _page(
+            return page(
                 "Sign-in is not set up",
                 "No identity provider is configured. Set issuer (--issuer,"
                 " SIGNIN_BROKER_ISSUER or issuer in config.toml) and restart the daemon.",
@@ -231,16 +221,16 @@ class SignInSite:
         try:
             workspace_id = check_workspace_id(request.query_params.get("workspace_id", ""))
         except ValueError as error:
-            return _page("Not a workspace", str(error), status=400)
+            return page("Not a workspace", str(error), status=400)
         begun = self._session.lifecycle.sign_in_started(sign_in_id) if sign_in_id else None
         # An app's sign-in goes where the app chose; one begun here, where the page says.
         alias = (begun.provider or MAIN_NAME) if begun else request.query_params.get("provider", "")
         try:
             flow = self._session.providers.named(check_provider(alias)).sign_in
         except ValueError as error:
-            return _page("Not a provider", str(error), status=400)
+            return page("Not a provider", str(error), status=400)
         except NotConfigured as error:
-            return _page("No such identity provider", str(error), status=404)
+            return page("No such identity provider", str(error), status=404)
         try:
             url = await flow.begin(
                 self.redirect_uri,
@@ -254,7 +244,7 @@ class SignInSite:
             _oauth_log(logging.ERROR, "authorize", failure.error_code, failure.reason)
             if sign_in_id:  # an app (`signin-broker login`) waits for this sign-in: tell it
                 self._session.lifecycle.sign_in_failed(sign_in_id, str(failure))
-            return _page(
+            return page(
                 "The identity provider cannot be reached",
                 "Check your network connection and try again.",
                 status=503,
@@ -264,7 +254,7 @@ class SignInSite:
     async def callback(self, request: Request) -> Response:  # noqa: PLR0911 - one per outcome
         """Finish a sign-in: check state, redeem the code, validate the id_token, set the cookie."""
         if not self._session.providers:
-            return _page("Sign-in is not set up", "No identity provider is configured.", status=503)
+            return page("Sign-in is not set up", "No identity provider is configured.", status=503)
         params = request.query_params
         if any(len(v) > MAX_PARAMETER_LENGTH for v in params.values()) or len(params) > 16:
             _oauth_log(logging.WARNING, "callback", "invalid_request", "oversized parameters")
@@ -330,7 +320,7 @@ class SignInSite:
                 return RedirectResponse("/", status_code=302)
             return HTMLResponse(pages.logout_confirmation())
         if not _same_origin_post(request, self.base_url):
-            return _page("Not signed out", "That request did not come from this page.", status=403)
+            return page("Not signed out", "That request did not come from this page.", status=403)
         cookie = request.cookies.get(SESSION_COOKIE)
         account_id = self._signed_in_account(request)
         self._browsers.end(cookie)
@@ -351,7 +341,7 @@ class SignInSite:
         """
         target = self._session.lifecycle.logout_links.take(request.query_params.get("end", ""))
         if target is None:
-            return _page(
+            return page(
                 "This sign-out link is used up",
                 "It was used already or is more than a few minutes old. You are signed out"
                 " on this computer; sign out at the identity provider's site if you need to.",
@@ -391,17 +381,13 @@ class SignInSite:
     def _failed(self, sign_in_id: str, error_code: str, message: str) -> Response:
         """The user-facing error of a failed callback: 200 with a message, no cookie."""
         self._session.lifecycle.sign_in_failed(sign_in_id, f"{error_code}: {message}")
-        return _page("Sign-in failed", message, status=200, hint=error_code)
+        return page("Sign-in failed", message, status=200, hint=error_code)
 
 
 def _error_description(text: str) -> str:
     """The provider's own words, in RFC 6749 4.1.2.1's printable ASCII only, shortened."""
     kept = "".join(c for c in text if " " <= c <= "~" and c not in '"\\').strip()
     return kept[:200].rstrip(".")
-
-
-def _page(title: str, message: str, *, status: int, hint: str = "") -> Response:
-    return HTMLResponse(pages.error(title, message, status_hint=hint), status_code=status)
 
 
 def _oauth_log(level: int, step: str, error_code: str, reason: str) -> None:
@@ -420,214 +406,3 @@ def _same_origin_post(request: Request, base_url: str) -> bool:
         return fetch_site in ("same-origin", "none")
     origin = request.headers.get("origin")
     return origin is None or origin.lower() == base_url.lower()
-
-
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else ""
-
-
-def _security_headers(provider_origins: list[str]) -> list[tuple[bytes, bytes]]:
-    """What every answer carries: a strict CSP (no scripts), no framing, referrer or caching."""
-    form_action = " ".join(["'self'", *dict.fromkeys(o for o in provider_origins if o)])
-    return [
-        (
-            b"content-security-policy",
-            f"default-src 'none'; style-src 'unsafe-inline'; form-action {form_action};"
-            " frame-ancestors 'none'; base-uri 'none'".encode(),
-        ),
-        (b"x-content-type-options", b"nosniff"),
-        (b"referrer-policy", b"same-origin"),  # no-referrer would make Origin "null"
-        (b"cache-control", b"no-store"),
-        (b"x-frame-options", b"DENY"),
-    ]
-
-
-class LoopbackGuard:
-    """Serves only requests addressed to this loopback page, over an admitted connection.
-
-    Also adds the security headers every page carries (_security_headers).
-    """
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        authority: str,
-        admission: _Admission,
-        headers: list[tuple[bytes, bytes]],
-    ) -> None:
-        self._app = app
-        self._authority = authority
-        self._admission = admission
-        self._headers = headers
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Check connection and host, then serve with the security headers added."""
-        if scope["type"] != "http":
-            await self._app(scope, receive, send)
-            return
-
-        async def send_with_headers(message: MutableMapping[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *self._headers]
-            await send(message)
-
-        refusal = self._refusal(scope)
-        await (self._app if refusal is None else refusal)(scope, receive, send_with_headers)
-
-    def _refusal(self, scope: Scope) -> Response | None:
-        client = scope.get("client")
-        if client is None or not self._admission.admitted(client[0], client[1]):
-            # _PageProtocol admits; a connection it did not (or that reset as it was
-            # admitted, so that its address is gone) is no one's to serve.
-            log.warning("refused a request over a connection not admitted")
-            return _page("Not your sign-in", _NOT_YOURS, status=403)
-        host = dict(scope["headers"]).get(b"host", b"").decode("latin-1").lower()
-        if host != self._authority:
-            if host == "localhost:" + self._authority.rsplit(":", 1)[1]:
-                target = f"http://{self._authority}{scope['path']}"
-                return RedirectResponse(target, status_code=302)
-            log.warning("refused a request for another host", extra={"host": host[:100]})
-            return _page(
-                "Wrong address",
-                f"This page answers only at http://{self._authority}/.",
-                status=421,
-            )
-        return None
-
-
-_NOT_YOURS = "This page belongs to another user of this computer."
-
-
-class _Admission:
-    """Which connections the page serves: its user's, as the kernel names them at accept.
-
-    The uid is asked for once, when the connection is accepted and before any of it is
-    read, and kept with the connection: a client that later resets or closes cannot
-    turn the answer into "unknown". Unknown is a refusal.
-    """
-
-    def __init__(self, own_uid: int, headers: list[tuple[bytes, bytes]]) -> None:
-        self._own_uid = own_uid
-        self._open: dict[tuple[str, int], object] = {}
-        body = pages.error("Not your sign-in", _NOT_YOURS).encode()
-        head = [
-            b"HTTP/1.1 403 Forbidden",
-            b"content-type: text/html; charset=utf-8",
-            b"content-length: " + str(len(body)).encode(),
-            b"connection: close",
-            *(name + b": " + value for name, value in headers),
-        ]
-        # Written whole at accept, without reading the request: a browser of another
-        # user that opened this port by mistake still learns why.
-        self.refusal = b"\r\n".join(head) + b"\r\n\r\n" + body
-
-    def admit(self, transport: asyncio.BaseTransport) -> bool:
-        """Whether to serve this just-accepted connection."""
-        if not KERNEL_NAMES_TCP_PEERS:
-            return True
-        peer, local = transport.get_extra_info("peername"), transport.get_extra_info("sockname")
-        uid = loopback_tcp_peer_uid(peer[:2], local[:2]) if peer and local else None
-        if uid == self._own_uid:
-            return True
-        _REFUSED.warn(caller_uid=uid)
-        return False
-
-    def opened(self, client: tuple[str, int], connection: object) -> None:
-        self._open[client] = connection
-
-    def closed(self, client: tuple[str, int], connection: object) -> None:
-        if self._open.get(client) is connection:
-            del self._open[client]
-
-    def admitted(self, host: str, port: int) -> bool:
-        return (host, port) in self._open
-
-
-class _PageProtocol(H11Protocol):
-    """uvicorn's HTTP/1.1 for the page: admitted connections only, prompt requests only.
-
-    A refused connection gets the short 403 and is closed in connection_made: uvicorn
-    never sees it, so it counts against no limit and runs no handler. An admitted one
-    must send each request's head within REQUEST_HEAD_SECONDS of its accept or of the
-    previous response, or it is closed: a half-sent request holds nothing for long.
-    """
-
-    admission: ClassVar[_Admission]
-    _admitted = False
-    _deadline: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Admit or refuse, before anything is read."""
-        stream = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
-        if not self.admission.admit(stream):
-            stream.write(self.admission.refusal)
-            stream.close()
-            return
-        self._admitted = True
-        super().connection_made(stream)
-        if self.client is not None:
-            self.admission.opened(self.client, self)
-        self._await_request()
-
-    def data_received(self, data: bytes) -> None:
-        """Parse only what an admitted connection sent."""
-        if self._admitted:
-            super().data_received(data)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        """Forget the connection and its deadline."""
-        if self._admitted:
-            self._stop_waiting()
-            if self.client is not None:
-                self.admission.closed(self.client, self)
-            super().connection_lost(exc)
-
-    def handle_events(self) -> None:
-        """Stop the deadline once a request's head has arrived."""
-        super().handle_events()
-        if self._serving():
-            self._stop_waiting()
-
-    def on_response_complete(self) -> None:
-        """The next request's head is due now (armed first: uvicorn may start it at once)."""
-        self._await_request()
-        super().on_response_complete()
-
-    def _serving(self) -> bool:
-        cycle = self.cycle
-        return cycle is not None and not cycle.response_complete
-
-    def _await_request(self) -> None:
-        self._stop_waiting()
-        self._deadline = self.loop.call_later(REQUEST_HEAD_SECONDS, self._too_slow)
-
-    def _stop_waiting(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-
-    def _too_slow(self) -> None:
-        self._deadline = None
-        if not self._serving() and not self.transport.is_closing():
-            log.debug("closed a connection that sent no request in time")
-            self.transport.close()
-
-
-def _page_protocol(admission: _Admission) -> type[_PageProtocol]:
-    """The protocol class uvicorn instantiates per connection, bound to this page."""
-
-    class PageProtocol(_PageProtocol):
-        pass
-
-    PageProtocol.admission = admission
-    return PageProtocol
-
-
-class _EmbeddedServer(uvicorn.Server):
-    """uvicorn on the daemon's own loop: the daemon, not uvicorn, owns SIGTERM and SIGINT."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Any:
-        """Leave the signal handlers alone."""
-        yield

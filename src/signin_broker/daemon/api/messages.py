@@ -1,0 +1,116 @@
+"""The session's values as the API's messages, and the API's enums as the session's values."""
+
+from __future__ import annotations
+
+import json
+
+from ...session.accounts import AccountInfo, AppUse, Revocation, SignInState
+from ...session.events import EventKind
+from ...session.providers import ProviderLink
+from ...store.audit import Actor, AuditRow
+from ...v1 import broker_pb2 as pb
+from ..apps.gate import AppView
+from ..apps.policy import Decision
+from ..callers.identity import Caller
+
+DECISION = {
+    Decision.ALLOW: pb.APP_DECISION_ALLOW,
+    Decision.DENY: pb.APP_DECISION_DENY,
+    Decision.ASK: pb.APP_DECISION_ASK,
+}
+DECISION_OF = {value: key for key, value in DECISION.items()}
+DEVICE_OF = {  # None: the daemon chooses (session.lifecycle.browser_at_hand)
+    pb.SIGN_IN_METHOD_UNSPECIFIED: None,
+    pb.SIGN_IN_METHOD_BROWSER: False,
+    pb.SIGN_IN_METHOD_DEVICE_CODE: True,
+}
+SIGN_IN_STATE = {
+    SignInState.NOT_CONFIGURED: pb.SIGN_IN_STATE_NOT_CONFIGURED,
+    SignInState.SIGNED_OUT: pb.SIGN_IN_STATE_SIGNED_OUT,
+    SignInState.SIGNED_IN: pb.SIGN_IN_STATE_SIGNED_IN,
+}
+EVENT_KIND = {
+    EventKind.SIGNED_IN: pb.EVENT_KIND_SIGNED_IN,
+    EventKind.SIGNED_OUT: pb.EVENT_KIND_SIGNED_OUT,
+    EventKind.REFRESHED: pb.EVENT_KIND_REFRESHED,
+    EventKind.REVOKED: pb.EVENT_KIND_REVOKED,
+    EventKind.SIGN_IN_FAILED: pb.EVENT_KIND_SIGN_IN_FAILED,
+    EventKind.DEGRADED: pb.EVENT_KIND_DEGRADED,
+    EventKind.RECOVERED: pb.EVENT_KIND_RECOVERED,
+    EventKind.SIGN_IN_PROGRESS: pb.EVENT_KIND_SIGN_IN_PROGRESS,
+}
+REVOCATION = {
+    None: pb.TOKEN_REVOCATION_UNSPECIFIED,
+    Revocation.REVOKED: pb.TOKEN_REVOCATION_REVOKED,
+    Revocation.NOT_OFFERED: pb.TOKEN_REVOCATION_NOT_OFFERED,
+    Revocation.FAILED: pb.TOKEN_REVOCATION_FAILED,
+}
+
+
+def actor_of(caller: Caller) -> Actor:
+    return Actor(app=caller.app or f"pid {caller.pid}", uid=caller.uid, pid=caller.pid)
+
+
+def app_message(view: AppView, use: AppUse | None) -> pb.App:
+    record, rule = view.record, view.rule
+    return pb.App(
+        id=record.id,
+        executable=record.executable,
+        script=record.script,
+        decision=DECISION[rule.decision],
+        decided=view.decided,
+        accounts=rule.accounts,
+        scopes=rule.scopes,
+        last_used_unix=int(use.last_used) if use else 0,
+        tokens_issued=use.tokens_issued if use else 0,
+        last_pid=use.last_pid if use else 0,
+        waiting=view.waiting,
+        sha256=rule.sha256,
+        id_token=rule.id_token,
+    )
+
+
+def audit_event(row: AuditRow) -> pb.AuditEvent:
+    return pb.AuditEvent(
+        id=row.id,
+        created_unix=row.created_unix,
+        actor_app=row.actor_app,
+        actor_uid=row.actor_uid,
+        actor_pid=row.actor_pid,
+        target_account=row.target_account or "",
+        action=row.action,
+        resource=row.resource,
+        resource_id=row.resource_id or "",
+        payload_json=json.dumps(row.payload, separators=(",", ":")) if row.payload else "",
+        times=row.times,
+        last_unix=row.last_unix or 0,
+    )
+
+
+def account_message(account: AccountInfo) -> pb.Account:
+    return pb.Account(
+        id=account.id,
+        platform_user_id=account.platform_user_id,
+        workspace_id=account.workspace_id,
+        display_name=account.display_name,
+        email=account.email,
+        is_default=account.is_default,
+        access_token_expires_at_unix=account.access_token_expires_at,
+        next_refresh_unix=account.next_refresh_at,
+        provider=account.provider,
+        at_risk=account.at_risk,
+    )
+
+
+def provider_message(link: ProviderLink) -> pb.Provider:
+    device_client_id = link.device_client.client_id
+    return pb.Provider(
+        alias=link.alias,
+        issuer=link.issuer,
+        is_default=link.is_default,
+        degraded_reason=link.degraded_reason,
+        last_contact_unix=int(link.last_contact),
+        client_id=link.client.client_id,
+        device_client_id="" if link.device_client is link.client else device_client_id,
+        clock_problem=link.client.clock_problem,
+    )

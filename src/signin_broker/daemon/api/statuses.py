@@ -1,0 +1,104 @@
+"""How a refusal becomes a gRPC status, as the contract's table 7.1 says.
+
+UNAUTHENTICATED "sign-in required", NOT_FOUND "not found" (also for accounts the
+caller may not see), INVALID_ARGUMENT with what is wrong (also a write naming an
+account the caller may not act on, the contract's T4), PERMISSION_DENIED when the
+user's app policy refuses the caller, FAILED_PRECONDITION for what the daemon is not
+set up to do, and INTERNAL "internal" for anything unexpected, whose details go to
+the log only. A refusal's status is its class's, or its nearest base class's.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError
+
+from ...session.errors import (
+    AccountNotFound,
+    IdTokenNotAllowed,
+    IdTokenUnavailable,
+    InvalidSignIn,
+    NotConfigured,
+    ProviderRefused,
+    ProviderUnreachable,
+    ScopeNotGranted,
+    ScopesNotAllowed,
+    SessionError,
+    SignInRequired,
+    TokenTooShortLived,
+    TooManyNewTokens,
+)
+from ..apps.gate import AppDenied, NothingWaits, UnknownApp
+
+log = logging.getLogger(__name__)
+
+_STATUS_OF: dict[type[SessionError], Status] = {
+    SignInRequired: Status.UNAUTHENTICATED,
+    InvalidSignIn: Status.INVALID_ARGUMENT,
+    AccountNotFound: Status.NOT_FOUND,
+    NotConfigured: Status.FAILED_PRECONDITION,
+    ScopeNotGranted: Status.FAILED_PRECONDITION,
+    TokenTooShortLived: Status.FAILED_PRECONDITION,
+    ProviderRefused: Status.FAILED_PRECONDITION,
+    ProviderUnreachable: Status.UNAVAILABLE,
+    TooManyNewTokens: Status.RESOURCE_EXHAUSTED,
+    AppDenied: Status.PERMISSION_DENIED,
+    ScopesNotAllowed: Status.PERMISSION_DENIED,
+    IdTokenNotAllowed: Status.PERMISSION_DENIED,
+    IdTokenUnavailable: Status.FAILED_PRECONDITION,
+    UnknownApp: Status.NOT_FOUND,
+    NothingWaits: Status.FAILED_PRECONDITION,
+}
+
+
+class InvalidRequest(Exception):
+    """The request itself is wrong; the message says how."""
+
+
+Response = TypeVar("Response")
+
+
+def unary(
+    method: Callable[[Any, Any], Awaitable[Response]],
+) -> Callable[[Any, Any], Awaitable[Response]]:
+    """Wait until the sessions are ready; map the errors of a unary method onto gRPC statuses.
+
+    The daemon serves apps while it still loads the OAuth stack and restores the stored
+    accounts (daemon.app): a call meanwhile waits for that, not for a sign-in.
+    """
+
+    @functools.wraps(method)
+    async def mapped(self: Any, request: Any) -> Response:
+        try:
+            if not self._session.ready.is_set():  # only at start-up: no wait on the hot path
+                await self._session.ready.wait()
+            return await method(self, request)
+        except (SessionError, InvalidRequest) as error:
+            raise GRPCError(status_of(error), str(error)) from None
+        except Exception:
+            log.exception("unexpected error", extra={"method": method.__name__})
+            raise GRPCError(Status.INTERNAL, "internal") from None
+
+    return mapped
+
+
+def status_of(error: SessionError | InvalidRequest) -> Status:
+    """The gRPC status of a refusal: its class's, or its nearest base class's that has one."""
+    if isinstance(error, InvalidRequest):
+        return Status.INVALID_ARGUMENT
+    return next(
+        (_STATUS_OF[kind] for kind in type(error).__mro__ if kind in _STATUS_OF),
+        Status.FAILED_PRECONDITION,
+    )
+
+
+def checked(check: Callable[[Any], Any], value: Any) -> Any:
+    try:
+        return check(value)
+    except ValueError as error:
+        raise InvalidRequest(str(error)) from None
