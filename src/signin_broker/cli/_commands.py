@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import enum
 import os
 import sys
 import time
@@ -22,8 +21,7 @@ from ..client import (
     SignOutResult,
     TokenRevocation,
 )
-from ..client._record import Record
-from ._output import duration, key_values, moment, shortened, table
+from ._output import duration, jsonable, key_values, moment, print_json, shortened, table
 from ._qr import terminal_qr, wants_colour
 
 _STATE_WORDS = {
@@ -38,7 +36,7 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
     """Print whether the daemon runs, where, and who is signed in."""
     info = client.status()
     if args.json:
-        return _print_json(info)
+        return print_json(info)
     caller = info.caller
     default = info.default
     providers = [
@@ -130,7 +128,7 @@ def token(client: BrokerClient, args: argparse.Namespace) -> int:
         args.account, scopes=args.scopes, min_ttl_seconds=args.min_ttl, audience=args.audience
     )
     if args.json:
-        return _print_json(issued)
+        return print_json(issued)
     print(issued.access_token)
     return 0
 
@@ -142,7 +140,7 @@ def accounts(client: BrokerClient, args: argparse.Namespace) -> int:
         return change(client, args)
     listed = client.accounts()
     if args.json:
-        return _print_json(listed)
+        return print_json(listed)
     if not listed:
         print("no accounts signed in; run `signin-broker login`", file=sys.stderr)
         return 0
@@ -172,7 +170,7 @@ def _show_device_code(started: SignInStart) -> None:
 def _use_account(client: BrokerClient, args: argparse.Namespace) -> int:
     chosen = client.set_default_account(args.account)
     if args.json:
-        return _print_json(chosen)
+        return print_json(chosen)
     print(f"{_describe(chosen)} is now the default account.", file=sys.stderr)
     return 0
 
@@ -180,7 +178,7 @@ def _use_account(client: BrokerClient, args: argparse.Namespace) -> int:
 def _remove_account(client: BrokerClient, args: argparse.Namespace) -> int:
     logout_url, purge_at = client.remove_account(args.account)
     if args.json:
-        return _print_json({"logout_url": logout_url, "audit_purge_at_unix": purge_at})
+        return print_json({"logout_url": logout_url, "audit_purge_at_unix": purge_at})
     print(
         f"Removed {args.account}: signed out, its stored state and key deleted;"
         f" its audit rows go {moment(purge_at)}.",
@@ -265,7 +263,7 @@ def _outcome(events: Iterator[Event], sign_in_id: str, args: argparse.Namespace)
             continue  # another sign-in, e.g. in a second browser tab
         if event.kind is EventKind.SIGNED_IN:
             if args.json:
-                return _print_json(event)
+                return print_json(event)
             said = event.detail[:1].upper() + event.detail[1:]  # keeps "Alice Example"
             print(f"{said} ({event.account}).", file=sys.stderr)
             return 0
@@ -296,7 +294,7 @@ def logout(client: BrokerClient, args: argparse.Namespace) -> int:
     """End an account's session."""
     result = client.sign_out(args.account)
     if args.json:
-        return _print_json(result)
+        return print_json(result)
     print(_signed_out(result) if result.was_signed_in else "Was not signed in.", file=sys.stderr)
     browser_command = os.environ.get("SIGNIN_BROKER_BROWSER", "")
     if args.browser and result.logout_url and not _open_browser(result.logout_url, browser_command):
@@ -326,7 +324,7 @@ def apps(client: BrokerClient, args: argparse.Namespace) -> int:
             once=getattr(args, "once", False),
         )
         if args.json:
-            return _print_json(app)
+            return print_json(app)
         said = f"{app.id}: {app.decision.value}" + ("" if app.decided else " (the default)")
         if getattr(args, "once", False):
             said = f"{app.id}: {args.action} this once"
@@ -336,7 +334,7 @@ def apps(client: BrokerClient, args: argparse.Namespace) -> int:
         return 0
     listed = client.apps()
     if args.json:
-        return _print_json(listed)
+        return print_json(listed)
     if listed.policy_error:
         print(
             f"signin-broker: the policy file has a problem: {listed.policy_error}", file=sys.stderr
@@ -371,10 +369,10 @@ def audit(client: BrokerClient, args: argparse.Namespace) -> int:
     import json
 
     if args.json:  # the payload as an object, not a string of JSON inside JSON
-        return _print_json(
+        return print_json(
             [
                 {
-                    **{k: v for k, v in _jsonable(row).items() if k != "payload_json"},
+                    **{k: v for k, v in jsonable(row).items() if k != "payload_json"},
                     "payload": json.loads(row.payload_json or "{}"),
                 }
                 for row in rows
@@ -438,23 +436,3 @@ def _open_browser(url: str, command: str = "") -> bool:
         return webbrowser.open(url)
     except webbrowser.Error:
         return False
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, Record):
-        return {name: _jsonable(field) for name, field in value.as_dict().items()}
-    if isinstance(value, dict):
-        return {name: _jsonable(field) for name, field in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(item) for item in value]
-    if isinstance(value, enum.Enum):
-        return value.value
-    return value
-
-
-def _print_json(value: Any) -> int:
-    import json  # only here: most runs print text
-
-    json.dump(_jsonable(value), sys.stdout, indent=2)
-    sys.stdout.write("\n")
-    return 0

@@ -1,9 +1,14 @@
-"""Plain-text rendering for people: aligned tables, durations and times."""
+"""Output: plain text for people (aligned tables, durations and times), JSON for scripts."""
 
 from __future__ import annotations
 
+import enum
+import sys
 import time
 from collections.abc import Sequence
+from typing import Any
+
+from ..client._record import Record
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -54,3 +59,25 @@ def moment(unix: int) -> str:
     delta = unix - time.time()
     clock = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix))
     return f"{clock} (in {duration(delta)})" if delta >= 0 else f"{clock} ({duration(-delta)} ago)"
+
+
+def jsonable(value: Any) -> Any:
+    """A value as JSON can hold it: records as objects, enums as their values."""
+    if isinstance(value, Record):
+        return {name: jsonable(field) for name, field in value.as_dict().items()}
+    if isinstance(value, dict):
+        return {name: jsonable(field) for name, field in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(item) for item in value]
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
+
+
+def print_json(value: Any) -> int:
+    """Print a value as JSON for scripts; the exit status 0."""
+    import json  # only here: most runs print text
+
+    json.dump(jsonable(value), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from .._version import __version__
 from ..locations import DEFAULT_TIMEOUT_SECONDS
 from ._failures import EXIT_FAILED, not_running, not_signed_in, refused
+from ._globals import global_options
 
 TYPE_CHECKING = False  # not typing's: see signin_broker/__init__.py
 if TYPE_CHECKING:
@@ -60,26 +61,8 @@ def _top_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    _global_options(parser, defaults={"socket": None, "timeout": DEFAULT_TIMEOUT_SECONDS})
+    global_options(parser, defaults={"socket": None, "timeout": DEFAULT_TIMEOUT_SECONDS})
     return parser
-
-
-def _global_options(parser: argparse.ArgumentParser, defaults: dict[str, object]) -> None:
-    """--socket and --timeout: before the command, or after it (then they win)."""
-    parser.add_argument(
-        "--socket",
-        default=defaults.get("socket", argparse.SUPPRESS),
-        metavar="PATH",
-        help="the daemon's socket (default: SIGNIN_BROKER_SOCKET"
-        " or $XDG_RUNTIME_DIR/signin-broker/broker.sock)",
-    )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=defaults.get("timeout", argparse.SUPPRESS),
-        metavar="SECONDS",
-        help=f"how long to wait for the daemon (default {DEFAULT_TIMEOUT_SECONDS:g})",
-    )
 
 
 def _command_parser(name: str) -> argparse.ArgumentParser:
@@ -87,7 +70,7 @@ def _command_parser(name: str) -> argparse.ArgumentParser:
     help_text, add_options, run = COMMANDS[name]
     parser = argparse.ArgumentParser(prog=f"signin-broker {name}", description=help_text)
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
-    _global_options(parser, defaults={})
+    global_options(parser, defaults={})
     parser.set_defaults(run=run)
     add_options(parser)
     return parser
@@ -109,6 +92,15 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def _no_options(parser: argparse.ArgumentParser) -> None:
     del parser
+
+
+def _sdk_options(command: str) -> Callable[[argparse.ArgumentParser], None]:
+    """An SDK command's options, from _options (imported when the command runs)."""
+
+    def add_options(parser: argparse.ArgumentParser) -> None:
+        getattr(_lean_module("_options"), command)(parser)
+
+    return add_options
 
 
 def _lean_options(module: str) -> Callable[[argparse.ArgumentParser], None]:
@@ -141,155 +133,10 @@ def _lean_module(name: str) -> Any:
     return __import__(f"{__package__}.{name}", fromlist=["_"])
 
 
-def _login_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--no-browser", action="store_true", help="print the address instead of opening it"
-    )
-    parser.add_argument(
-        "--workspace", default="", metavar="ID", help="sign in to act within this workspace"
-    )
-    parser.add_argument(
-        "--redirect-to",
-        default="",
-        metavar="PATH",
-        help='the loopback page the browser lands on afterwards (e.g. "/dashboard?tab=apps")',
-    )
-    parser.add_argument(
-        "--device",
-        action="store_true",
-        help="sign in on another device (a code and a QR code to scan), for a TV or over SSH",
-    )
-    parser.add_argument(
-        "--provider",
-        default="",
-        metavar="ALIAS",
-        help='the identity provider to sign in at, by its alias ("main" for the top-level one;'
-        " default: the daemon's default_provider; see `signin-broker status`)",
-    )
-    parser.add_argument(
-        "--login-hint", default="", metavar="NAME", help="the account to suggest at the provider"
-    )
-    parser.add_argument(
-        "--prompt",
-        default="",
-        metavar="WORDS",
-        help='ask the provider to "select_account", "login" again or ask for "consent"',
-    )
-    parser.add_argument("--acr-values", default="", metavar="VALUES", help="the strength asked for")
-    parser.add_argument(
-        "--ui-locales",
-        default="",
-        metavar="TAGS",
-        help='languages for the provider\'s pages, e.g. "de en"',
-    )
-    parser.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="another authorize parameter the provider knows (repeatable)",
-    )
-    parser.add_argument(
-        "--browser-command",
-        default=os.environ.get("SIGNIN_BROKER_BROWSER", ""),
-        metavar="COMMAND",
-        help="open the sign-in with this command ({url} stands for the address; default:"
-        " the system's browser, or $SIGNIN_BROKER_BROWSER)",
-    )
-    parser.add_argument(
-        "--paste",
-        action="store_true",
-        help="sign in with a browser on another device, then paste the address it ended on"
-        " (for providers without device sign-in)",
-    )
-    parser.add_argument(
-        "--wait",
-        type=float,
-        default=300.0,
-        metavar="SECONDS",
-        help="how long to wait for the sign-in to complete (default 300)",
-    )
-
-
-def _logout_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--account", default="", help="account id (default: the default account)")
-    parser.add_argument(
-        "--browser",
-        action="store_true",
-        help="also open the provider's logout page, ending its web session",
-    )
-
-
-def _accounts_options(parser: argparse.ArgumentParser) -> None:
-    action = _actions(parser)
-    action("list", "list the signed-in accounts (the default)")
-    for name, text in (
-        ("use", "make an account the default"),
-        ("remove", "sign an account out and delete all the broker keeps of it"),
-    ):
-        action(name, text).add_argument("account", help="the account's id")
-
-
-def _apps_options(parser: argparse.ArgumentParser) -> None:
-    action = _actions(parser)
-    action("list", "list the apps and your decisions (the default)")
-    for name, text in (
-        ("allow", "let an app get tokens (answers its waiting request)"),
-        ("deny", "refuse an app (answers its waiting request)"),
-        ("ask", "make each of an app's requests wait for your answer"),
-        ("reset", "forget your decision: the default for new apps applies"),
-    ):
-        sub = action(name, text)
-        sub.add_argument("app", help="the app: its id, its path, or a file name of one app")
-        if name in ("allow", "deny"):
-            sub.add_argument(
-                "--once",
-                action="store_true",
-                help="answer only its waiting request and record nothing: the next one asks",
-            )
-        if name == "allow":
-            _repeatable(sub, "--account", "only this account")
-            _repeatable(sub, "--scope", "at most this scope")
-            sub.add_argument(
-                "--pin", action="store_true", help="only the program file as it is now (sha256)"
-            )
-            sub.add_argument(
-                "--id-token",
-                action="store_true",
-                help="the account's ID token as well (kubectl's OIDC set-up wants it)",
-            )
-
-
-def _audit_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--account", default="", help="only rows of this account")
-    parser.add_argument("--app", default="", help="only rows of this app (its id)")
-    parser.add_argument("--limit", type=int, default=50, metavar="N", help="at most N rows")
-    parser.add_argument("--before", type=int, default=0, metavar="ID", help="rows older than ID")
-
-
-def _install_service_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--dry-run", action="store_true", help="print the files and commands; change nothing"
-    )
-    parser.add_argument("--uninstall", action="store_true", help="stop and remove the service")
-
-
-def _conformance_options(parser: argparse.ArgumentParser) -> None:
-    from ._conformance import add_options
-
-    add_options(parser)
-
-
 def _conformance(client: BrokerClient, args: argparse.Namespace) -> int:
     from ._conformance import conformance
 
     return conformance(client, args)
-
-
-def _client_secret_options(parser: argparse.ArgumentParser) -> None:
-    from ._client_secret import add_options
-
-    add_options(parser)
 
 
 def _client_secret(client: BrokerClient, args: argparse.Namespace) -> int:
@@ -343,21 +190,21 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
         _lean_options("_docker"),
         _Lean("_docker", "docker_credential"),
     ),
-    "login": ("sign in through the web browser", _login_options, _command("login")),
-    "logout": ("sign out", _logout_options, _command("logout")),
+    "login": ("sign in through the web browser", _sdk_options("login"), _command("login")),
+    "logout": ("sign out", _sdk_options("logout"), _command("logout")),
     "accounts": (
         "list the signed-in accounts; `use` makes one the default, `remove` deletes one",
-        _accounts_options,
+        _sdk_options("accounts"),
         _command("accounts"),
     ),
     "apps": (
         "list the apps that use the broker and your decisions; allow, deny or ask for one",
-        _apps_options,
+        _sdk_options("apps"),
         _command("apps"),
     ),
     "audit": (
         "show recent audit rows: who got tokens, what changed",
-        _audit_options,
+        _sdk_options("audit"),
         _command("audit"),
     ),
     "tui": (
@@ -377,50 +224,20 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
     ),
     "install-service": (
         "run the daemon as a user service (systemd socket activation, or launchd)",
-        _install_service_options,
+        _sdk_options("install_service"),
         _install_service,
     ),
     "conformance": (
         "run the contract's sign-in cases on a surface and record the registry row",
-        _conformance_options,
+        _sdk_options("conformance"),
         _conformance,
     ),
     "client-secret": (
         "store the provider's client secret in the keyring, read from stdin (or delete it)",
-        _client_secret_options,
+        _sdk_options("client_secret"),
         _client_secret,
     ),
 }
-
-
-def _repeatable(parser: argparse.ArgumentParser, flag: str, help_text: str) -> None:
-    """A flag that may be given several times, collected in a list (--scope -> scopes)."""
-    name = flag.removeprefix("--")
-    parser.add_argument(
-        flag,
-        dest=f"{name}s",
-        action="append",
-        default=[],
-        metavar=name.upper(),
-        help=f"{help_text}; repeat for more",
-    )
-
-
-def _actions(parser: argparse.ArgumentParser) -> Callable[[str, str], argparse.ArgumentParser]:
-    """Sub-actions of a command (`apps allow APP`); without one, the command lists."""
-    actions = parser.add_subparsers(dest="action", metavar="ACTION")
-    parser.set_defaults(action="list")
-
-    def action(name: str, help_text: str) -> argparse.ArgumentParser:
-        sub = actions.add_parser(name, help=help_text, description=help_text)
-        # Given after the action too; SUPPRESS keeps an earlier --json from being reset.
-        sub.add_argument(
-            "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON"
-        )
-        _global_options(sub, defaults={})
-        return sub
-
-    return action
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,187 @@
+"""The options of each command that talks to the daemon through the SDK, and the global ones.
+
+Loaded only when such a command runs, to build its parser (main._command_parser).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+
+from ._globals import global_options
+
+
+def login(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-browser", action="store_true", help="print the address instead of opening it"
+    )
+    parser.add_argument(
+        "--workspace", default="", metavar="ID", help="sign in to act within this workspace"
+    )
+    parser.add_argument(
+        "--redirect-to",
+        default="",
+        metavar="PATH",
+        help='the loopback page the browser lands on afterwards (e.g. "/dashboard?tab=apps")',
+    )
+    parser.add_argument(
+        "--device",
+        action="store_true",
+        help="sign in on another device (a code and a QR code to scan), for a TV or over SSH",
+    )
+    parser.add_argument(
+        "--provider",
+        default="",
+        metavar="ALIAS",
+        help='the identity provider to sign in at, by its alias ("main" for the top-level one;'
+        " default: the daemon's default_provider; see `signin-broker status`)",
+    )
+    parser.add_argument(
+        "--login-hint", default="", metavar="NAME", help="the account to suggest at the provider"
+    )
+    parser.add_argument(
+        "--prompt",
+        default="",
+        metavar="WORDS",
+        help='ask the provider to "select_account", "login" again or ask for "consent"',
+    )
+    parser.add_argument("--acr-values", default="", metavar="VALUES", help="the strength asked for")
+    parser.add_argument(
+        "--ui-locales",
+        default="",
+        metavar="TAGS",
+        help='languages for the provider\'s pages, e.g. "de en"',
+    )
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="another authorize parameter the provider knows (repeatable)",
+    )
+    parser.add_argument(
+        "--browser-command",
+        default=os.environ.get("SIGNIN_BROKER_BROWSER", ""),
+        metavar="COMMAND",
+        help="open the sign-in with this command ({url} stands for the address; default:"
+        " the system's browser, or $SIGNIN_BROKER_BROWSER)",
+    )
+    parser.add_argument(
+        "--paste",
+        action="store_true",
+        help="sign in with a browser on another device, then paste the address it ended on"
+        " (for providers without device sign-in)",
+    )
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="how long to wait for the sign-in to complete (default 300)",
+    )
+
+
+def logout(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--account", default="", help="account id (default: the default account)")
+    parser.add_argument(
+        "--browser",
+        action="store_true",
+        help="also open the provider's logout page, ending its web session",
+    )
+
+
+def accounts(parser: argparse.ArgumentParser) -> None:
+    action = _actions(parser)
+    action("list", "list the signed-in accounts (the default)")
+    for name, text in (
+        ("use", "make an account the default"),
+        ("remove", "sign an account out and delete all the broker keeps of it"),
+    ):
+        action(name, text).add_argument("account", help="the account's id")
+
+
+def apps(parser: argparse.ArgumentParser) -> None:
+    action = _actions(parser)
+    action("list", "list the apps and your decisions (the default)")
+    for name, text in (
+        ("allow", "let an app get tokens (answers its waiting request)"),
+        ("deny", "refuse an app (answers its waiting request)"),
+        ("ask", "make each of an app's requests wait for your answer"),
+        ("reset", "forget your decision: the default for new apps applies"),
+    ):
+        sub = action(name, text)
+        sub.add_argument("app", help="the app: its id, its path, or a file name of one app")
+        if name in ("allow", "deny"):
+            sub.add_argument(
+                "--once",
+                action="store_true",
+                help="answer only its waiting request and record nothing: the next one asks",
+            )
+        if name == "allow":
+            _repeatable(sub, "--account", "only this account")
+            _repeatable(sub, "--scope", "at most this scope")
+            sub.add_argument(
+                "--pin", action="store_true", help="only the program file as it is now (sha256)"
+            )
+            sub.add_argument(
+                "--id-token",
+                action="store_true",
+                help="the account's ID token as well (kubectl's OIDC set-up wants it)",
+            )
+
+
+def audit(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--account", default="", help="only rows of this account")
+    parser.add_argument("--app", default="", help="only rows of this app (its id)")
+    parser.add_argument("--limit", type=int, default=50, metavar="N", help="at most N rows")
+    parser.add_argument("--before", type=int, default=0, metavar="ID", help="rows older than ID")
+
+
+def install_service(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the files and commands; change nothing"
+    )
+    parser.add_argument("--uninstall", action="store_true", help="stop and remove the service")
+
+
+def conformance(parser: argparse.ArgumentParser) -> None:
+    from ._conformance import add_options
+
+    add_options(parser)
+
+
+def client_secret(parser: argparse.ArgumentParser) -> None:
+    from ._client_secret import add_options
+
+    add_options(parser)
+
+
+def _repeatable(parser: argparse.ArgumentParser, flag: str, help_text: str) -> None:
+    """A flag that may be given several times, collected in a list (--scope -> scopes)."""
+    name = flag.removeprefix("--")
+    parser.add_argument(
+        flag,
+        dest=f"{name}s",
+        action="append",
+        default=[],
+        metavar=name.upper(),
+        help=f"{help_text}; repeat for more",
+    )
+
+
+def _actions(parser: argparse.ArgumentParser) -> Callable[[str, str], argparse.ArgumentParser]:
+    """Sub-actions of a command (`apps allow APP`); without one, the command lists."""
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    parser.set_defaults(action="list")
+
+    def action(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = actions.add_parser(name, help=help_text, description=help_text)
+        # Given after the action too; SUPPRESS keeps an earlier --json from being reset.
+        sub.add_argument(
+            "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON"
+        )
+        global_options(sub, defaults={})
+        return sub
+
+    return action
