@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 
-from .server import NO_STORE
+from .rules import NO_STORE
 
 BROKEN_ANSWERS = (
     "cut_json",  # the body stops half-way

@@ -34,7 +34,8 @@ from .models import (
     StubUser,
 )
 from .pauses import Pauses
-from .server import DeviceSettings, StubAuthorizationServer
+from .rules import DeviceSettings
+from .server import StubAuthorizationServer
 from .store import OUTAGE_MODES, BrokenAnswer, Outage, StubStore, TokenDelay, TokenFailure
 from .web import OAUTH_METADATA_PLACES, Site, build_app, discovery_document
 

@@ -27,19 +27,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import pages
 from .broken_answers import before_processing, broken
+from .exchanges import HttpExchange, parse_form
 from .ledger import SecretLedger
 from .models import RecordedRequest, StubPaths, StubUser
 from .pauses import Pauses
-from .server import (
-    ASSERTION_ALGORITHMS,
-    GRANT_TYPES,
-    NO_STORE,
-    SIGNING_ALGORITHM,
-    SUPPORTED_SCOPES,
-    HttpExchange,
-    StubAuthorizationServer,
-    parse_form,
-)
+from .rules import ASSERTION_ALGORITHMS, GRANT_TYPES, NO_STORE, SIGNING_ALGORITHM, SUPPORTED_SCOPES
+from .server import StubAuthorizationServer
 from .store import Outage, StubStore
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,73 @@
+"""What the stub provider offers and allows: scopes, grants, algorithms, bounds, settings."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from authlib.oauth2.rfc6749 import (
+    AccessDeniedError,
+    InvalidGrantError,
+    OAuth2Error,
+)
+from authlib.oauth2.rfc8628 import (
+    DEVICE_CODE_GRANT_TYPE,
+    AuthorizationPendingError,
+    ExpiredTokenError,
+    SlowDownError,
+)
+
+from .models import CLIENT_AUTH_METHODS
+from .store import (
+    DevicePoll,
+)
+
+OFFLINE_ACCESS = "offline_access"
+SUPPORTED_SCOPES = ["openid", "profile", "email", OFFLINE_ACCESS]
+GRANT_TYPES = ["authorization_code", "refresh_token", DEVICE_CODE_GRANT_TYPE]
+SIGNING_ALGORITHM = "RS256"
+FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
+OPAQUE_TOKEN_BYTES = 32
+NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+# Every client may try each method; authlib then accepts only the one it registered.
+ACCEPTED_AUTH_METHODS = list(CLIENT_AUTH_METHODS)
+# The algorithms authlib verifies a client assertion with by default (joserfc's recommended).
+ASSERTION_ALGORITHMS = ["RS256", "ES256"]
+MAX_ASSERTION_SECONDS = 300  # a client assertion is for one request; a long-lived one is refused
+ASSERTION_LEEWAY_SECONDS = 60
+# RFC 3986 section 4.3: a scheme, then no fragment (RFC 8707 section 2 forbids one).
+ABSOLUTE_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\s#]+")
+
+Grant = Any  # an authlib grant object; authlib has no type information
+# How the token endpoint refuses a device code poll (RFC 8628 section 3.5).
+POLL_REFUSALS: dict[DevicePoll, type[OAuth2Error]] = {
+    "pending": AuthorizationPendingError,
+    "slow_down": SlowDownError,
+    "denied": AccessDeniedError,
+    "expired": ExpiredTokenError,
+    "redeemed": InvalidGrantError,  # a device code is redeemed once
+}
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSettings:
+    """How device codes are issued; the numbers are read at each issue."""
+
+    verification_uri: str
+    interval: Callable[[], int]  # seconds
+    lifetime: Callable[[], int]  # seconds
+
+
+class InvalidRedirectUriError(OAuth2Error):  # type: ignore[misc]
+    """The redirect URI is not registered: the error goes to the browser, never to the URI."""
+
+    error = "invalid_redirect_uri"
+    description = "The redirect_uri is not registered for this client."
+
+
+class InvalidTargetError(OAuth2Error):  # type: ignore[misc]
+    """RFC 8707: the requested resource is not one the stub can issue a token for."""
+
+    error = "invalid_target"
