@@ -14,8 +14,8 @@ import grpc
 import pytest
 
 from signin_broker.client import NotSignedIn, Token
-from signin_broker.conformance.cases import wait_until_the_daemon_refuses
 from signin_broker.conformance.hooks import REVOKE, Hook
+from signin_broker.conformance.steps import wait_until_the_daemon_refuses
 from signin_broker.conformance.surfaces import Tv
 from signin_broker.testing import StubProvider
 

@@ -10,179 +10,41 @@ each such reading is said in the case's docstring.
 from __future__ import annotations
 
 import re
-import secrets
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import httpx2
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 from ..testing.browser import location, query_of
-from .stage import BEGIN, CALLBACK, PERSON, Skip, Stage
-from .surfaces import OUTCOME_SECONDS, Attempt, Surface, Verdict
-
-DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
-OFF_ORIGIN = "https://evil.example/steal"
-# Where a sign-in must never send the browser (N4): other origins, and what a browser
-# reads as one ("//", "/\\"), a script, and a path that is not absolute.
-OFF_ORIGIN_TARGETS = (
-    OFF_ORIGIN,
-    "//evil.example/steal",
-    "/\\evil.example",
-    "http://127.0.0.1:1/elsewhere",
-    "javascript:alert(1)",
-    "dashboard",
+from .stage import CALLBACK, PERSON, Skip, Stage
+from .steps import (
+    DEEP_LINK,
+    DEVICE_GRANT,
+    OFF_ORIGIN_TARGETS,
+    SLUG_LOOKALIKES,
+    approve_device,
+    attacker_authorize_url,
+    authorize_redirect,
+    check_authorize_request,
+    complete,
+    deliver,
+    expect,
+    expect_handled_like_t3,
+    logout_is_a_same_origin_post,
+    said,
+    sign_in,
+    sign_in_starts,
+    through_provider,
+    url_path,
+    wait_until_the_daemon_refuses,
+    web_logout_ends_the_cookie,
 )
-# Rule 2: the sign-in path's slug is exactly id-provider; these are not it.
-SLUG_LOOKALIKES = (
-    "/auth/oauth2/ID-Provider",
-    "/auth/oauth2/idprovider",
-    "/auth/oauth2/id_provider",
-)
-DEEP_LINK = "/dashboard?tab=apps&q=a%20b"
-REVOCATION_LIMIT_SECONDS = 60  # contract I2
-
-
-def expect(condition: object, failure: str) -> None:
-    """The check of a case: AssertionError with what was wrong (never a token)."""
-    if not condition:
-        raise AssertionError(failure)
-
-
-def _path(url: object) -> str:
-    return urlsplit(str(url)).path
-
-
-# -- the person's part: the browser or the verification page ---------------------------
-
-
-def authorize_redirect(stage: Stage, attempt: Attempt) -> httpx2.Response:
-    """Open the sign-in address; the answer that sends the browser to the provider."""
-    browser = stage.browser
-    return browser.follow(browser.get(attempt.url), until=stage.provider_origin())
-
-
-def through_provider(stage: Stage, authorize: str) -> str:
-    """Visit the authorize URL (the provider approves); the callback URL it sends back to.
-
-    With a browser login command (hooks.py) the command signs the test user in and
-    prints the address the provider sent the browser to.
-    """
-    redirect_uri = stage.web_url + CALLBACK
-    login = stage.target.browser_login
-    if login is not None:
-        said = login.run(
-            url=authorize,
-            redirect_uri=redirect_uri,
-            issuer=stage.issuer,
-            client_id=stage.client_id,
-        )
-        lines = [line.strip() for line in said.splitlines()]
-        target = next((line for line in lines if line.startswith(redirect_uri)), "")
-        expect(target, f"{login.option} printed no address starting with the redirect URI")
-        return target
-    browser = stage.browser
-    answer = browser.follow(browser.get(authorize), until=redirect_uri)
-    target = location(answer) if answer.is_redirect else ""
-    expect(target.startswith(redirect_uri), "the provider did not send a code back")
-    return target
-
-
-def deliver(
-    stage: Stage, surface: Surface, attempt: Attempt, callback: str
-) -> tuple[httpx2.Response, Verdict]:
-    """The browser brings the provider's answer to the daemon; what the surface then says."""
-    delivered = stage.browser.get(callback)
-    return delivered, surface.outcome(stage, attempt, delivered)
-
-
-def approve_device(stage: Stage, attempt: Attempt) -> None:
-    """The person opens the verification address (with the code in it) and approves.
-
-    With a device approval command (hooks.py) the command approves the code instead.
-    """
-    approve = stage.target.approve_device
-    if approve is not None:
-        approve.run(
-            user_code=attempt.user_code,
-            verification_uri=attempt.verification_uri,
-            verification_uri_complete=attempt.url,
-            issuer=stage.issuer,
-            client_id=stage.client_id,
-        )
-        return
-    page = stage.browser.get(attempt.url)
-    expect(page.status_code == 200, f"the verification page answered {page.status_code}")
-
-
-def complete(stage: Stage, surface: Surface, attempt: Attempt) -> Verdict:
-    """Finish a begun sign-in as the person would; the surface's verdict."""
-    if surface.device:
-        approve_device(stage, attempt)
-        return surface.outcome(stage, attempt, None)
-    authorize = location(authorize_redirect(stage, attempt))
-    return deliver(stage, surface, attempt, through_provider(stage, authorize))[1]
-
-
-def sign_in(stage: Stage, surface: Surface, **begin: str) -> Verdict:
-    """A whole successful sign-in through the surface."""
-    verdict = complete(stage, surface, surface.begin(stage, **begin))
-    expect(verdict.ok, f"the sign-in did not succeed: {_said(verdict)}")
-    return verdict
-
-
-def sign_in_starts(stage: Stage) -> int:
-    """Requests that start a sign-in at the provider (authorize or device authorization)."""
-    found = stage.discovery
-    paths = {_path(found["authorization_endpoint"]), _path(found["device_authorization_endpoint"])}
-    return len([r for r in stage.provider.requests if r.path in paths])
-
-
-def attacker_authorize_url(stage: Stage) -> str:
-    """An authorize URL an attacker builds with the component's registration."""
-    verifier = secrets.token_urlsafe(48)
-    query = {
-        "client_id": stage.client_id,
-        "redirect_uri": stage.web_url + CALLBACK,
-        "response_type": "code",
-        "scope": "openid",
-        "state": "attacker-state-" + secrets.token_urlsafe(12),
-        "code_challenge": create_s256_code_challenge(verifier),
-        "code_challenge_method": "S256",
-    }
-    return f"{stage.discovery['authorization_endpoint']}?{urlencode(query)}"
-
-
-def check_authorize_request(stage: Stage, answer: httpx2.Response) -> dict[str, str]:
-    """Contract 4.1 rules 3-4: the browser goes to the provider's authorize endpoint with PKCE."""
-    expect(answer.status_code in (302, 303, 307), f"begin answered {answer.status_code}")
-    target = location(answer)
-    expected = str(stage.discovery["authorization_endpoint"])
-    expect(target.split("?")[0] == expected, "the browser is not sent to the authorize endpoint")
-    query = query_of(target)
-    expect(query.get("client_id") == stage.client_id, "wrong or missing client_id")
-    expect(query.get("redirect_uri") == stage.web_url + CALLBACK, "wrong redirect_uri")
-    expect(query.get("response_type") == "code", "response_type is not code")
-    scopes = set(query.get("scope", "").split())
-    expect({"openid", "profile", "email"} <= scopes, "scope lacks openid profile email")
-    expect(len(query.get("state", "")) >= 16, "state is missing or shorter than 16 characters")
-    expect(query.get("nonce"), "no nonce")
-    expect(query.get("code_challenge_method") == "S256", "PKCE method is not S256")
-    challenge = query.get("code_challenge", "")
-    expect(re.fullmatch(r"[A-Za-z0-9_-]{43}", challenge), "no S256 code_challenge")
-    return query
-
-
-def _said(verdict: Verdict) -> str:
-    """A verdict's text, short and without markup, for a failure's reason."""
-    return re.sub(r"<[^>]*>|\s+", " ", verdict.text).strip()[:200]
-
-
-# -- T1-T8 -----------------------------------------------------------------------------
+from .surfaces import OUTCOME_SECONDS, Surface
 
 
 def t1(stage: Stage, surface: Surface) -> None:
@@ -194,7 +56,7 @@ def t1(stage: Stage, surface: Surface) -> None:
     attempt = surface.begin(stage)
     if surface.device:
         requests = stage.provider.requests
-        endpoint = _path(stage.discovery["device_authorization_endpoint"])
+        endpoint = url_path(stage.discovery["device_authorization_endpoint"])
         (asked,) = [r for r in requests if r.path == endpoint]
         expect(asked.params.get("client_id") == stage.client_id, "wrong client_id")
         expect("openid" in asked.params.get("scope", "").split(), "scope lacks openid")
@@ -225,7 +87,7 @@ def t2(stage: Stage, surface: Surface) -> None:
         expect(redeemed.params.get("device_code"), "no device_code")
     else:
         (redeemed,) = stub.token_requests("authorization_code")
-        authorize = _path(stage.discovery["authorization_endpoint"])
+        authorize = url_path(stage.discovery["authorization_endpoint"])
         (authorized,) = [r for r in stub.requests if r.path == authorize]
         params = redeemed.params
         expect(params.get("client_id") == stage.client_id, "wrong client_id")
@@ -237,12 +99,12 @@ def t2(stage: Stage, surface: Surface) -> None:
             "the code_verifier does not match the challenge sent at authorize",
         )
     expect(redeemed.method == "POST", "the token request is not a POST")
-    jwks = _path(stage.discovery["jwks_uri"])
+    jwks = url_path(stage.discovery["jwks_uri"])
     expect(
         any(r.path == jwks for r in stub.requests if r.at >= redeemed.at),
         "the id_token was not checked against the provider's published keys",
     )
-    expect(verdict.ok, f"the surface did not report a sign-in: {_said(verdict)}")
+    expect(verdict.ok, f"the surface did not report a sign-in: {said(verdict)}")
     if verdict.response is not None:  # the web surface: the session cookie of contract 2.8
         (cookie,) = verdict.response.headers.get_list("set-cookie")
         attributes = {part.strip().lower() for part in cookie.split(";")[1:]}
@@ -256,20 +118,6 @@ def t2(stage: Stage, surface: Surface) -> None:
     if surface.name == "web":
         shown = later or ""
         expect(PERSON.name in shown and PERSON.email in shown, "the dashboard lacks the user")
-
-
-def expect_handled_like_t3(stage: Stage, verdict: Verdict) -> None:
-    """A refused code: the user is told (200 page with no cookie, or the reason), and logged."""
-    expect(not verdict.ok, "the surface reported a sign-in although the exchange failed")
-    if verdict.response is not None:
-        expect(verdict.response.status_code == 200, "the error is not a user-facing page")
-        expect("Sign-in failed" in verdict.text, "the page does not say the sign-in failed")
-        expect("did not accept the sign-in code" in verdict.text, "the page does not say why")
-        expect(not verdict.response.headers.get_list("set-cookie"), "a cookie was set")
-    else:
-        expect("invalid_code" in verdict.text, f"the user is not told why: {_said(verdict)}")
-    stage.running.expect_log(flow="oauth", step="token_exchange", error_code="invalid_code")
-    expect(stage.running.alive, "the daemon stopped")
 
 
 def t3(stage: Stage, surface: Surface) -> None:
@@ -303,7 +151,7 @@ def t5(stage: Stage, surface: Surface) -> None:
         logout_is_a_same_origin_post(stage)
     cookie = dict(stage.browser.cookies.get(urlsplit(stage.web_url).netloc, {}))
     verdict = surface.sign_out(stage)
-    expect(verdict.ok, f"sign-out failed: {_said(verdict)}")
+    expect(verdict.ok, f"sign-out failed: {said(verdict)}")
     found = stage.discovery
     if verdict.response is not None:
         expect(
@@ -311,45 +159,12 @@ def t5(stage: Stage, surface: Surface) -> None:
             "the browser is not sent to the provider's logout",
         )
         web_logout_ends_the_cookie(stage, verdict.response, cookie)
-    revocation = _path(found["revocation_endpoint"])
+    revocation = url_path(found["revocation_endpoint"])
     expect(
         any(r.path == revocation for r in stage.provider.requests),
         "the provider was not asked to revoke the tokens",
     )
     expect(surface.request(stage) is None, "still signed in after logout")
-
-
-def logout_is_a_same_origin_post(stage: Stage) -> None:
-    """GET /logout only asks to confirm; a POST from another site is refused."""
-    page = stage.browser.get(stage.web_url + "/logout")
-    expect(page.status_code == 200 and 'method="post"' in page.text, "GET /logout is no form")
-    for forged in ({"Origin": "https://evil.example"}, {"Sec-Fetch-Site": "cross-site"}):
-        answer = stage.browser.post(stage.web_url + "/logout", headers=forged)
-        expect(answer.status_code == 403, f"a cross-site logout answered {answer.status_code}")
-    expect(stage.browser.get(stage.web_url + "/dashboard").status_code == 200, "signed out")
-
-
-def web_logout_ends_the_cookie(
-    stage: Stage, answer: httpx2.Response, cookie: dict[str, str]
-) -> None:
-    """The cookie is cleared, the provider sends the browser home, and the old one is dead."""
-    cleared = answer.headers.get_list("set-cookie")
-    expect(len(cleared) == 1 and "max-age=0" in cleared[0].lower(), "the cookie is not cleared")
-    target = location(answer)
-    expect(
-        query_of(target).get("post_logout_redirect_uri") == stage.web_url + "/",
-        "the provider is not asked to send the browser back home",
-    )
-    back = stage.browser.follow(stage.browser.get(target))
-    expect('data-cta="sign-in"' in back.text, "the browser does not land on the landing")
-    replay = httpx2.get(
-        stage.web_url + "/dashboard",
-        headers={"Cookie": "; ".join(f"{k}={v}" for k, v in cookie.items())},
-    )
-    expect(
-        replay.status_code == 302 and location(replay).startswith(BEGIN + "?redirect_to="),
-        "the old session cookie still works after logout",
-    )
 
 
 def t6(stage: Stage, surface: Surface) -> None:
@@ -376,7 +191,7 @@ def t7(stage: Stage, surface: Surface) -> None:
     """
     if surface.device:
         verdict = complete(stage, surface, surface.begin(stage, workspace_id="7"))
-        expect(verdict.ok, f"the sign-in did not succeed: {_said(verdict)}")
+        expect(verdict.ok, f"the sign-in did not succeed: {said(verdict)}")
         account = stage.client.status().default_account
         expect(account == f"user:{PERSON.sub}:workspace:7", "the workspace did not survive")
         return
@@ -394,7 +209,7 @@ def t7(stage: Stage, surface: Surface) -> None:
         "the state changed on the way",
     )
     delivered, verdict = deliver(stage, surface, attempt, callback)
-    expect(verdict.ok, f"the sign-in did not succeed: {_said(verdict)}")
+    expect(verdict.ok, f"the sign-in did not succeed: {said(verdict)}")
     expect(location(delivered) == DEEP_LINK, "the browser did not land on the deep link")
 
 
@@ -433,7 +248,7 @@ def i1(stage: Stage, surface: Surface) -> None:
         check_authorize_request(stage, answer)
         callback = through_provider(stage, location(answer))
         verdict = deliver(stage, surface, attempt, callback)[1]
-    expect(verdict.ok, f"the sign-in did not succeed: {_said(verdict)}")
+    expect(verdict.ok, f"the sign-in did not succeed: {said(verdict)}")
     expect(surface.request(stage) is not None, "a later request has no user context")
 
 
@@ -468,23 +283,6 @@ def i2(stage: Stage, surface: Surface) -> None:
             f"the provider's admin revoke answered {answer.status_code}",
         )
     wait_until_the_daemon_refuses(stage, surface)
-
-
-def wait_until_the_daemon_refuses(
-    stage: Stage,
-    surface: Surface,
-    limit_seconds: float = REVOCATION_LIMIT_SECONDS,
-    poll_seconds: float = 1.0,
-) -> None:
-    """Ask the daemon through the surface until it says sign-in required; fail after the limit."""
-    revoked_at = time.monotonic()
-    while surface.daemon_serves(stage):
-        if time.monotonic() - revoked_at > limit_seconds:
-            raise AssertionError(
-                f"the daemon still hands out the session {limit_seconds:g} s"
-                " after the provider revoked it"
-            )
-        time.sleep(poll_seconds)
 
 
 def i3(stage: Stage, surface: Surface) -> None:
@@ -540,7 +338,7 @@ def n1(stage: Stage, surface: Surface) -> None:
         verdict = surface.outcome(stage, attempt, None)
     else:
         verdict = deliver(stage, surface, attempt, genuine)[1]
-    expect(verdict.ok, f"the genuine sign-in failed after the forgery: {_said(verdict)}")
+    expect(verdict.ok, f"the genuine sign-in failed after the forgery: {said(verdict)}")
 
 
 def n2(stage: Stage, surface: Surface) -> None:
@@ -592,7 +390,7 @@ def n4(stage: Stage, surface: Surface) -> None:
         attempt = surface.begin(stage, redirect_to=target)
         authorize = location(authorize_redirect(stage, attempt))
         delivered, verdict = deliver(stage, surface, attempt, through_provider(stage, authorize))
-        expect(verdict.ok, f"the sign-in did not succeed: {_said(verdict)}")
+        expect(verdict.ok, f"the sign-in did not succeed: {said(verdict)}")
         expect(location(delivered) == "/dashboard", f"redirect_to {target} was followed")
 
 
