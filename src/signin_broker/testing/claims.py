@@ -11,12 +11,9 @@ from joserfc.jwk import RSAKey
 from .exchanges import AuthlibRequest
 from .grants import Client
 from .models import StubUser
+from .records import AuthorizationCode, DeviceAuthorization
 from .rules import SIGNING_ALGORITHM
-from .store import (
-    AuthorizationCode,
-    DeviceAuthorization,
-    StubStore,
-)
+from .store import StubStore
 
 
 def user_claims(user: StubUser, scope: str, workspace_id: str | None = None) -> dict[str, Any]:

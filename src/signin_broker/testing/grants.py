@@ -36,6 +36,7 @@ from joserfc.jwk import KeySet
 
 from .exchanges import AuthlibRequest, Parameters
 from .models import WORKSPACE_ID, StubClient, StubUser
+from .records import AuthorizationCode, DeviceAuthorization, IssuedToken
 from .rules import (
     ABSOLUTE_URI,
     ACCEPTED_AUTH_METHODS,
@@ -50,13 +51,7 @@ from .rules import (
     InvalidRedirectUriError,
     InvalidTargetError,
 )
-from .store import (
-    AUTHORIZATION_CODE_SECONDS,
-    AuthorizationCode,
-    DeviceAuthorization,
-    IssuedToken,
-    StubStore,
-)
+from .store import AUTHORIZATION_CODE_SECONDS, StubStore
 
 
 class Client(ClientMixin):  # type: ignore[misc]

@@ -119,3 +119,16 @@ def _loopback_parts(uri: str) -> tuple[str, str, str, str] | None:
     if not is_loopback:
         return None
     return (parts.hostname, parts.path, parts.query, parts.fragment)
+
+
+def check_client(client: StubClient) -> None:
+    """A client has what its authentication method needs, and nothing it does not use."""
+    method = client.token_endpoint_auth_method
+    if method not in CLIENT_AUTH_METHODS:
+        raise ValueError(
+            f"{client.client_id}: token_endpoint_auth_method must be one of {CLIENT_AUTH_METHODS}"
+        )
+    if bool(client.client_secret) != method.startswith("client_secret_"):
+        raise ValueError(f"{client.client_id}: a client_secret goes with client_secret_* only")
+    if (client.jwks is not None) != (method == "private_key_jwt"):
+        raise ValueError(f"{client.client_id}: jwks go with private_key_jwt only")

@@ -9,20 +9,18 @@ in "/", RFC 8414 metadata, RFC 9207's iss, refresh tokens only with offline cons
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import secrets
 import socket
 import threading
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from types import TracebackType
 from typing import Self
 
-import uvicorn
-
 from .broken_answers import BROKEN_ANSWERS
+from .device_knobs import DeviceSignIns
+from .loopback import Address, Serving, halt, listen, loopback_host, serve
 from .models import (
     CLIENT_AUTH_METHODS,
     DEFAULT_CLIENT,
@@ -32,6 +30,7 @@ from .models import (
     StubClient,
     StubPaths,
     StubUser,
+    check_client,
 )
 from .pauses import Pauses
 from .rules import DeviceSettings
@@ -39,29 +38,8 @@ from .server import StubAuthorizationServer
 from .store import OUTAGE_MODES, BrokenAnswer, Outage, StubStore, TokenDelay, TokenFailure
 from .web import OAUTH_METADATA_PLACES, Site, build_app, discovery_document
 
-START_TIMEOUT_SECONDS = 10.0
-STOP_TIMEOUT_SECONDS = 5.0
-LISTEN_BACKLOG = 128
 
-
-@dataclass(frozen=True, slots=True)
-class _Address:
-    """Where a started stub serves; kept through a "stopped" outage."""
-
-    host: str
-    port: int
-    base_url: str
-    issuer: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Serving:
-    server: uvicorn.Server
-    thread: threading.Thread
-    pauses: Pauses
-
-
-class StubProvider:
+class StubProvider(DeviceSignIns):
     """A stub OpenID Connect provider for tests and demos.
 
     Public clients by default, confidential ones as registered (a client secret, or
@@ -126,20 +104,20 @@ class StubProvider:
         # ends its whole grant (`reuses` lists each such end).
         self._store.reuse_ends_grant = refresh_reuse_ends_grant
         self._lock = threading.RLock()  # one start, stop or outage at a time
-        self._address: _Address | None = None
-        self._serving: _Serving | None = None  # None while stopped, or in a "stopped" outage
+        self._address: Address | None = None
+        self._serving: Serving | None = None  # None while stopped, or in a "stopped" outage
 
     def start(self, host: str = "127.0.0.1", port: int = 0) -> Self:
         """Serve on host:port (port 0 picks a free one) from a background thread."""
         with self._lock:
             if self._address is not None:
                 raise RuntimeError("the stub provider is already running")
-            bind_host = _loopback_host(host)
-            listening = _listen(bind_host, port)
+            bind_host = loopback_host(host)
+            listening = listen(bind_host, port)
             bound_port = listening.getsockname()[1]
             url_host = f"[{bind_host}]" if ":" in bind_host else bind_host
             base_url = f"http://{url_host}:{bound_port}"
-            address = _Address(bind_host, bound_port, base_url, base_url + self.issuer_path)
+            address = Address(bind_host, bound_port, base_url, base_url + self.issuer_path)
             self._serving = self._serve(listening, address)
             self._address = address
         return self
@@ -155,7 +133,7 @@ class StubProvider:
             if outage is not None and outage.mode == "stopped":
                 self._store.set_outage(None)
             if serving is not None:
-                _halt(serving)
+                halt(serving)
 
     def outage(self, mode: str | None, *, stall_seconds: float = 12.0) -> None:
         """Make every endpoint fail in `mode` until `outage(None)`.
@@ -179,7 +157,7 @@ class StubProvider:
                 self._store.set_outage(outage)
                 serving, self._serving = self._serving, None
                 if serving is not None:
-                    _halt(serving)
+                    halt(serving)
                 return
             address = self._address
             if address is None or self._serving is not None:
@@ -187,7 +165,7 @@ class StubProvider:
                 return
             # Back from "stopped": the same port again (SO_REUSEADDR), so the issuer holds.
             stopped = self._store.outage()
-            listening = _listen(address.host, address.port)
+            listening = listen(address.host, address.port)
             self._store.set_outage(outage)  # before serving, so no request misses it
             try:
                 self._serving = self._serve(listening, address)
@@ -330,69 +308,18 @@ class StubProvider:
         """Make the next authorization request redirect back with error=access_denied."""
         self._store.deny_next_authorization()
 
-    def approve_device(self, user_code: str, sub: str | None = None) -> None:
-        """Approve a device sign-in as `sub` (None: the auto-approve user), as its page does.
-
-        A user who is not a member of the workspace the device asked for is refused: the
-        device is told access_denied. KeyError for an unknown user code; ValueError for an
-        unknown sub, nobody to approve as, or a code no longer pending.
-        """
-        sub = self.auto_approve if sub is None else sub
-        if sub is None:
-            raise ValueError("nobody to approve as: pass a sub, or name one with approve_as()")
-        user = self._store.users.get(sub)
-        if user is None:
-            raise ValueError(
-                f"approve_device(..., {sub!r}) names none of the users {list(self._store.users)}"
-            )
-        self._store.settle_device(user_code, user)
-
-    def deny_device(self, user_code: str) -> None:
-        """Deny a device sign-in: its next poll is told access_denied.
-
-        KeyError for an unknown user code; ValueError when it is no longer pending.
-        """
-        self._store.settle_device(user_code, None)
-
-    def expire_device_code(self, user_code: str) -> None:
-        """Make a device code expire now, so polls are told expired_token (KeyError if unknown)."""
-        self._store.expire_device(user_code)
-
-    def slow_down_next_poll(self, user_code: str) -> None:
-        """Make a device code's next poll answer slow_down, however slowly it came.
-
-        Its interval grows by 5 s as with any slow_down; a denial or expiry still comes
-        first, but an approval waits for the poll after. KeyError for an unknown user code.
-        """
-        self._store.slow_down_next_poll(user_code)
-
-    def device_polls(self, user_code: str) -> list[float]:
-        """The time.monotonic() of each token request for a device code, oldest first.
-
-        Requests answered by an injected failure or an outage never reach the grant, so
-        they are not counted; token_requests() has them all. KeyError for an unknown code.
-        """
-        return self._store.device_polls(user_code)
-
-    def device_polls_too_fast(self, user_code: str) -> int:
-        """How many polls of a device code came sooner than the interval then in force.
-
-        Each is answered slow_down while the code is pending (KeyError for an unknown code).
-        """
-        return self._store.device_polls_too_fast(user_code)
-
     def _auto_approved_user(self) -> StubUser | None:
         """Who an authorization request signs in without asking, read afresh each time."""
         sub = self.auto_approve
         return None if sub is None else self._store.users.get(sub)
 
-    def _running(self) -> _Address:
+    def _running(self) -> Address:
         address = self._address
         if address is None:
             raise RuntimeError("the stub provider is not running; call start() first")
         return address
 
-    def _serve(self, listening: socket.socket, address: _Address) -> _Serving:
+    def _serve(self, listening: socket.socket, address: Address) -> Serving:
         """Serve the store on an already listening socket; closes it if that fails."""
         try:
             site = self._site(address)
@@ -410,28 +337,13 @@ class StubProvider:
                 client_assertion_audiences=(address.base_url + self.paths.token, site.issuer),
             )
             pauses = Pauses()
-            config = uvicorn.Config(
-                build_app(authorization, self._store, site, pauses),
-                log_config=None,
-                access_log=False,
-                lifespan="off",
-                timeout_graceful_shutdown=1,
-            )
-            server = uvicorn.Server(config)
-            thread = threading.Thread(
-                target=server.run,
-                kwargs={"sockets": [listening]},
-                name=f"stub-provider {address.base_url}",
-                daemon=True,
-            )
-            thread.start()
-            _wait_until_serving(server, thread)
+            app = build_app(authorization, self._store, site, pauses)
         except BaseException:
             listening.close()
             raise
-        return _Serving(server, thread, pauses)
+        return serve(app, listening, f"stub-provider {address.base_url}", pauses)
 
-    def _site(self, address: _Address) -> Site:
+    def _site(self, address: Address) -> Site:
         return Site(
             address.base_url,
             self.issuer_path,
@@ -455,7 +367,7 @@ def _check_settings(stub: StubProvider) -> None:
     if not client_ids or len(set(client_ids)) != len(client_ids):
         raise ValueError("clients must be at least one, each with its own client_id")
     for client in stub.clients:
-        _check_client(client)
+        check_client(client)
     if not set(stub.token_endpoint_auth_methods) <= set(CLIENT_AUTH_METHODS):
         raise ValueError(f"token_endpoint_auth_methods are among {CLIENT_AUTH_METHODS} only")
     if stub.auto_approve is not None and stub.auto_approve not in subs:
@@ -487,7 +399,7 @@ def _check_settings(stub: StubProvider) -> None:
 
 def _metadata_paths(stub: StubProvider) -> list[str]:
     """Where the metadata documents are served, once the settings that shape them are checked."""
-    site = stub._site(_Address("127.0.0.1", 0, "http://127.0.0.1", ""))
+    site = stub._site(Address("127.0.0.1", 0, "http://127.0.0.1", ""))
     if stub.oauth_metadata is None:
         if stub.oauth_metadata_only:
             raise ValueError("oauth_metadata_only needs an RFC 8414 document: set oauth_metadata")
@@ -498,62 +410,3 @@ def _metadata_paths(stub: StubProvider) -> list[str]:
     if not movable.issuperset(stub.oauth_metadata_only):
         raise ValueError(f"oauth_metadata_only names fields of {sorted(movable)} only")
     return [site.discovery_path, str(site.oauth_metadata_path)]
-
-
-def _check_client(client: StubClient) -> None:
-    """A client has what its authentication method needs, and nothing it does not use."""
-    method = client.token_endpoint_auth_method
-    if method not in CLIENT_AUTH_METHODS:
-        raise ValueError(
-            f"{client.client_id}: token_endpoint_auth_method must be one of {CLIENT_AUTH_METHODS}"
-        )
-    if bool(client.client_secret) != method.startswith("client_secret_"):
-        raise ValueError(f"{client.client_id}: a client_secret goes with client_secret_* only")
-    if (client.jwks is not None) != (method == "private_key_jwt"):
-        raise ValueError(f"{client.client_id}: jwks go with private_key_jwt only")
-
-
-def _loopback_host(host: str) -> str:
-    if host == "localhost":
-        return "127.0.0.1"  # a name could resolve elsewhere; the address cannot
-    try:
-        address = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        address = None
-    if address is None or not address.is_loopback:
-        raise ValueError(f"the stub provider serves on loopback only, not on {host!r}")
-    return str(address)
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listening = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listening.bind((host, port))
-        listening.listen(LISTEN_BACKLOG)
-    except BaseException:
-        listening.close()
-        raise
-    return listening
-
-
-def _halt(serving: _Serving) -> None:
-    """Stop a server and wait for its thread; waiting requests are let go first."""
-    serving.pauses.release_all()
-    serving.server.should_exit = True
-    serving.thread.join(STOP_TIMEOUT_SECONDS)
-    if serving.thread.is_alive():
-        serving.server.force_exit = True
-        serving.thread.join(STOP_TIMEOUT_SECONDS)
-
-
-def _wait_until_serving(server: uvicorn.Server, thread: threading.Thread) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while not server.started:
-        if not thread.is_alive():
-            raise RuntimeError("the stub provider's web server failed to start")
-        if time.monotonic() > deadline:
-            server.should_exit = True
-            raise RuntimeError("the stub provider's web server did not start in time")
-        time.sleep(0.005)

@@ -20,9 +20,7 @@ from authlib.oauth2.rfc8628 import (
 )
 
 from .models import CLIENT_AUTH_METHODS
-from .store import (
-    DevicePoll,
-)
+from .records import DevicePoll
 
 OFFLINE_ACCESS = "offline_access"
 SUPPORTED_SCOPES = ["openid", "profile", "email", OFFLINE_ACCESS]

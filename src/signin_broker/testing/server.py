@@ -45,6 +45,7 @@ from .grants import (
     StubDeviceCodeGrant,
 )
 from .models import StubUser
+from .records import IssuedToken
 from .rules import (
     ACCEPTED_AUTH_METHODS,
     NO_STORE,
@@ -54,10 +55,7 @@ from .rules import (
     DeviceSettings,
     Grant,
 )
-from .store import (
-    IssuedToken,
-    StubStore,
-)
+from .store import StubStore
 
 
 class _Revocation(RevocationEndpoint):  # type: ignore[misc]
