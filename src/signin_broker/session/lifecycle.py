@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from ..oidc.errors import OAuthError, ProviderUnavailable
-from ..store.audit import Action, Actor, AuditEntry
+from ..store.audit import Actor
+from . import audit_rows
 from .accounts import (
     EVERYTHING,
     SIGN_IN_SECONDS,
@@ -230,12 +231,8 @@ class SessionLifecycle:
         account.revalidate_at = next_revalidation(now, self._revalidate_seconds)
         await self._registry.add(account)
         self._audit.record(
-            AuditEntry(
-                actor or daemon_actor(),
-                Action.UPDATE if previous else Action.CREATE,
-                "account",
-                account_id,
-                payload={"event": "signed in", "scopes": list(tokens.scopes)},
+            audit_rows.signed_in(
+                actor or daemon_actor(), account_id, tokens.scopes, again=previous is not None
             )
         )
         self._publish(
@@ -308,11 +305,7 @@ class SessionLifecycle:
         The audit row of the removal is written before anything is deleted (contract 3).
         """
         account = self._registry.resolve(account_id, entitlement)
-        await self._audit.record_now(
-            AuditEntry(
-                actor, Action.DELETE, "account", account.info.id, payload={"event": "removed"}
-            )
-        )
+        await self._audit.record_now(audit_rows.removed(actor, account.info.id))
         await self._registry.end(account, EventKind.SIGNED_OUT, "the account was removed", actor)
         await revoke(self._registry.providers.client_of(account), account.tokens)
         await self._audit.forget_account(account.info.id)
@@ -324,9 +317,7 @@ class SessionLifecycle:
         """Make the account the one used when a request names none."""
         chosen = self._registry.resolve(account_id, entitlement)
         await self._registry.set_default(chosen)
-        self._audit.record(
-            AuditEntry(actor, Action.UPDATE, "account", chosen.info.id, payload={"default": True})
-        )
+        self._audit.record(audit_rows.made_default(actor, chosen.info.id))
         return self._registry.info(chosen)
 
     async def logout_url(self, page_url: str, id_token: str | None, account_id: str = "") -> str:

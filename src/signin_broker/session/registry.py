@@ -15,7 +15,8 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..store.audit import Action, Actor, AuditEntry
+from ..store.audit import Actor
+from . import audit_rows
 from .accounts import (
     EVERYTHING,
     NOTHING,
@@ -320,9 +321,7 @@ class AccountRegistry:
                 to_wall(self._clock, self._clock()),
             )
             await self._remember_ended(ended)
-        self.audit.record(
-            AuditEntry(actor, Action.DELETE, "session", account.info.id, payload={"event": detail})
-        )
+        self.audit.record(audit_rows.session_ended(actor, account.info.id, detail))
         if removed.info.is_default and self._accounts:
             heir = min(self._accounts.values(), key=lambda a: a.info.signed_in_at)
             heir.info = replace(heir.info, is_default=True)

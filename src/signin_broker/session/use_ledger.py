@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ..store.audit import Action, Actor, AuditEntry
+from ..store.audit import Actor
+from . import audit_rows
 from .accounts import Account, AppUse
 from .clock import to_wall
 from .ports import AuditSink
@@ -43,22 +44,16 @@ class UseLedger:
         grant = (
             f"{actor.app}\0{account.info.id}\0{hash(tokens.access_token)}\0{audience}\0{id_token}"
         )
-        payload: dict[str, object] = {
-            "scopes": list(tokens.scopes),
-            "expires_at": int(to_wall(self._clock, tokens.expires_at)),
-        }
-        if audience:
-            payload["audience"] = audience
-        if id_token:  # (a key naming a token would be refused as a secret)
-            payload["with"] = "ID token"
+        expires_at = int(to_wall(self._clock, tokens.expires_at))
         self._audit.record(
-            AuditEntry(
+            audit_rows.token_issued(
                 actor,
-                Action.ISSUE_TOKEN,
-                "token",
                 account.info.id,
-                payload=payload,
-                repeat_of=grant,
+                tokens.scopes,
+                expires_at,
+                audience=audience,
+                id_token=id_token,
+                grant=grant,
             )
         )
 

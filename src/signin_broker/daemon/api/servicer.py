@@ -18,6 +18,7 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
 from ..._version import __version__
+from ...session import audit_rows
 from ...session.accounts import (
     AppUse,
     Entitlement,
@@ -38,7 +39,6 @@ from ...session.validation import (
     check_scopes,
     check_workspace_id,
 )
-from ...store.audit import Action, AuditEntry
 from ...v1 import broker_pb2 as pb
 from ..apps.gate import AppGate, AppView
 from ..apps.policy import Decision
@@ -268,23 +268,22 @@ class TokenBrokerServicer:
             if decision not in (Decision.ALLOW, Decision.DENY) or request.id_token or request.pin:
                 raise InvalidRequest("an answer for once is allow or deny, without rules")
             view, answered = self._apps.answer_once(request.app, decision)
-            action = Action.UPDATE
-            payload: dict[str, object] = {"decision": f"{decision} once", "answered": answered}
+            entry = audit_rows.app_answered_once(
+                actor_of(caller), view.record.id, str(decision), answered
+            )
         else:
             view, answered = await self._apps.decide(
                 request.app, decision, accounts, scopes, pin=request.pin, id_token=request.id_token
             )
-            action = Action.UPDATE if view.decided else Action.DELETE
-            payload = {
-                "decision": str(decision or "default"),
-                "accounts": accounts,
-                **({"with": "ID token"} if request.id_token else {}),
-            }
-        self._audit.record(
-            AuditEntry(
-                actor_of(caller), action, "app_policy", resource_id=view.record.id, payload=payload
+            entry = audit_rows.app_decided(
+                actor_of(caller),
+                view.record.id,
+                str(decision or "default"),
+                accounts,
+                kept=view.decided,
+                id_token=request.id_token,
             )
-        )
+        self._audit.record(entry)
         use = self._session.keeper.uses.app_use.get(view.record.id)
         return pb.SetAppPolicyResponse(app=app_message(view, use), answered=answered)
 
@@ -342,14 +341,7 @@ class TokenBrokerServicer:
             # Rows of no account (app policy, audit reads) may name any account.
             daemon_wide=not account and visible.accounts is None,
         )
-        self._audit.record(
-            AuditEntry(
-                actor_of(caller),
-                Action.READ_ADMIN,
-                "audit_log",
-                payload={"account": account, "app": request.app, "rows": len(rows)},
-            )
-        )
+        self._audit.record(audit_rows.audit_read(actor_of(caller), account, request.app, len(rows)))
         return pb.ListAuditEventsResponse(events=[audit_event(row) for row in rows])
 
     def _apps_by_last_use(self) -> list[tuple[AppView, AppUse | None]]:

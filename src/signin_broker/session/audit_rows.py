@@ -1,0 +1,78 @@
+"""Every audited event, decided here: which action on which resource, and what the row says.
+
+One function per event, so the audit log reads the same whichever room records it
+(the session layer, the API), and a reviewer finds the whole vocabulary in one place.
+No payload ever holds a token, a code or a secret.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..store.audit import Action, Actor, AuditEntry
+
+
+def signed_in(actor: Actor, account: str, scopes: Sequence[str], *, again: bool) -> AuditEntry:
+    """An account signed in (again: it had a session, replaced now)."""
+    action = Action.UPDATE if again else Action.CREATE
+    payload = {"event": "signed in", "scopes": list(scopes)}
+    return AuditEntry(actor, action, "account", account, payload=payload)
+
+
+def removed(actor: Actor, account: str) -> AuditEntry:
+    """An account removed, with all the broker kept of it (recorded before the deletion)."""
+    return AuditEntry(actor, Action.DELETE, "account", account, payload={"event": "removed"})
+
+
+def made_default(actor: Actor, account: str) -> AuditEntry:
+    """An account made the one used when a request names none."""
+    return AuditEntry(actor, Action.UPDATE, "account", account, payload={"default": True})
+
+
+def session_ended(actor: Actor, account: str, why: str) -> AuditEntry:
+    """A session ended: signed out, removed, revoked by the provider, or expired."""
+    return AuditEntry(actor, Action.DELETE, "session", account, payload={"event": why})
+
+
+def token_issued(
+    actor: Actor,
+    account: str,
+    scopes: Sequence[str],
+    expires_at: int,
+    *,
+    audience: str,
+    id_token: bool,
+    grant: str,
+) -> AuditEntry:
+    """A token handed to an app; `grant` names the token given, so a repeat only counts."""
+    payload: dict[str, object] = {"scopes": list(scopes), "expires_at": expires_at}
+    if audience:
+        payload["audience"] = audience
+    if id_token:  # (a key naming a token would be refused as a secret)
+        payload["with"] = "ID token"
+    return AuditEntry(actor, Action.ISSUE_TOKEN, "token", account, payload=payload, repeat_of=grant)
+
+
+def app_decided(
+    actor: Actor, app: str, decision: str, accounts: Sequence[str], *, kept: bool, id_token: bool
+) -> AuditEntry:
+    """The user's lasting decision for an app (not `kept`: reset to the default)."""
+    payload = {
+        "decision": decision,
+        "accounts": list(accounts),
+        **({"with": "ID token"} if id_token else {}),
+    }
+    action = Action.UPDATE if kept else Action.DELETE
+    return AuditEntry(actor, action, "app_policy", resource_id=app, payload=payload)
+
+
+def app_answered_once(actor: Actor, app: str, decision: str, answered: int) -> AuditEntry:
+    """The user answered an app's waiting requests, recording no rule."""
+    payload = {"decision": f"{decision} once", "answered": answered}
+    return AuditEntry(actor, Action.UPDATE, "app_policy", resource_id=app, payload=payload)
+
+
+def audit_read(actor: Actor, account: str, app: str, rows: int) -> AuditEntry:
+    """Someone read the audit log (reading it is audited too)."""
+    payload = {"account": account, "app": app, "rows": rows}
+    return AuditEntry(actor, Action.READ_ADMIN, "audit_log", payload=payload)
