@@ -18,9 +18,9 @@ from typing import Any
 
 from .. import locations
 from .._version import __version__
+from ..identities import PROVIDER_ALIAS
 from ..oidc import client_auth, credentials
 from ..session.providers import MAIN, MAIN_NAME
-from ..store.tenants import PROVIDER_ALIAS
 from .options import (
     ENV_PREFIX,
     OPTIONS,

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from ..identities import AccountId
 from .limits import ScopedTokens
 from .schedule import refresh_early_fraction
 from .tokens import TokenSet
@@ -97,26 +98,13 @@ class Revocation(enum.Enum):
 
 
 def account_id_of(platform_user_id: str, workspace_id: str = "", provider: str = "") -> str:
-    """The tenant-prefixed account id (contract 2.9): `user:<id>`, or `user:<id>:workspace:<wid>`.
-
-    A tenant is a user plus an optional workspace (contract 2.1), so the same person
-    signed in personally and within a workspace holds two separate accounts. An
-    account of a provider other than the main one is prefixed with its alias
-    (`work/user:<id>`): a `sub` is unique only at its issuer (OpenID Connect Core 2).
-    """
-    if not platform_user_id:
-        raise ValueError("an account needs its platform_user_id")
-    tenant = f"user:{platform_user_id}"
-    tenant = f"{tenant}:workspace:{workspace_id}" if workspace_id else tenant
-    return f"{provider}/{tenant}" if provider else tenant
+    """The tenant-prefixed account id (contract 2.9), as signin_broker.identities writes it."""
+    return str(AccountId(platform_user_id, workspace_id, provider))
 
 
 def provider_of(account_id: str) -> str:
     """The alias of the provider an account id belongs to ("" for the main provider)."""
-    if account_id.startswith("user:"):
-        return ""
-    alias, _, _ = account_id.partition("/")
-    return alias
+    return AccountId.parse(account_id).provider
 
 
 def owner_key(account: str, app: str) -> str:

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
 
-from ..store.tenants import PROVIDER_ALIAS, TENANT_KEY
+from ..identities import PROVIDER_ALIAS, AccountId
 
 # RFC 6749 section 3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E )
 SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]{1,256}")
@@ -104,9 +104,12 @@ def check_account(account: str) -> str:
     """
     if len(account) > MAX_ACCOUNT_ID_LENGTH or not account.isprintable():
         raise ValueError(f"account must be at most {MAX_ACCOUNT_ID_LENGTH} printable characters")
-    if account and not TENANT_KEY.fullmatch(account):
-        raise ValueError(
-            "account must be empty (the default account) or an id such as user:1001"
-            " or user:1001:workspace:7 (see `signin-broker accounts`)"
-        )
+    if account:
+        try:
+            AccountId.parse(account)
+        except ValueError:
+            raise ValueError(
+                "account must be empty (the default account) or an id such as user:1001"
+                " or user:1001:workspace:7 (see `signin-broker accounts`)"
+            ) from None
     return account

@@ -9,10 +9,7 @@ store's read and write helpers take one and fail closed on an empty or malformed
 
 from __future__ import annotations
 
-import re
-
-PROVIDER_ALIAS = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
-TENANT_KEY = re.compile(rf"(?:{PROVIDER_ALIAS.pattern}/)?user:[^:\s]+(?::workspace:[^:\s]+)?")
+from ..identities import AccountId
 
 
 class MissingTenantKey(ValueError):
@@ -21,9 +18,11 @@ class MissingTenantKey(ValueError):
 
 def tenant_key(account: str) -> str:
     """The account's key when it is a well-formed tenant key; MissingTenantKey otherwise."""
-    if not TENANT_KEY.fullmatch(account):
+    try:
+        AccountId.parse(account)
+    except ValueError:
         raise MissingTenantKey(
             f"{account!r} is not a tenant key ([<alias>/]user:<id>[:workspace:<id>]):"
             " no unscoped access"
-        )
+        ) from None
     return account

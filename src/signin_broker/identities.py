@@ -1,0 +1,54 @@
+"""An account's id, written and read one way: `[<alias>/]user:<sub>[:workspace:<id>]`.
+
+A tenant is a user plus an optional workspace (contract 2.1 and 2.9); an account of a
+provider other than the main one is prefixed with its alias, as a `sub` is unique only
+at its issuer (OpenID Connect Core 2). A `sub` may be any string of up to 255 ASCII
+characters (Salesforce's is a URL), so the characters the form uses to separate its
+parts, and any that could not be shown or typed, are percent-encoded: ":", "%",
+whitespace and anything unprintable or non-ASCII. A sub without them reads as itself.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import quote, unquote
+
+PROVIDER_ALIAS = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+_FORM = re.compile(
+    rf"(?:(?P<provider>{PROVIDER_ALIAS.pattern})/)?"
+    r"user:(?P<user>[^:\s]+)(?::workspace:(?P<workspace>[^:\s]+))?"
+)
+# What a sub keeps as it is: printable ASCII but the separator ":" and the escape "%".
+_PLAIN = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in ":%")
+
+
+@dataclass(frozen=True, slots=True)
+class AccountId:
+    """One account: its user (the provider's `sub`), workspace and provider alias."""
+
+    user: str
+    workspace: str = ""
+    provider: str = ""  # "" for the main provider
+
+    def __post_init__(self) -> None:
+        if not self.user:
+            raise ValueError("an account needs its user (the provider's sub)")
+        if self.provider and not PROVIDER_ALIAS.fullmatch(self.provider):
+            raise ValueError(f"{self.provider!r} is not a provider alias")
+
+    def __str__(self) -> str:
+        tenant = f"user:{quote(self.user, safe=_PLAIN)}"
+        if self.workspace:
+            tenant += f":workspace:{quote(self.workspace, safe=_PLAIN)}"
+        return f"{self.provider}/{tenant}" if self.provider else tenant
+
+    @classmethod
+    def parse(cls, text: str) -> AccountId:
+        """The account an id names; ValueError when it is not one."""
+        form = _FORM.fullmatch(text)
+        if form is None:
+            raise ValueError(
+                f"{text[:80]!r} is not an account id ([<alias>/]user:<id>[:workspace:<id>])"
+            )
+        return cls(unquote(form["user"]), unquote(form["workspace"] or ""), form["provider"] or "")
