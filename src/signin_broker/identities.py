@@ -15,12 +15,24 @@ from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
 PROVIDER_ALIAS = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+MAIN_ALIAS = ""  # the main provider's alias: its accounts' ids carry none
+MAIN_NAME = "main"  # how a person names the main provider (no other may be called so)
 _FORM = re.compile(
     rf"(?:(?P<provider>{PROVIDER_ALIAS.pattern})/)?"
     r"user:(?P<user>[^:\s]+)(?::workspace:(?P<workspace>[^:\s]+))?"
 )
 # What a sub keeps as it is: printable ASCII but the separator ":" and the escape "%".
 _PLAIN = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in ":%")
+
+
+def alias_named(name: str) -> str:
+    """The alias of the provider a person names ("main" is the main provider's)."""
+    return MAIN_ALIAS if name == MAIN_NAME else name
+
+
+def name_of(alias: str) -> str:
+    """How a person names the provider with this alias."""
+    return alias or MAIN_NAME
 
 
 @dataclass(frozen=True, slots=True)

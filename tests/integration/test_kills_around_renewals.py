@@ -49,8 +49,11 @@ def test_random_kills_around_renewals_lose_only_what_the_provider_completed(
     chance = random.Random(seed)
     signed_in_again = leftovers = 0
     reused_before = 0  # the stub's count of reuses when the current session began
+    # The daemon's own key file, which writes atomically: the test keyring (keyrings.alt's
+    # file backend) truncates and rewrites its one file, so a kill there loses every key
+    # whatever the daemon does (status says so of that backend).
     with StubProvider(access_token_ttl=30, refresh_reuse_ends_grant=True) as stub:
-        daemon = DaemonProcess(socket_path, "--issuer", stub.issuer).start()
+        daemon = DaemonProcess(socket_path, "--issuer", stub.issuer, "--key-store", "file").start()
         with Browser() as browser:
             sign_in(browser, daemon)
         for kill in range(KILLS):
@@ -63,7 +66,9 @@ def test_random_kills_around_renewals_lose_only_what_the_provider_completed(
             asking.join(10)
             left = set(state_dir(socket_path).rglob("*.tmp"))  # a save the kill cut short
             leftovers += len(left)
-            daemon = DaemonProcess(socket_path, "--issuer", stub.issuer).start()
+            daemon = DaemonProcess(
+                socket_path, "--issuer", stub.issuer, "--key-store", "file"
+            ).start()
             detail = f"kill {kill}, seed {seed}"
             assert "could not be restored" not in daemon.output(), detail
             assert not any(path.exists() for path in left), detail  # completed or removed

@@ -189,7 +189,8 @@ class KeyringStoreContract(KeyStoreContract):
 
 
 class TestKeyringOverAFile(KeyringStoreContract):
-    described_as = "keyring (keyrings.alt.file.PlaintextKeyring)"
+    # It truncates and rewrites its file for every change: status says a crash can lose keys.
+    described_as = "keyring (keyrings.alt.file.PlaintextKeyring): it rewrites its file in place"
 
     def backend(self, folder: Path) -> KeyringBackend:
         backend = PlaintextKeyring()

@@ -42,9 +42,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 def client_secret(client: BrokerClient, args: argparse.Namespace) -> int:
     """Store or remove the secret; the daemon need not run."""
     del client
+    from ..identities import alias_named
     from ..oidc.client_auth import ClientAuthError
     from ..oidc.credentials import check_secret, secret_name
-    from ..session.providers import MAIN, MAIN_NAME
     from ..session.validation import check_provider
     from ..store.keys import KeyringKeyStore, KeyStoreUnavailable
 
@@ -53,8 +53,7 @@ def client_secret(client: BrokerClient, args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"signin-broker: {error}", file=sys.stderr)
         return EXIT_USAGE
-    provider = MAIN if provider == MAIN_NAME else provider
-    name = secret_name(args.client_id, provider)
+    name = secret_name(args.client_id, alias_named(provider))
     try:
         keys = KeyringKeyStore()
         if args.action == "delete":

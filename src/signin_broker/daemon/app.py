@@ -17,10 +17,11 @@ from grpclib.health.check import ServiceStatus
 from grpclib.health.service import Health
 from grpclib.reflection.service import ServerReflection
 
+from ..identities import name_of
 from ..session.clock import SteadyClock
 from ..session.events import EventKind, WatcherDropped
 from ..session.manager import SessionManager
-from ..session.providers import MAIN_NAME, Providers
+from ..session.providers import Providers
 from ..v1 import broker_pb2
 from .api.json_calls import JsonCalls
 from .api.servicer import DaemonInfo, TokenBrokerServicer
@@ -100,7 +101,7 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
             "issuer": next(
                 (p.issuer for p in settings.providers if p.alias == settings.default_alias), None
             ),
-            "providers": [p.alias or MAIN_NAME for p in settings.providers],
+            "providers": [name_of(p.alias) for p in settings.providers],
             "startup_ms": round((time.time() - started_at) * 1000, 1),
         },
     )

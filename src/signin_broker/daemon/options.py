@@ -17,8 +17,8 @@ from typing import Any
 from urllib.parse import unquote_plus, urlsplit
 
 from .. import locations
+from ..identities import MAIN_NAME
 from ..oidc import client_auth, credentials
-from ..session.providers import MAIN_NAME
 from ..session.validation import check_authorize_params, check_provider, check_scope
 
 ENV_PREFIX = "SIGNIN_BROKER_"

@@ -18,9 +18,8 @@ from typing import Any
 
 from .. import locations
 from .._version import __version__
-from ..identities import PROVIDER_ALIAS
+from ..identities import MAIN_ALIAS, MAIN_NAME, PROVIDER_ALIAS, alias_named, name_of
 from ..oidc import client_auth, credentials
-from ..session.providers import MAIN, MAIN_NAME
 from .options import (
     ENV_PREFIX,
     OPTIONS,
@@ -83,8 +82,8 @@ class Settings:
     def default_alias(self) -> str:
         """The alias of the provider a sign-in that names none goes to."""
         if self.default_provider:
-            return MAIN if self.default_provider == MAIN_NAME else self.default_provider
-        return self.providers[0].alias if self.providers else MAIN
+            return alias_named(self.default_provider)
+        return self.providers[0].alias if self.providers else MAIN_ALIAS
 
 
 def argument_parser() -> argparse.ArgumentParser:
@@ -126,7 +125,7 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             values[option.name] = option.parse(raw)
         except ValueError as error:
             raise SettingsError(f"{option.name} ({source}) {error}") from None
-    main = ProviderSettings(MAIN, **{key: values.pop(key) for key in PROVIDER_KEYS})
+    main = ProviderSettings(MAIN_ALIAS, **{key: values.pop(key) for key in PROVIDER_KEYS})
     named = _provider_tables(file_values.get(PROVIDERS_TABLE, {}), config_file)
     for provider in (main, *named):  # the top-level ones even before issuer is set
         _check_client_auth(provider)
@@ -135,7 +134,7 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     if settings.default_provider and settings.default_alias not in {p.alias for p in providers}:
         raise SettingsError(
             f"default_provider {settings.default_provider!r} names no configured provider"
-            f" (configured: {', '.join(p.alias or MAIN_NAME for p in providers) or 'none'})"
+            f" (configured: {', '.join(name_of(p.alias) for p in providers) or 'none'})"
         )
     return settings
 

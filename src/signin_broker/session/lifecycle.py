@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
+from ..identities import name_of
 from ..oidc.errors import OAuthError, ProviderUnavailable
 from ..store.audit import Actor
 from . import audit_rows
@@ -39,7 +40,6 @@ from .accounts import (
 from .errors import InvalidSignIn, NotConfigured, ProviderUnreachable
 from .events import EventKind, SessionEvent
 from .ports import AuditSink, daemon_actor
-from .providers import MAIN_NAME
 from .registry import AccountRegistry
 from .revocation import revoke
 from .schedule import next_revalidation
@@ -115,7 +115,7 @@ class SessionLifecycle:
         if account:
             own = provider_of(account)
             if not provider:
-                provider = own or MAIN_NAME
+                provider = name_of(own)
             elif self._registry.providers.named(provider).alias != own:
                 raise InvalidSignIn(f"account {account} is not an account of provider {provider}")
         started = self.new_sign_in(
@@ -133,7 +133,7 @@ class SessionLifecycle:
     async def _begin_device_sign_in(self, begun: SignInStart) -> BegunSignIn:
         from ..oidc.device_flow import DeviceGrantEnded, NoDeviceGrant  # the OAuth stack is loaded
 
-        flow = self._registry.providers.named(begun.provider or MAIN_NAME).device
+        flow = self._registry.providers.at(begun.provider).device
         try:
             started = await flow.begin(begun.sign_in_id, begun.owner, begun.workspace_id)
         except NoDeviceGrant as error:
@@ -198,7 +198,7 @@ class SessionLifecycle:
         self, signed_in: SignedIn, actor: Actor | None = None
     ) -> AccountInfo:
         """Record a validated sign-in as an account (replacing that tenant's old session)."""
-        link = self._registry.providers.named(signed_in.provider or MAIN_NAME)
+        link = self._registry.providers.at(signed_in.provider)
         claims = await self._profile_claims(link, signed_in)
         platform_user_id = str(claims["sub"])
         workspace_id = signed_in.workspace_id

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..identities import MAIN_ALIAS, alias_named, name_of
 from .accounts import provider_of
 from .errors import NotConfigured
 from .schedule import ASSUMED_ANSWER_SECONDS
@@ -24,9 +25,6 @@ if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
     from .accounts import Account
     from .device import DeviceFlow
     from .signin import SignInFlow
-
-MAIN = ""  # the alias of the main provider (the top-level settings)
-MAIN_NAME = "main"  # how a person names the main provider (no other may be called so)
 
 
 @dataclass(eq=False)
@@ -63,7 +61,7 @@ class ProviderLink:
 class Providers:
     """The configured providers by alias, and which one a sign-in goes to by default."""
 
-    def __init__(self, links: Iterable[ProviderLink] = (), default: str = MAIN) -> None:
+    def __init__(self, links: Iterable[ProviderLink] = (), default: str = MAIN_ALIAS) -> None:
         self._links = {link.alias: link for link in links}
         self.default_alias = default if default in self._links else next(iter(self._links), "")
         for link in self._links.values():
@@ -81,9 +79,7 @@ class Providers:
         """Why providers are considered unreachable, each named when there are several."""
         several = len(self._links) > 1
         return "; ".join(
-            f"{link.alias or MAIN_NAME}: {link.degraded_reason}"
-            if several
-            else link.degraded_reason
+            f"{name_of(link.alias)}: {link.degraded_reason}" if several else link.degraded_reason
             for link in self
             if link.degraded_reason
         )
@@ -98,9 +94,13 @@ class Providers:
         """Where a sign-in that names no provider goes; None when none is configured."""
         return self._links.get(self.default_alias)
 
-    def named(self, alias: str) -> ProviderLink:
-        """The provider with this alias ("" for the default one); NotConfigured otherwise."""
-        link = self.default if not alias else self._links.get(MAIN if alias == MAIN_NAME else alias)
+    def named(self, name: str) -> ProviderLink:
+        """The provider a person names ("main", an alias; "" the default); else NotConfigured."""
+        return self.at(alias_named(name)) if name else self.at(self.default_alias)
+
+    def at(self, alias: str) -> ProviderLink:
+        """The provider with this alias ("" the main one); NotConfigured when there is none."""
+        link = self._links.get(alias)
         if link is not None:
             return link
         if not self._links:
@@ -108,8 +108,10 @@ class Providers:
                 "no identity provider is configured: set issuer "
                 "(--issuer, SIGNIN_BROKER_ISSUER or `issuer` in config.toml)"
             )
-        known = ", ".join(link.alias or MAIN_NAME for link in self)
-        raise NotConfigured(f"no identity provider is called {alias!r}; configured: {known}")
+        known = ", ".join(name_of(link.alias) for link in self)
+        raise NotConfigured(
+            f"no identity provider is called {name_of(alias)!r}; configured: {known}"
+        )
 
     def of(self, account_id: str) -> ProviderLink | None:
         """The provider an account belongs to, by its id; None when it is not configured."""

@@ -45,6 +45,10 @@ class KeyStore(Protocol):
         """Remove the secret; no error when there is none."""
 
 
+# Keyring backends that truncate and rewrite one file for every change (keyrings.alt's).
+REWRITES_IN_PLACE = "keyrings.alt.file"
+
+
 class KeyringKeyStore:
     """The OS keyring (Secret Service, macOS Keychain, Windows Credential Locker)."""
 
@@ -63,6 +67,11 @@ class KeyringKeyStore:
             )
         self._keyring = keyring
         self.description = f"keyring ({type(backend).__module__}.{type(backend).__name__})"
+        if type(backend).__module__.startswith(REWRITES_IN_PLACE):
+            self.description += (
+                ": it rewrites its file in place, and a crash while it writes loses every key;"
+                ' key_store = "file" writes atomically'
+            )
 
     def get(self, name: str) -> bytes | None:
         """Read a secret from the keyring."""

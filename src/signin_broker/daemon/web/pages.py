@@ -12,8 +12,8 @@ from html import escape
 from urllib.parse import quote
 
 from ..._version import __version__
+from ...identities import name_of
 from ...session.accounts import AccountInfo
-from ...session.providers import MAIN_NAME
 
 BEGIN_PATH = "/auth/oauth2/id-provider"
 
@@ -97,8 +97,8 @@ def landing(waiting: Sequence[WaitingDevice] = (), providers: Sequence[ProviderC
         cta = ' data-cta="sign-in"'  # the default provider's, first
         buttons = "".join(
             f'<p><a class="button"{cta if i == 0 else ""} data-provider="{escape(p.alias)}"'
-            f' href="{BEGIN_PATH}?provider={quote(p.alias or MAIN_NAME)}">'
-            f"Sign in at {escape(p.alias or MAIN_NAME)} ({escape(p.host)})</a></p>"
+            f' href="{BEGIN_PATH}?provider={quote(name_of(p.alias))}">'
+            f"Sign in at {escape(name_of(p.alias))} ({escape(p.host)})</a></p>"
             for i, p in enumerate(providers)
         )
     return _layout(

@@ -30,7 +30,6 @@ from ...oidc.errors import IdTokenInvalid, OAuthError, ProviderUnavailable
 from ...oidc.failures import failure_of
 from ...session.errors import NotConfigured
 from ...session.manager import SessionManager
-from ...session.providers import MAIN_NAME
 from ...session.signin import PendingSignIn, SignInFlow
 from ...session.signout import LINK_PATH as LOGOUT_LINK_PATH
 from ...session.validation import check_provider, check_workspace_id
@@ -224,9 +223,13 @@ class SignInSite:
             return page("Not a workspace", str(error), status=400)
         begun = self._session.lifecycle.sign_in_started(sign_in_id) if sign_in_id else None
         # An app's sign-in goes where the app chose; one begun here, where the page says.
-        alias = (begun.provider or MAIN_NAME) if begun else request.query_params.get("provider", "")
+        providers = self._session.providers
         try:
-            flow = self._session.providers.named(check_provider(alias)).sign_in
+            if begun is not None:
+                link = providers.at(begun.provider)
+            else:
+                link = providers.named(check_provider(request.query_params.get("provider", "")))
+            flow = link.sign_in
         except ValueError as error:
             return page("Not a provider", str(error), status=400)
         except NotConfigured as error:
