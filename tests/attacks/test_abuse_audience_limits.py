@@ -8,7 +8,6 @@ then the least recently used. test_abuse_audience_flood.py attacks the real daem
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
@@ -25,6 +24,8 @@ from signin_broker.session.limits import (
 from signin_broker.session.manager import SessionManager
 from signin_broker.session.tokens import TokenSet
 from signin_broker.store.audit import Actor
+from support.clocks import FakeClock
+from support.memory_store import MemoryStore
 from support.refreshing import providers_of
 
 FLOOD = 1000
@@ -38,16 +39,8 @@ def test_the_budget_is_the_one_the_flood_test_expects() -> None:
     assert (GRANT_BURST, GRANTS_PER_SECOND) == (20, 2.0)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_the_grant_budget_allows_a_burst_then_a_steady_rate_per_app() -> None:
-    clock = Clock()
+    clock = FakeClock()
     budget = GrantBudget(clock, burst=20, per_second=2.0)
     for _ in range(20):
         budget.take("flooder")
@@ -68,7 +61,7 @@ def test_the_grant_budget_allows_a_burst_then_a_steady_rate_per_app() -> None:
 
 
 def test_refused_requests_do_not_postpone_the_refill() -> None:
-    clock = Clock()
+    clock = FakeClock()
     budget = GrantBudget(clock, burst=1, per_second=1.0)
     budget.take("app")
     for _ in range(10):
@@ -80,7 +73,7 @@ def test_refused_requests_do_not_postpone_the_refill() -> None:
 
 
 def test_the_grant_budget_tracks_a_bounded_number_of_apps() -> None:
-    clock = Clock()
+    clock = FakeClock()
     budget = GrantBudget(clock, burst=2, per_second=1.0, max_apps=8)
     for i in range(1000):
         budget.take(f"app {i}")
@@ -120,28 +113,7 @@ class Provider:
         return TokenResponse(f"at-{self.grants}", "Bearer", 3600, None, None, None)
 
 
-class Store:
-    """One stored account, for SessionManager.restore()."""
-
-    description = "test"
-
-    def __init__(self, record: dict[str, Any]) -> None:
-        self.record = record
-
-    def save(self, account_id: str, record: dict[str, Any]) -> None:
-        self.record = record
-
-    def load(self, account_id: str) -> dict[str, Any] | None:
-        return self.record
-
-    def delete(self, account_id: str) -> None:
-        pass
-
-    def accounts(self) -> list[str]:
-        return ["user:1001"]
-
-
-async def manager(clock: Clock) -> tuple[SessionManager, Provider]:
+async def manager(clock: FakeClock) -> tuple[SessionManager, Provider]:
     issuer = "https://idp.example"
     tokens = TokenSet(
         "main", "Bearer", ("openid",), clock(), clock() + 3600, refresh_token="rt", id_token="it"
@@ -149,12 +121,12 @@ async def manager(clock: Clock) -> tuple[SessionManager, Provider]:
     record = Account(AccountInfo("user:1001", "1001", is_default=True), tokens).to_record(issuer)
     provider = Provider()
     session = SessionManager(clock=clock)
-    await session.start(providers_of(issuer, provider), Store(record), "test")
+    await session.start(providers_of(issuer, provider), MemoryStore({"user:1001": record}), "test")
     return session, provider
 
 
 def test_the_session_manager_bounds_grants_and_cache_of_an_audience_flood() -> None:
-    clock = Clock()
+    clock = FakeClock()
     flooder, other = (
         Actor(app="/usr/bin/flooder", uid=0, pid=1),
         Actor(app="/usr/bin/ok", uid=0, pid=2),
@@ -187,7 +159,7 @@ def test_the_session_manager_bounds_grants_and_cache_of_an_audience_flood() -> N
 
 
 def test_an_app_over_its_budget_still_gets_a_cached_token_due_for_renewal() -> None:
-    clock = Clock()
+    clock = FakeClock()
     app = Actor(app="/usr/bin/busy", uid=0, pid=1)
 
     async def renew_when_over_budget() -> None:

@@ -7,10 +7,10 @@ import os
 import subprocess
 from pathlib import Path
 
-from signin_broker.client import BrokerClient
 from signin_broker.testing import StubProvider
 from support.commands import BIN
 from support.signin import signed_in_daemon
+from support.tokens import access_token
 
 HELPER = str(BIN / "docker-credential-signin-broker")
 REGISTRY = "registry.example.com"
@@ -31,11 +31,6 @@ def configured(folder: Path, text: str) -> Path:
     return config
 
 
-def token_of(socket_path: Path) -> str:
-    with BrokerClient(socket_path) as client:
-        return client.get_token().access_token
-
-
 def test_get_list_store_and_erase_round_trips(
     stub: StubProvider, socket_path: Path, folder: Path
 ) -> None:
@@ -43,7 +38,7 @@ def test_get_list_store_and_erase_round_trips(
     config = configured(folder, f'[registries."{REGISTRY}"]\nusername = "robot"\n')
     got = helper(socket_path, config, "get", f"https://{REGISTRY}/v2/\n")
     assert got.returncode == 0, got.stderr
-    first = token_of(socket_path)
+    first = access_token(socket_path)
     assert json.loads(got.stdout) == {
         "ServerURL": f"https://{REGISTRY}/v2/",
         "Username": "robot",
@@ -57,7 +52,7 @@ def test_get_list_store_and_erase_round_trips(
     assert helper(socket_path, config, "erase", REGISTRY).returncode == 0
     assert len(stub.token_requests("refresh_token")) == refreshes + 1  # renewed
     renewed = json.loads(helper(socket_path, config, "get", REGISTRY).stdout)["Secret"]
-    assert renewed != first and renewed == token_of(socket_path)
+    assert renewed != first and renewed == access_token(socket_path)
     daemon.stop()
 
 

@@ -17,6 +17,7 @@ from signin_broker.testing.daemon import DaemonProcess
 from support.commands import BIN
 from support.git_server import GitServer, bare_repository
 from support.signin import signed_in_daemon
+from support.tokens import access_token
 
 HELPER = str(BIN / "git-credential-signin-broker")
 
@@ -41,11 +42,6 @@ def git(folder: Path, socket_path: Path, server: GitServer, *args: str):
     )
 
 
-def token_of(socket_path: Path) -> str:
-    with BrokerClient(socket_path) as client:
-        return client.get_token().access_token
-
-
 def test_git_clones_with_the_token_the_daemon_serves(
     stub: StubProvider, socket_path: Path, folder: Path
 ) -> None:
@@ -55,7 +51,7 @@ def test_git_clones_with_the_token_the_daemon_serves(
         cloned = git(folder, socket_path, server, "clone", f"{server.url}/project.git", "copy")
         assert cloned.returncode == 0, cloned.stderr
         assert (folder / "copy" / "README").read_text() == "hello from the loopback forge\n"
-        assert set(server.seen) == {("someone", token_of(socket_path))}
+        assert set(server.seen) == {("someone", access_token(socket_path))}
     daemon.stop()
 
 
@@ -65,13 +61,13 @@ def test_a_refused_token_is_erased_renewed_and_the_next_fetch_carries_the_new_on
     daemon = signed_in_daemon(stub, socket_path)
     bare_repository(folder, "project")
     with GitServer(folder, stub) as server:
-        first = token_of(socket_path)
+        first = access_token(socket_path)
         server.refuse.add(first)  # as after a revocation the broker has not seen yet
         refreshes = len(stub.token_requests("refresh_token"))
         refused = git(folder, socket_path, server, "clone", f"{server.url}/project.git", "copy")
         assert refused.returncode != 0
         assert len(stub.token_requests("refresh_token")) == refreshes + 1  # erase renewed it
-        renewed = token_of(socket_path)
+        renewed = access_token(socket_path)
         assert renewed != first
         again = git(folder, socket_path, server, "clone", f"{server.url}/project.git", "copy")
         assert again.returncode == 0, again.stderr
@@ -102,7 +98,7 @@ def test_get_answers_the_protocol_and_never_sends_a_token_over_plain_http(
     stub: StubProvider, socket_path: Path
 ) -> None:
     daemon = signed_in_daemon(stub, socket_path)
-    token = token_of(socket_path)
+    token = access_token(socket_path)
     answer = helper(socket_path, "get", "protocol=https\nhost=git.example.com\n\n")
     lines = dict(line.split("=", 1) for line in answer.stdout.splitlines())
     assert (lines["username"], lines["password"]) == ("oauth2", token)

@@ -12,12 +12,13 @@ import httpx
 import pytest
 import requests
 
-from signin_broker.client import BrokerClient, BrokerError, DaemonNotRunning
+from signin_broker.client import BrokerError, DaemonNotRunning
 from signin_broker.httpx import BrokerAuth as HttpxAuth
 from signin_broker.requests import BrokerAuth as RequestsAuth
 from signin_broker.testing import StubProvider
 from support.protected_api import ProtectedApi
 from support.signin import signed_in_daemon
+from support.tokens import access_token
 
 
 def with_httpx(api: ProtectedApi, socket_path: Path) -> tuple[int, dict]:
@@ -53,11 +54,6 @@ CLIENTS: dict[str, Callable[[ProtectedApi, Path], tuple[int, dict]]] = {
 }
 
 
-def token_of(socket_path: Path) -> str:
-    with BrokerClient(socket_path) as client:
-        return client.get_token().access_token
-
-
 @pytest.mark.parametrize("name", list(CLIENTS))
 def test_the_request_carries_the_brokers_token(
     name: str, stub: StubProvider, socket_path: Path
@@ -66,7 +62,7 @@ def test_the_request_carries_the_brokers_token(
     with ProtectedApi(stub) as api:
         status, me = CLIENTS[name](api, socket_path)
     assert (status, me["sub"]) == (200, "1001")
-    assert api.seen == [token_of(socket_path)]
+    assert api.seen == [access_token(socket_path)]
     daemon.stop()
 
 
@@ -75,14 +71,14 @@ def test_a_401_renews_the_token_once_and_sends_again(
     name: str, stub: StubProvider, socket_path: Path
 ) -> None:
     daemon = signed_in_daemon(stub, socket_path)
-    first = token_of(socket_path)
+    first = access_token(socket_path)
     refreshes = len(stub.token_requests("refresh_token"))
     with ProtectedApi(stub) as api:
         api.refuse.add(first)
         status, me = CLIENTS[name](api, socket_path)
     assert (status, me["sub"]) == (200, "1001")
     assert len(stub.token_requests("refresh_token")) == refreshes + 1
-    assert api.seen == [first, token_of(socket_path)] and api.seen[1] != first
+    assert api.seen == [first, access_token(socket_path)] and api.seen[1] != first
     daemon.stop()
 
 

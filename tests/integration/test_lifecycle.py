@@ -253,13 +253,6 @@ def refresh_in_background(socket_path: Path) -> threading.Thread:
     return thread
 
 
-def wait_until(condition, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
-
-
 def test_killed_right_after_storing_the_rotated_token_the_session_survives(
     stub: StubProvider, socket_path: Path
 ) -> None:
@@ -268,9 +261,11 @@ def test_killed_right_after_storing_the_rotated_token_the_session_survives(
     written = state.stat().st_mtime_ns
     stub.delay_token_response(0.5, after_processing=False)
     asking = refresh_in_background(socket_path)
-    wait_until(lambda: state.exists() and state.stat().st_mtime_ns != written)
+    eventually(lambda: state.exists() and state.stat().st_mtime_ns != written, "a save", 15, 0.01)
     ahead = state.stat().st_mtime_ns  # the write-ahead ("in doubt"), before the request
-    wait_until(lambda: state.exists() and state.stat().st_mtime_ns != ahead)
+    eventually(
+        lambda: state.exists() and state.stat().st_mtime_ns != ahead, "the next save", 15, 0.01
+    )
     daemon.kill()
     asking.join(15)
     with DaemonProcess(socket_path, "--issuer", stub.issuer), BrokerClient(socket_path) as client:
@@ -295,7 +290,7 @@ def test_killed_while_a_refresh_waits_its_refresh_token_is_sent_once_more_before
             signed_in = client.get_token()
         stub.delay_token_response(3.0, after_processing=acted)
         asking = refresh_in_background(socket_path)
-        wait_until(lambda: len(stub.token_requests("refresh_token")) == 1)
+        eventually(lambda: len(stub.token_requests("refresh_token")) == 1, "one refresh", 15, 0.01)
         time.sleep(0.3)  # the stub holds the request (or, having processed it, the answer)
         daemon.kill()
         asking.join(15)
@@ -307,13 +302,15 @@ def test_killed_while_a_refresh_waits_its_refresh_token_is_sent_once_more_before
                     signed_in.expires_at_unix - 4,  # (as a whole second)
                 )
                 if acted:  # the provider spent it: the resend ends the session, and says so
-                    wait_until(lambda: client.status().ended_sessions, timeout=60)
+                    eventually(lambda: client.status().ended_sessions, "an ended session", 60, 0.01)
                     (ended,) = client.status().ended_sessions
                     assert "having completed the renewal whose answer was lost" in ended.reason
                 else:  # never reached the provider: renewed, the session goes on
-                    wait_until(
+                    eventually(
                         lambda: client.get_token().expires_at_unix > signed_in.expires_at_unix,
-                        timeout=60,
+                        "a renewed token",
+                        60,
+                        0.01,
                     )
             assert "its refresh token is sent once more" in restarted.output()
         presented = [r.params["refresh_token"] for r in stub.token_requests("refresh_token")]
@@ -432,7 +429,7 @@ def test_sigterm_during_a_refresh_still_stops_cleanly(
     daemon = signed_in_daemon(stub, socket_path)
     stub.delay_token_response(1.0, after_processing=False)
     asking = refresh_in_background(socket_path)
-    wait_until(lambda: len(stub.token_requests("refresh_token")) == 1)
+    eventually(lambda: len(stub.token_requests("refresh_token")) == 1, "one refresh", 15, 0.01)
     assert daemon.stop(signal.SIGTERM) == 0
     asking.join(15)
     assert not socket_path.exists()

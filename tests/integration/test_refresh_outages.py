@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,17 +19,11 @@ from signin_broker.client import BrokerClient, BrokerError, EventKind, NotSigned
 from signin_broker.testing import StubProvider
 from support.events import watching
 from support.signin import signed_in_daemon
+from support.waiting import eventually
 
 # Longer than the 10 s after which the daemon used to give a refresh up (and send its
 # refresh token again, already spent by the provider: invalid_grant, signed out).
 STALL_SECONDS = 12.0
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
 
 
 @contextmanager
@@ -66,7 +60,9 @@ def test_a_provider_stalled_mid_refresh_signs_nobody_out(
         before = client.get_token()
         stub.delay_token_response(STALL_SECONDS, after_processing=True)
         with an_app_wanting_a_renewal(socket_path) as outcomes:
-            wait_until(lambda: len(stub.token_requests("refresh_token")) == 1)
+            eventually(
+                lambda: len(stub.token_requests("refresh_token")) == 1, "one refresh", 15, 0.02
+            )
             for _ in range(10):  # during the stall: the valid token, for every app
                 assert client.get_token().access_token == before.access_token
                 time.sleep(0.3)

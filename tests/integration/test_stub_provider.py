@@ -30,6 +30,7 @@ from signin_broker.testing import (
     StubProvider,
     StubUser,
 )
+from support.waiting import eventually
 
 CLIENT_ID = "signin-broker"
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
@@ -239,13 +240,6 @@ def sign_in_to(
     assert response.status_code == 200, response.text
     tokens: dict[str, Any] = response.json()
     return tokens
-
-
-def wait_until(condition: Callable[[], object], seconds: float = 5) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.01)
 
 
 def send_in_background(
@@ -903,7 +897,7 @@ def test_stopping_the_stub_ends_a_stall(stub: StubProvider) -> None:
     stub.outage("stall", stall_seconds=60)
     with ThreadPoolExecutor(1) as pool:
         pending = send_in_background(pool, "GET", stub.discovery_url)
-        wait_until(lambda: stub.requests)
+        eventually(lambda: stub.requests, "a request recorded", 5, 0.01)
         started = time.monotonic()
         stub.stop()
         assert time.monotonic() - started < 3
@@ -987,7 +981,7 @@ def test_stopping_the_stub_ends_a_token_delay(
                 "refresh_token": tokens["refresh_token"],
             },
         )
-        wait_until(lambda: stub.token_requests("refresh_token"))
+        eventually(lambda: stub.token_requests("refresh_token"), "a refresh", 5, 0.01)
         started = time.monotonic()
         stub.stop()
         assert time.monotonic() - started < 3

@@ -17,22 +17,10 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from signin_broker.oidc.provider import Provider
+from support.clocks import FakeClock
 
 T = TypeVar("T")
 CLIENT_ID = "signin-broker"
-
-
-class FakeClock:
-    """A monotonic clock that moves only when told."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class SigningKey:
@@ -104,7 +92,7 @@ class FakeProvider:
 
     def provider(self, configured_issuer: str | None = None) -> tuple[Provider, FakeClock]:
         """A Provider for `configured_issuer` (this issuer by default) talking to this fake."""
-        clock = FakeClock()
+        clock = FakeClock(1000.0)
         http = httpx2.AsyncClient(transport=httpx2.MockTransport(self._answer))
         issuer = self.issuer if configured_issuer is None else configured_issuer
         return Provider(issuer, CLIENT_ID, http, clock=clock), clock

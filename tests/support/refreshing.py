@@ -14,6 +14,8 @@ from signin_broker.session.events import EventBus, EventKind, SessionEvent
 from signin_broker.session.manager import SessionManager
 from signin_broker.session.providers import ProviderLink, Providers
 from signin_broker.session.tokens import TokenSet
+from support.clocks import FakeClock
+from support.memory_store import MemoryStore
 
 ISSUER = "https://idp.example"
 ACCOUNT = "user:1001"
@@ -24,16 +26,6 @@ SETTLE_TURNS = 50
 
 P = ParamSpec("P")
 T = TypeVar("T")
-
-
-class Clock:
-    """Wall-clock seconds that move only when a test says so."""
-
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class ScriptedProvider:
@@ -88,27 +80,6 @@ class ScriptedProvider:
         return True
 
 
-class Store:
-    """The encrypted store, in memory: one record per account."""
-
-    description = "test"
-
-    def __init__(self) -> None:
-        self.records: dict[str, dict[str, Any]] = {}
-
-    def save(self, account_id: str, record: dict[str, Any]) -> None:
-        self.records[account_id] = record
-
-    def load(self, account_id: str) -> dict[str, Any] | None:
-        return self.records.get(account_id)
-
-    def delete(self, account_id: str) -> None:
-        self.records.pop(account_id, None)
-
-    def accounts(self) -> list[str]:
-        return list(self.records)
-
-
 class InlineExecutor(ThreadPoolExecutor):
     """Runs the manager's worker-thread calls at once, on the loop's own thread.
 
@@ -140,12 +111,12 @@ class RecordedEvents(EventBus):
         return [event.kind for event in self.seen]
 
 
-def stored_account(clock: Clock, tokens: TokenSet | None = None) -> Store:
+def stored_account(clock: FakeClock, tokens: TokenSet | None = None) -> MemoryStore:
     """A store holding one signed-in account whose tokens were issued just now."""
     tokens = tokens or TokenSet(
         "at-0", "Bearer", ("openid",), clock(), clock() + 3600, refresh_token="rt-0"
     )
-    store = Store()
+    store = MemoryStore()
     account = Account(AccountInfo(ACCOUNT, "1001", is_default=True), tokens)
     store.save(ACCOUNT, account.to_record(ISSUER))
     return store
@@ -171,9 +142,9 @@ def providers_of(issuer: str, provider: object) -> Providers:
 
 
 async def signed_in(
-    clock: Clock,
+    clock: FakeClock,
     provider: ScriptedProvider,
-    store: Store | None = None,
+    store: MemoryStore | None = None,
     revalidate_seconds: int = 30,
 ) -> tuple[SessionManager, RecordedEvents]:
     """A manager with the stored account restored, and the events it publishes.

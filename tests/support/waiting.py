@@ -9,10 +9,13 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def eventually(condition: Callable[[], T], what: str, timeout: float = 60.0) -> T:
-    """The first truthy value of condition(), polled; AssertionError naming `what` after timeout."""
+def eventually(
+    condition: Callable[[], T], what: str, timeout: float = 60.0, every: float = 0.2
+) -> T:
+    """The first truthy value of condition(), polled every `every` seconds; AssertionError
+    naming `what` after timeout."""
     deadline = time.monotonic() + timeout
     while not (found := condition()):
         assert time.monotonic() < deadline, f"never: {what} (within {timeout:g} s)"
-        time.sleep(0.2)
+        time.sleep(every)
     return found

@@ -27,6 +27,7 @@ from signin_broker.store.audit import (
     MissingTenantKey,
     Repeat,
 )
+from support.clocks import FakeClock
 
 DAY = 86_400.0
 START = 1_750_000_000.0
@@ -48,17 +49,9 @@ MALFORMED_KEYS = [
 ]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> FakeClock:
+    return FakeClock(START)
 
 
 @pytest.fixture
@@ -67,7 +60,7 @@ def path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def log(path: Path, clock: Clock) -> Iterator[AuditLog]:
+def log(path: Path, clock: FakeClock) -> Iterator[AuditLog]:
     with AuditLog(path, clock=clock) as audit:
         yield audit
 
@@ -125,7 +118,7 @@ def test_every_action_is_stored_and_read_back(log: AuditLog) -> None:
     assert all(isinstance(row.action, Action) for row in log.for_account("user:1"))
 
 
-def test_rows_come_back_newest_first_and_page_by_before_id(log: AuditLog, clock: Clock) -> None:
+def test_rows_come_back_newest_first_and_page_by_before_id(log: AuditLog, clock: FakeClock) -> None:
     # Two rows share a second, and the wall clock steps back once: paging must still
     # list every row exactly once, in (created_unix, id) descending order.
     for offset in (0, 5, 5, 9, 3, 12, 12, 20):
@@ -145,7 +138,7 @@ def test_rows_come_back_newest_first_and_page_by_before_id(log: AuditLog, clock:
     assert [row_id for page in pages for row_id in page] == ids(everything)
 
 
-def test_one_cursor_pages_a_merged_read_of_several_scopes(log: AuditLog, clock: Clock) -> None:
+def test_one_cursor_pages_a_merged_read_of_several_scopes(log: AuditLog, clock: FakeClock) -> None:
     # The daemon merges for_account of each visible account with daemon_wide and passes
     # the last row's id back as the next cursor; every row must come exactly once.
     for n, offset in enumerate((0, 4, 4, 7, 2, 9, 9, 9, 11, 15, 15, 20)):
@@ -278,7 +271,7 @@ def test_iso_T7_the_queries_match_nothing_when_the_tenant_is_unset(
         assert db.execute(FOR_APP_SQL, unset).fetchall() == []
 
 
-def fill(log: AuditLog, clock: Clock) -> None:
+def fill(log: AuditLog, clock: FakeClock) -> None:
     """A few thousand rows over many apps and a handful of accounts, some daemon-wide."""
     batch = []
     for n in range(4000):
@@ -313,7 +306,7 @@ def plan(db: sqlite3.Connection, sql: str, before_id: int | None) -> list[str]:
 )
 def test_iso_T8_reads_use_the_index_not_a_scan(
     log: AuditLog,
-    clock: Clock,
+    clock: FakeClock,
     path: Path,
     sql: str,
     index: str,
@@ -330,7 +323,7 @@ def test_iso_T8_reads_use_the_index_not_a_scan(
 
 
 def test_accounts_lists_each_account_with_readable_rows_by_index_seeks(
-    log: AuditLog, clock: Clock, path: Path
+    log: AuditLog, clock: FakeClock, path: Path
 ) -> None:
     fill(log, clock)  # user:0 to user:4, and daemon-wide rows
     log.soft_delete_account("user:3")
@@ -342,7 +335,7 @@ def test_accounts_lists_each_account_with_readable_rows_by_index_seeks(
 
 
 def test_iso_T9_deleted_tenant_is_purged_after_retention_and_others_stay(
-    log: AuditLog, clock: Clock, path: Path
+    log: AuditLog, clock: FakeClock, path: Path
 ) -> None:
     log.record(
         [
@@ -384,7 +377,7 @@ def test_deleting_a_workspace_tenant_leaves_the_users_own_rows(log: AuditLog) ->
     assert len(log.for_account("user:1:workspace:8")) == 1
 
 
-def test_purge_removes_rows_older_than_the_age_limit(log: AuditLog, clock: Clock) -> None:
+def test_purge_removes_rows_older_than_the_age_limit(log: AuditLog, clock: FakeClock) -> None:
     log.record([entry(age="old"), entry("", resource="app_policy")])
     clock.now += 100 * DAY
     log.record([entry(age="new")])
@@ -433,7 +426,7 @@ def test_the_file_and_its_wal_files_are_private(log: AuditLog, path: Path) -> No
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
-def test_loose_files_left_behind_are_tightened(tmp_path: Path, clock: Clock) -> None:
+def test_loose_files_left_behind_are_tightened(tmp_path: Path, clock: FakeClock) -> None:
     path = tmp_path / "audit.sqlite3"
     for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
         (tmp_path / name).touch(mode=0o644)
@@ -444,7 +437,7 @@ def test_loose_files_left_behind_are_tightened(tmp_path: Path, clock: Clock) -> 
             assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name
 
 
-def test_a_reopened_log_keeps_its_rows_and_schema_version(path: Path, clock: Clock) -> None:
+def test_a_reopened_log_keeps_its_rows_and_schema_version(path: Path, clock: FakeClock) -> None:
     with AuditLog(path, clock=clock) as log:
         log.record([entry(n=1), entry("", resource="app_policy")])
         rows = log.for_account("user:1")
@@ -455,7 +448,7 @@ def test_a_reopened_log_keeps_its_rows_and_schema_version(path: Path, clock: Clo
         assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
 
 
-def test_a_newer_schema_is_not_touched(path: Path, clock: Clock) -> None:
+def test_a_newer_schema_is_not_touched(path: Path, clock: FakeClock) -> None:
     AuditLog(path, clock=clock).close()
     with raw(path) as db:
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
@@ -481,7 +474,9 @@ def test_worker_threads_can_share_the_log(log: AuditLog) -> None:
     assert sum(len(log.for_account(f"user:{n}")) for n in range(3)) == 60
 
 
-def test_a_log_of_the_first_schema_is_migrated_and_keeps_its_rows(path: Path, clock: Clock) -> None:
+def test_a_log_of_the_first_schema_is_migrated_and_keeps_its_rows(
+    path: Path, clock: FakeClock
+) -> None:
     path.parent.mkdir(mode=0o700)
     with raw(path) as db:  # as signin-broker made it before repeats were counted
         db.executescript(

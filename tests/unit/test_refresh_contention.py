@@ -14,14 +14,8 @@ import pytest
 
 from signin_broker.session import renewal
 from signin_broker.session.tokens import TokenSet
-from support.refreshing import (
-    ACCOUNT,
-    Clock,
-    ScriptedProvider,
-    settle,
-    signed_in,
-    stored_account,
-)
+from support.clocks import FakeClock
+from support.refreshing import ACCOUNT, ScriptedProvider, settle, signed_in, stored_account
 
 CALLERS = 50
 
@@ -37,7 +31,7 @@ def test_fifty_callers_at_50_seconds_make_one_refresh_and_all_get_the_new_token(
     provider_answers: str,
 ) -> None:
     async def run() -> None:
-        clock, provider = Clock(), ScriptedProvider(lifetime=60)
+        clock, provider = FakeClock(), ScriptedProvider(lifetime=60)
         tokens = TokenSet("at-0", "Bearer", ("openid",), clock(), clock() + 60, "rt-0")
         store = stored_account(clock, tokens)
         session, _ = await signed_in(clock, provider, store)

@@ -8,12 +8,13 @@ import pytest
 
 from signin_broker.session.errors import TokenLifetimeTooShort
 from signin_broker.session.tokens import TokenSet
-from support.refreshing import Clock, ScriptedProvider, signed_in, stored_account
+from support.clocks import FakeClock
+from support.refreshing import ScriptedProvider, signed_in, stored_account
 
 API = "https://api.example/"
 
 
-def sixty_second_session(clock: Clock) -> tuple[ScriptedProvider, TokenSet]:
+def sixty_second_session(clock: FakeClock) -> tuple[ScriptedProvider, TokenSet]:
     tokens = TokenSet("at-0", "Bearer", ("openid",), clock(), clock() + 60, refresh_token="rt-0")
     return ScriptedProvider(lifetime=60), tokens
 
@@ -21,7 +22,7 @@ def sixty_second_session(clock: Clock) -> tuple[ScriptedProvider, TokenSet]:
 @pytest.mark.parametrize("audience", ["", API], ids=["main", "down-scoped"])
 def test_a_hundred_calls_past_the_lifetime_make_at_most_one_refresh(audience: str) -> None:
     async def run() -> None:
-        clock = Clock()
+        clock = FakeClock()
         provider, tokens = sixty_second_session(clock)
         session, _ = await signed_in(clock, provider, stored_account(clock, tokens))
         for _ in range(100):
@@ -40,7 +41,7 @@ def test_min_ttl_equal_to_the_lifetime_is_met_by_one_renewal_then_refused() -> N
     """The README's example against 60 s tokens: one refresh per call before (issue 14)."""
 
     async def run() -> None:
-        clock = Clock()
+        clock = FakeClock()
         provider, tokens = sixty_second_session(clock)
         session, _ = await signed_in(clock, provider, stored_account(clock, tokens))
         clock.now += 1
@@ -58,7 +59,7 @@ def test_min_ttl_equal_to_the_lifetime_is_met_by_one_renewal_then_refused() -> N
 
 def test_a_min_ttl_within_the_lifetime_still_renews_when_the_token_falls_short() -> None:
     async def run() -> None:
-        clock = Clock()
+        clock = FakeClock()
         provider = ScriptedProvider()
         session, _ = await signed_in(clock, provider)
         clock.now += 1801
@@ -77,7 +78,7 @@ def test_min_ttl_just_under_the_lifetime_renews_once_a_quarter_lifetime_not_ever
     """60 s tokens and min_ttl 59: one renewal a second before; now one per 15 s at most."""
 
     async def run() -> None:
-        clock = Clock()
+        clock = FakeClock()
         provider, tokens = sixty_second_session(clock)
         session, _ = await signed_in(clock, provider, stored_account(clock, tokens))
         served, refused = 0, 0
@@ -98,7 +99,7 @@ def test_min_ttl_just_under_the_lifetime_renews_once_a_quarter_lifetime_not_ever
 
 def test_min_ttl_of_half_the_lifetime_is_served_as_often_as_it_is_asked() -> None:
     async def run() -> None:
-        clock = Clock()
+        clock = FakeClock()
         provider, tokens = sixty_second_session(clock)
         session, _ = await signed_in(clock, provider, stored_account(clock, tokens))
         for _ in range(120):
@@ -114,7 +115,7 @@ def test_a_refused_token_is_renewed_at_once_but_not_again_within_a_quarter(audie
     """A server that refuses every token (401) makes at most one renewal per 15 s here."""
 
     async def run() -> None:
-        clock = Clock()
+        clock = FakeClock()
         provider, tokens = sixty_second_session(clock)
         session, _ = await signed_in(clock, provider, stored_account(clock, tokens))
 

@@ -16,7 +16,8 @@ from signin_broker.session import renewal
 from signin_broker.session.accounts import SignInState
 from signin_broker.session.errors import ProviderUnreachable, SignInRequired
 from signin_broker.session.events import EventKind
-from support.refreshing import ACCOUNT, Clock, ScriptedProvider, settle, signed_in
+from support.clocks import FakeClock
+from support.refreshing import ACCOUNT, ScriptedProvider, settle, signed_in
 
 BARE_400 = OAuthError("invalid_request", "", 400)
 
@@ -30,7 +31,7 @@ def test_a_refusal_with_userinfo_rejecting_the_token_ends_the_session(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     async def run() -> None:
-        clock, provider = Clock(), ScriptedProvider()
+        clock, provider = FakeClock(), ScriptedProvider()
         provider.failure, provider.rejects_token = BARE_400, True
         session, events = await signed_in(clock, provider)
         clock.now += 0.8 * 3600  # the keeper's renewal is due
@@ -54,7 +55,7 @@ def test_a_refusal_with_userinfo_rejecting_the_token_ends_the_session(
 
 def test_a_refusal_of_a_session_still_accepted_backs_off_like_an_outage() -> None:
     async def run() -> None:
-        clock, provider = Clock(), ScriptedProvider()
+        clock, provider = FakeClock(), ScriptedProvider()
         provider.failure = BARE_400  # userinfo still accepts the token
         session, events = await signed_in(clock, provider)
         clock.now += 0.8 * 3600
@@ -80,7 +81,7 @@ def test_a_refusal_of_a_session_still_accepted_backs_off_like_an_outage() -> Non
 
 def test_a_renewal_after_refusals_ends_the_backoff() -> None:
     async def run() -> None:
-        clock, provider = Clock(), ScriptedProvider()
+        clock, provider = FakeClock(), ScriptedProvider()
         provider.failure = BARE_400
         session, events = await signed_in(clock, provider)
         clock.now += 0.8 * 3600

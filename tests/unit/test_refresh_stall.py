@@ -23,15 +23,9 @@ from signin_broker.session.errors import ProviderUnreachable
 from signin_broker.session.events import EventKind
 from signin_broker.session.manager import SessionManager
 from signin_broker.session.tokens import TokenSet
-from support.refreshing import (
-    ACCOUNT,
-    Clock,
-    ScriptedProvider,
-    Store,
-    settle,
-    signed_in,
-    stored_account,
-)
+from support.clocks import FakeClock
+from support.memory_store import MemoryStore
+from support.refreshing import ACCOUNT, ScriptedProvider, settle, signed_in, stored_account
 
 LOST = AnswerLost("the token request failed: ReadTimeout")
 
@@ -44,7 +38,7 @@ def _short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_stalled_refresh_is_awaited_and_its_late_answer_stored_and_used() -> None:
     async def run() -> None:
-        clock, provider = Clock(), ScriptedProvider()
+        clock, provider = FakeClock(), ScriptedProvider()
         provider.stall = asyncio.Event()
         store = stored_account(clock)
         session, events = await signed_in(clock, provider, store)
@@ -71,7 +65,9 @@ EXPIRES_AT = 1_000_000.0 + 3600  # the stored account's access token
 RESEND_AT = EXPIRES_AT - 60
 
 
-async def lost_once(clock: Clock, provider: ScriptedProvider, store: Store) -> SessionManager:
+async def lost_once(
+    clock: FakeClock, provider: ScriptedProvider, store: MemoryStore
+) -> SessionManager:
     """A session whose renewal at 80 % lost its answer; the provider answers again after."""
     session, _ = await signed_in(clock, provider, store)
     provider.failure = LOST
@@ -82,7 +78,7 @@ async def lost_once(clock: Clock, provider: ScriptedProvider, store: Store) -> S
     return session
 
 
-async def until_the_resend(session: SessionManager, clock: Clock) -> None:
+async def until_the_resend(session: SessionManager, clock: FakeClock) -> None:
     """Tend and serve every 20 s up to the resend's moment: the old token all along."""
     while clock.now + 20 < RESEND_AT:
         clock.now += 20
@@ -93,7 +89,7 @@ async def until_the_resend(session: SessionManager, clock: Clock) -> None:
 
 def test_a_refresh_whose_answer_is_lost_is_sent_once_more_shortly_before_expiry() -> None:
     async def run() -> None:
-        clock, provider = Clock(), ScriptedProvider()
+        clock, provider = FakeClock(), ScriptedProvider()
         store = stored_account(clock)
         session = await lost_once(clock, provider, store)
         assert Account.from_record(store.records[ACCOUNT]).tokens.unanswered == 1  # kept
@@ -119,7 +115,7 @@ def test_a_resend_the_provider_refuses_ends_the_session_and_says_why() -> None:
     """The provider had completed the lost refresh: the old token is spent (reuse)."""
 
     async def run() -> None:
-        clock, provider = Clock(), ScriptedProvider()
+        clock, provider = FakeClock(), ScriptedProvider()
         store = stored_account(clock)
         session = await lost_once(clock, provider, store)
         await until_the_resend(session, clock)
@@ -143,7 +139,7 @@ def test_a_resend_whose_answer_is_lost_too_is_one_more_doubt_and_the_session_las
     while resending, or the network lost that answer too, costs no session."""
 
     async def run() -> None:
-        clock, provider = Clock(), ScriptedProvider()
+        clock, provider = FakeClock(), ScriptedProvider()
         store = stored_account(clock)
         session = await lost_once(clock, provider, store)
         await until_the_resend(session, clock)
@@ -166,7 +162,7 @@ def test_a_resend_whose_answer_is_lost_too_is_one_more_doubt_and_the_session_las
 
 def test_a_refresh_token_in_doubt_stays_in_doubt_after_a_restart() -> None:
     async def run() -> None:
-        clock, provider = Clock(), ScriptedProvider()
+        clock, provider = FakeClock(), ScriptedProvider()
         store = stored_account(clock)
         await lost_once(clock, provider, store)
         restarted, _ = await signed_in(clock, fresh := ScriptedProvider(), store)
@@ -182,7 +178,7 @@ def test_a_refresh_token_in_doubt_stays_in_doubt_after_a_restart() -> None:
 
 def test_an_answer_that_comes_after_sign_out_is_revoked_not_stored() -> None:
     async def run() -> None:
-        clock, provider = Clock(), ScriptedProvider()
+        clock, provider = FakeClock(), ScriptedProvider()
         provider.stall = asyncio.Event()
         store = stored_account(clock)
         session, _ = await signed_in(clock, provider, store)
@@ -210,7 +206,7 @@ def test_a_daemon_stopped_while_a_refresh_waits_sends_that_refresh_token_once_mo
     """The write-ahead: the store counts the send from the moment the refresh is sent."""
 
     async def run() -> None:
-        clock, provider = Clock(), ScriptedProvider()
+        clock, provider = FakeClock(), ScriptedProvider()
         provider.stall = asyncio.Event()
         store = stored_account(clock)
         session, _ = await signed_in(clock, provider, store)
@@ -239,7 +235,7 @@ def test_a_daemon_stopped_while_a_refresh_waits_sends_that_refresh_token_once_mo
 
 def test_a_refresh_answered_or_refused_leaves_no_doubt_in_the_store() -> None:
     async def run() -> None:
-        clock, provider = Clock(), ScriptedProvider()
+        clock, provider = FakeClock(), ScriptedProvider()
         store = stored_account(clock)
         session, _ = await signed_in(clock, provider, store)
         clock.now += 0.8 * 3600

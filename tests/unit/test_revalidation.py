@@ -12,13 +12,14 @@ import pytest
 
 from signin_broker.session import schedule
 from signin_broker.session.tokens import TokenSet
-from support.refreshing import Clock, ScriptedProvider, settle, signed_in, stored_account
+from support.clocks import FakeClock
+from support.refreshing import ScriptedProvider, settle, signed_in, stored_account
 
 
 class TimedProvider(ScriptedProvider):
     """Records the moment of each userinfo request."""
 
-    def __init__(self, clock: Clock, lifetime: int = 3600) -> None:
+    def __init__(self, clock: FakeClock, lifetime: int = 3600) -> None:
         super().__init__(lifetime)
         self.clock = clock
         self.asked_at: list[float] = []
@@ -39,7 +40,7 @@ def test_at_the_default_60_s_a_session_costs_one_request_a_minute_and_each_comes
     monkeypatch.setattr(schedule.random, "uniform", lambda low, high: high)
 
     async def run() -> None:
-        clock = Clock()
+        clock = FakeClock()
         provider = TimedProvider(clock)
         session, _ = await signed_in(clock, provider, revalidate_seconds=60)
         for _ in range(1200):  # twenty minutes, the keeper woken every second
@@ -55,7 +56,7 @@ def test_at_the_default_60_s_a_session_costs_one_request_a_minute_and_each_comes
 
 def test_a_renewal_counts_as_a_re_validation() -> None:
     async def run() -> None:
-        clock, provider = Clock(), ScriptedProvider(lifetime=20)
+        clock, provider = FakeClock(), ScriptedProvider(lifetime=20)
         tokens = TokenSet(
             "at-0", "Bearer", ("openid",), clock(), clock() + 20, refresh_token="rt-0"
         )
