@@ -12,8 +12,11 @@ import pytest
 
 from signin_broker.oidc.errors import IdTokenInvalid, ProviderUnavailable
 from signin_broker.oidc.id_tokens import UNKNOWN_KID_RETRY_SECONDS
-from signin_broker.oidc.metadata import oauth_metadata_urls
-from signin_broker.oidc.provider import METADATA_REFRESH_SECONDS, METADATA_RETRY_SECONDS
+from signin_broker.oidc.metadata import (
+    METADATA_REFRESH_SECONDS,
+    METADATA_RETRY_SECONDS,
+    oauth_metadata_urls,
+)
 from support.fake_provider import FakeProvider, SigningKey, run
 
 REVOKE = "https://id.example.com/revoke"

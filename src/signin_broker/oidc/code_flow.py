@@ -21,6 +21,7 @@ from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 from .answers import TokenResponse
 from .errors import IdTokenInvalid
+from .id_tokens import check_workspace
 from .metadata import ProviderMetadata
 from .provider import Provider
 
@@ -153,10 +154,7 @@ class AuthorizationRequest:
         if tokens.id_token is None:
             raise IdTokenInvalid("the token response has no id_token (is openid in the scopes?)")
         claims = await provider.validate_id_token(tokens.id_token, self.nonce)
-        if self.workspace_id and claims.get("workspace_id") != self.workspace_id:
-            raise IdTokenInvalid(
-                f"the identity provider did not confirm workspace {self.workspace_id}"
-            )
+        check_workspace(claims, self.workspace_id)
         return tokens, claims
 
 

@@ -24,7 +24,7 @@ from joserfc.jwk import ECKey, Key, OKPKey, RSAKey
 
 from .errors import ClockSkewed, IdTokenInvalid, ProviderUnavailable
 from .jose import eddsa_by_its_old_name
-from .metadata import ProviderMetadata
+from .metadata import METADATA_REFRESH_SECONDS, METADATA_RETRY_SECONDS, ProviderMetadata
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +33,6 @@ log = logging.getLogger(__name__)
 # allowance costs little.
 CLOCK_SKEW_SECONDS = 15 * 60
 SET_THE_CLOCK = "set the clock right (on Linux: timedatectl set-ntp true)"
-KEYS_REFRESH_SECONDS = 24 * 3600.0
-KEYS_RETRY_SECONDS = 60.0  # after a failed re-read, the known keys serve meanwhile
 # A provider rotating keys is normal; id_tokens that keep naming unknown kids are not.
 UNKNOWN_KID_RETRY_SECONDS = 60.0
 # The kinds of key that can verify an id_token (never a shared secret).
@@ -148,7 +146,7 @@ class IdTokenChecker:
                 "could not read the provider's keys again; using the last ones",
                 extra={"reason": str(error)},
             )
-            self._keys_due = now + KEYS_RETRY_SECONDS
+            self._keys_due = now + METADATA_RETRY_SECONDS
             return False
         return True
 
@@ -160,7 +158,7 @@ class IdTokenChecker:
     async def _fetch_keys(self, jwks_uri: str, now: float) -> None:
         self._keys = published_keys(await self._read_json(jwks_uri, "jwks"))
         self._keys_uri = jwks_uri
-        self._keys_due = now + KEYS_REFRESH_SECONDS
+        self._keys_due = now + METADATA_REFRESH_SECONDS
 
 
 def published_keys(document: object) -> dict[str, Key]:
@@ -188,6 +186,12 @@ def published_keys(document: object) -> dict[str, Key]:
     if not keys:
         raise ProviderUnavailable("the provider's key set is unusable: no key can verify")
     return keys
+
+
+def check_workspace(claims: dict[str, Any], workspace_id: str) -> None:
+    """IdTokenInvalid unless the provider confirmed the workspace asked for (same claim)."""
+    if workspace_id and claims.get("workspace_id") != workspace_id:
+        raise IdTokenInvalid(f"the identity provider did not confirm workspace {workspace_id}")
 
 
 def id_token_expiry(id_token: str) -> int:

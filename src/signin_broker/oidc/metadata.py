@@ -18,6 +18,11 @@ from .errors import IdTokenInvalid, ProviderUnavailable
 DISCOVERY_PATH = "/.well-known/openid-configuration"  # OpenID Connect Discovery 4
 OAUTH_METADATA_PATH = "/.well-known/oauth-authorization-server"  # RFC 8414 3
 OAUTH_METADATA = "RFC 8414 metadata"  # what a metadata read is called in errors and logs
+# Providers change endpoints and keys now and then: a long-running daemon reads the
+# discovery document and the key set again daily, and soon after an endpoint answered
+# 404 or a re-read failed (the last good one serves meanwhile).
+METADATA_REFRESH_SECONDS = 24 * 3600.0
+METADATA_RETRY_SECONDS = 60.0
 # Entra ID's multi-tenant documents (.../common/v2.0) state the issuer as a template.
 TENANT_PLACEHOLDER = "{tenantid}"
 TENANT_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")  # one path segment: a tenant's GUID or name

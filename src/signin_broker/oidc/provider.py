@@ -25,17 +25,19 @@ from .answers import DEVICE_CODE_GRANT, MAX_ANSWER_BYTES, DeviceAuthorization, T
 from .client_auth import ClientAuth
 from .errors import AnswerLost, AnswerUnusable, OAuthError, ProviderUnavailable
 from .id_tokens import SET_THE_CLOCK, IdTokenChecker, clock_off
-from .metadata import OAUTH_METADATA, ProviderMetadata, discovery_url, oauth_metadata_urls
+from .metadata import (
+    METADATA_REFRESH_SECONDS,
+    METADATA_RETRY_SECONDS,
+    OAUTH_METADATA,
+    ProviderMetadata,
+    discovery_url,
+    oauth_metadata_urls,
+)
 
 log = logging.getLogger(__name__)
 
 HTTP_TIMEOUT_SECONDS = 10.0
 CLOCK_NOTICED_SECONDS = 60  # status says the clock is off from this much on
-# Providers change endpoints now and then; a long-running daemon notices.
-METADATA_REFRESH_SECONDS = 24 * 3600.0
-# How soon the discovery document is read again after an endpoint answered 404, or
-# after a re-read failed (the last good document is used meanwhile).
-METADATA_RETRY_SECONDS = 60.0
 
 
 class Provider:

@@ -23,6 +23,7 @@ from ..oidc.answers import DeviceAuthorization
 from ..oidc.device_flow import DeviceGrantEnded, DeviceSignedIn, SlowerPolling
 from ..oidc.errors import IdTokenInvalid, ProviderUnavailable
 from ..oidc.failures import failure_of
+from ..oidc.id_tokens import check_workspace
 from ..oidc.provider import Provider
 from .accounts import SIGN_IN_SECONDS
 from .signin import SignedIn
@@ -161,10 +162,7 @@ class DeviceFlow:
         raise DeviceGrantEnded("expired_token", "the code expired before it was used")
 
     def _signed_in(self, done: DeviceSignedIn, started: DeviceStart) -> SignedIn:
-        if started.workspace_id and done.claims.get("workspace_id") != started.workspace_id:
-            raise IdTokenInvalid(
-                f"the identity provider did not confirm workspace {started.workspace_id}"
-            )
+        check_workspace(done.claims, started.workspace_id)
         return SignedIn(
             done.tokens,
             done.claims,

@@ -39,6 +39,7 @@ class ProviderHealth:
         self._clock = clock
 
     def failed(self, account: Account, reason: str) -> None:
+        """The provider did not answer usefully: log why, and back the account off."""
         log.warning(
             "the identity provider is not answering",
             extra={
@@ -75,6 +76,7 @@ class ProviderHealth:
             self._publish(EventKind.RECOVERED, f"{link.name} answers again")
 
     def reason(self, account: Account) -> str:
+        """Why the account is backed off, for a caller its current token cannot serve."""
         link = self._registry.providers.of(account.info.id)
         degraded = link.degraded_reason if link is not None else ""
         return account.refusal or degraded or "the last renewal failed"
