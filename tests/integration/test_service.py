@@ -213,12 +213,14 @@ def test_install_service_as_root_refuses_and_says_why(tmp_path: Path) -> None:
 
 def test_the_wheel_works_in_a_fresh_venv_without_the_source_tree(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-         "--wheel-dir", str(wheels), str(REPO)],
-        check=True, capture_output=True, timeout=300,
-    )  # fmt: skip
+    for project in (REPO, REPO / "packaging" / "testing"):
+        subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+             "--wheel-dir", str(wheels), str(project)],
+            check=True, capture_output=True, timeout=300,
+        )  # fmt: skip
     (wheel,) = wheels.glob("signin_broker-*.whl")
+    (test_tooling,) = wheels.glob("signin_broker_testing-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
@@ -236,6 +238,18 @@ def test_the_wheel_works_in_a_fresh_venv_without_the_source_tree(tmp_path: Path)
     assert any("grpcio>=" in line for line in runtime)
     assert not any("grpcio-tools" in line for line in runtime)
     assert not any(name.startswith("tests/") for name in names)
+    # The stub and the conformance runner are the second wheel's, but for the two files
+    # that say what to install; the two wheels share no file.
+    assert not any(name.startswith("signin_broker/conformance/") for name in names)
+    assert {n for n in names if n.startswith("signin_broker/testing/")} == {
+        "signin_broker/testing/__init__.py",
+        "signin_broker/testing/__main__.py",
+    }
+    with zipfile.ZipFile(test_tooling) as archive:
+        tooling = {n for n in archive.namelist() if not n.startswith("signin_broker_testing-")}
+    assert "signin_broker/testing/provider.py" in tooling
+    assert "signin_broker/conformance/runner.py" in tooling
+    assert not tooling & names
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     installed = subprocess.run(
@@ -280,7 +294,34 @@ def test_the_wheel_works_in_a_fresh_venv_without_the_source_tree(tmp_path: Path)
         cwd=tmp_path, env=elsewhere, capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert where.stdout.startswith(str(venv)), where.stdout  # not the source tree
-    # The conformance cases are package code: the installed wheel runs them by itself.
+    # One JOSE library in a base install (authlib's own, joserfc).
+    listed = subprocess.run(
+        [str(venv / "bin" / "pip"), "list", "--format", "json"],
+        env=elsewhere, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    installed_names = {p["name"].lower() for p in json.loads(listed.stdout)}
+    assert "joserfc" in installed_names
+    assert not installed_names & {"pyjwt", "python-jose", "jwcrypto", "jwt"}
+    # Without the test tooling, both of its commands say what to install.
+    for command, extra in (
+        ([str(venv / "bin" / "python"), "-m", "signin_broker.testing"], "[testing]"),
+        (
+            [str(venv / "bin" / "signin-broker"), "conformance", "--surface", "desktop"],
+            "[conformance]",
+        ),
+    ):
+        missing = subprocess.run(
+            command, cwd=tmp_path, env=elsewhere, capture_output=True, text=True, timeout=30
+        )
+        assert missing.returncode == 2, missing
+        assert f"pip install 'signin-broker{extra}'" in missing.stderr, missing.stderr
+        assert "Traceback" not in missing.stderr
+    installed = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "--quiet", str(test_tooling)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stderr
+    # The conformance cases are package code: the installed wheels run them by themselves.
     registry = tmp_path / "registry.jsonl"
     conformance = subprocess.run(
         [str(venv / "bin" / "signin-broker"), "conformance", "--surface", "desktop",

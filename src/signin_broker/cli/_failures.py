@@ -19,6 +19,20 @@ HOW_TO_START = (
 )
 
 
+CONFORMANCE_MISSING = (
+    "the conformance runner is test tooling, not part of the base install: install the"
+    " signin-broker-testing wheel of the same version (pip install"
+    " 'signin-broker[conformance]'; in the source tree: python -m pip wheel --no-deps -w dist"
+    " packaging/testing)"
+)
+
+
+def missing_package(error: ModuleNotFoundError, package: str) -> bool:
+    """Whether the error is that package being absent, not a bug inside it."""
+    name = error.name or ""
+    return name == package or name.startswith(f"{package}.")
+
+
 def complain(message: str) -> None:
     """Say what went wrong, on stderr (stdout is for data)."""
     print(f"signin-broker: {message}", file=sys.stderr)

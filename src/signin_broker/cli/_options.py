@@ -146,8 +146,17 @@ def install_service(parser: argparse.ArgumentParser) -> None:
 
 
 def conformance(parser: argparse.ArgumentParser) -> None:
-    from ._conformance import add_options
+    from ._failures import CONFORMANCE_MISSING, missing_package
 
+    try:
+        from ._conformance import add_options
+    except ModuleNotFoundError as error:
+        if not missing_package(error, "signin_broker.conformance"):
+            raise
+        # The command then says what to install, whatever flags it was given.
+        parser.description = f"Not installed: {CONFORMANCE_MISSING}."
+        parser.set_defaults(takes_any_arguments=True)
+        return
     add_options(parser)
 
 

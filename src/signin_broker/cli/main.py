@@ -14,7 +14,16 @@ from collections.abc import Callable, Sequence
 
 from .._version import __version__
 from ..locations import DEFAULT_TIMEOUT_SECONDS
-from ._failures import EXIT_FAILED, not_running, not_signed_in, refused
+from ._failures import (
+    CONFORMANCE_MISSING,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    complain,
+    missing_package,
+    not_running,
+    not_signed_in,
+    refused,
+)
 from ._globals import global_options
 
 TYPE_CHECKING = False  # not typing's: see signin_broker/__init__.py
@@ -82,7 +91,10 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
         complete_if_asked(full_parser())
     top = _parser().parse_args(argv)
-    args = _command_parser(top.command).parse_args(top.arguments)
+    parser = _command_parser(top.command)
+    args, unknown = parser.parse_known_args(top.arguments)
+    if unknown and not getattr(args, "takes_any_arguments", False):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")  # as parse_args says
     given = vars(args)
     args.socket = given.get("socket", top.socket)
     args.timeout = given.get("timeout", top.timeout)
@@ -134,7 +146,13 @@ def _lean_module(name: str) -> Any:
 
 
 def _conformance(client: BrokerClient, args: argparse.Namespace) -> int:
-    from ._conformance import conformance
+    try:
+        from ._conformance import conformance
+    except ModuleNotFoundError as error:
+        if not missing_package(error, "signin_broker.conformance"):
+            raise
+        complain(CONFORMANCE_MISSING)
+        return EXIT_USAGE
 
     return conformance(client, args)
 
