@@ -11,7 +11,6 @@ import asyncio
 
 import pytest
 
-from signin_broker.oidc.answers import TokenResponse
 from signin_broker.session.accounts import Account, AccountInfo
 from signin_broker.session.errors import TooManyNewTokens
 from signin_broker.session.limits import (
@@ -26,7 +25,7 @@ from signin_broker.session.tokens import TokenSet
 from signin_broker.store.audit import Actor
 from support.clocks import FakeClock
 from support.memory_store import MemoryStore
-from support.refreshing import providers_of
+from support.refreshing import ScriptedProvider, providers_of
 
 FLOOD = 1000
 
@@ -100,26 +99,13 @@ def test_the_scoped_cache_drops_expired_tokens_first_then_the_least_recently_use
     assert len(cache) == 3
 
 
-class Provider:
-    """Just enough of oidc.provider.Provider: counts the refresh grants."""
-
-    client_id = "signin-broker"
-
-    def __init__(self) -> None:
-        self.grants = 0
-
-    async def refresh(self, refresh_token: str, **extra: str) -> TokenResponse:
-        self.grants += 1
-        return TokenResponse(f"at-{self.grants}", "Bearer", 3600, None, None, None)
-
-
-async def manager(clock: FakeClock) -> tuple[SessionManager, Provider]:
+async def manager(clock: FakeClock) -> tuple[SessionManager, ScriptedProvider]:
     issuer = "https://idp.example"
     tokens = TokenSet(
         "main", "Bearer", ("openid",), clock(), clock() + 3600, refresh_token="rt", id_token="it"
     )
     record = Account(AccountInfo("user:1001", "1001", is_default=True), tokens).to_record(issuer)
-    provider = Provider()
+    provider = ScriptedProvider(rotates=False)
     session = SessionManager(clock=clock)
     await session.start(providers_of(issuer, provider), MemoryStore({"user:1001": record}), "test")
     return session, provider
@@ -137,23 +123,25 @@ def test_the_session_manager_bounds_grants_and_cache_of_an_audience_flood() -> N
         served = refused = 0
         for i in range(FLOOD):
             try:
-                await session.keeper.get_token("", (), 0, audience=audience(i), actor=flooder)
+                await session.get_token("", (), 0, audience=audience(i), actor=flooder)
                 served += 1
             except TooManyNewTokens:
                 refused += 1
-        assert (served, refused, provider.grants) == (GRANT_BURST, FLOOD - GRANT_BURST, served)
-        await session.keeper.get_token("", (), 0, audience=audience(0), actor=flooder)  # cached
-        await session.keeper.get_token("", (), 0, audience=audience(FLOOD), actor=other)
-        assert (await session.keeper.get_token("", (), 0, actor=flooder)).access_token == "main"
-        assert provider.grants == GRANT_BURST + 1
+        assert (served, refused, len(provider.refreshes)) == (
+            GRANT_BURST,
+            FLOOD - GRANT_BURST,
+            served,
+        )
+        await session.get_token("", (), 0, audience=audience(0), actor=flooder)  # cached
+        await session.get_token("", (), 0, audience=audience(FLOOD), actor=other)
+        assert (await session.get_token("", (), 0, actor=flooder)).access_token == "main"
+        assert len(provider.refreshes) == GRANT_BURST + 1
         # A patient flooder: one audience per second, for longer than the cache holds.
         for i in range(FLOOD):
             clock.now += 1
-            await session.keeper.get_token(
-                "", (), 0, audience=audience(FLOOD + 1 + i), actor=flooder
-            )
-            assert len(session.registry.get("user:1001").scoped) <= MAX_SCOPED_TOKENS
-        assert provider.grants == GRANT_BURST + 1 + FLOOD
+            await session.get_token("", (), 0, audience=audience(FLOOD + 1 + i), actor=flooder)
+            assert len(session._registry.get("user:1001").scoped) <= MAX_SCOPED_TOKENS
+        assert len(provider.refreshes) == GRANT_BURST + 1 + FLOOD
 
     asyncio.run(flood())
 
@@ -164,12 +152,12 @@ def test_an_app_over_its_budget_still_gets_a_cached_token_due_for_renewal() -> N
 
     async def renew_when_over_budget() -> None:
         session, provider = await manager(clock)
-        session.keeper._grants = GrantBudget(clock, burst=1, per_second=1e-6)
-        first = await session.keeper.get_token("", (), 0, audience=audience(0), actor=app)
+        session._keeper._grants = GrantBudget(clock, burst=1, per_second=1e-6)
+        first = await session.get_token("", (), 0, audience=audience(0), actor=app)
         clock.now += 0.8 * 3600  # past the 75 % mark: due for renewal, still valid
-        again = await session.keeper.get_token("", (), 0, audience=audience(0), actor=app)
-        assert (again.access_token, provider.grants) == (first.access_token, 1)
+        again = await session.get_token("", (), 0, audience=audience(0), actor=app)
+        assert (again.access_token, len(provider.refreshes)) == (first.access_token, 1)
         with pytest.raises(TooManyNewTokens):  # it would not last the 3000 s asked for
-            await session.keeper.get_token("", (), 3000, audience=audience(0), actor=app)
+            await session.get_token("", (), 3000, audience=audience(0), actor=app)
 
     asyncio.run(renew_when_over_budget())

@@ -8,16 +8,21 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
 from signin_broker.oidc.answers import TokenResponse
+from signin_broker.oidc.code_flow import RandomSecrets
 from signin_broker.oidc.errors import OAuthError
+from signin_broker.oidc.metadata import ProviderMetadata
 from signin_broker.session.accounts import Account, AccountInfo
+from signin_broker.session.device import DeviceFlow
 from signin_broker.session.events import EventBus, EventKind, SessionEvent
 from signin_broker.session.manager import SessionManager
 from signin_broker.session.providers import ProviderLink, Providers
+from signin_broker.session.signin import SignInFlow
 from signin_broker.session.tokens import TokenSet
 from support.clocks import FakeClock
 from support.memory_store import MemoryStore
 
 ISSUER = "https://idp.example"
+SCOPES = ("openid",)
 ACCOUNT = "user:1001"
 
 # Turns of the loop settle() gives: the refresh tests need 7 at most today (each store a
@@ -29,15 +34,18 @@ T = TypeVar("T")
 
 
 class ScriptedProvider:
-    """Just enough of oidc.provider.Provider: refresh answers as the test scripts them.
+    """A provider's client (session.ports.ProviderClient) whose answers the test scripts.
 
     `refreshes` lists the refresh tokens presented, in order. A refresh waits for `stall`
     while it is set, then raises `failure` if there is one, else answers with new tokens
     (a new refresh token each time when `rotates`). userinfo rejects the token when
-    `rejects_token`, and revocations are listed in `revoked`.
+    `rejects_token`; revocations are listed in `revoked`, and a revoked token is refused
+    afterwards, as a provider does. It passes the same contract suite as the real
+    client (tests/integration/test_provider_clients.py).
     """
 
     client_id = "signin-broker"
+    clock_problem = ""
 
     def __init__(self, lifetime: int = 3600, *, rotates: bool = True) -> None:
         self.lifetime = lifetime
@@ -60,10 +68,13 @@ class ScriptedProvider:
     ) -> TokenResponse:
         self.refreshes.append(refresh_token)
         self.answer_within.append(answer_within)
+        revoked = refresh_token in self.revoked  # as it arrives: a stalled answer still comes
         if self.stall is not None:
             await self.stall.wait()
         if self.failure is not None:
             raise self.failure
+        if revoked:
+            raise OAuthError("invalid_grant", "the refresh token was revoked", 400)
         n = len(self.refreshes)
         rotated = f"rt-{n}" if self.rotates else None
         scopes = tuple(scope.split()) if scope else None
@@ -71,13 +82,26 @@ class ScriptedProvider:
 
     async def userinfo(self, access_token: str) -> dict[str, Any]:
         self.userinfo_calls += 1
-        if self.rejects_token:
+        if self.rejects_token or access_token in self.revoked:
             raise OAuthError("invalid_token", "the provider rejected the access token", 401)
         return {"sub": "1001"}
 
     async def revoke(self, token: str, hint: str) -> bool:
         self.revoked.append(token)
         return True
+
+    async def metadata(self) -> ProviderMetadata:
+        return ProviderMetadata(
+            ISSUER,
+            f"{ISSUER}/authorize",
+            f"{ISSUER}/token",
+            f"{ISSUER}/jwks",
+            userinfo_endpoint=f"{ISSUER}/userinfo",
+            revocation_endpoint=f"{ISSUER}/revoke",
+        )
+
+    async def close(self) -> None:
+        pass
 
 
 class InlineExecutor(ThreadPoolExecutor):
@@ -122,22 +146,16 @@ def stored_account(clock: FakeClock, tokens: TokenSet | None = None) -> MemorySt
     return store
 
 
-class NoDeviceSignIns:
-    """A provider's device flow with nothing pending (these tests sign in no one)."""
-
-    async def cancel(self, owner: str | None, reason: str) -> None:
-        pass
-
-    def find(self, sign_in_id: str, owners: frozenset[str]) -> None:
-        return None
-
-    def pending(self) -> list[object]:
-        return []
-
-
-def providers_of(issuer: str, provider: object) -> Providers:
-    """The main provider only, served by a scripted one (no browser sign-in: not used here)."""
-    link = ProviderLink("", issuer, provider, provider, None, NoDeviceSignIns())  # type: ignore[arg-type]
+def providers_of(issuer: str, provider: ScriptedProvider) -> Providers:
+    """The main provider only, its client a scripted one; its sign-in flows go unused here."""
+    link = ProviderLink(
+        "",
+        issuer,
+        provider,
+        provider,
+        SignInFlow(provider, SCOPES, RandomSecrets()),  # type: ignore[arg-type]
+        DeviceFlow(provider, SCOPES),  # type: ignore[arg-type]
+    )
     return Providers([link])
 
 

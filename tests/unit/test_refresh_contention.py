@@ -39,9 +39,7 @@ def test_fifty_callers_at_50_seconds_make_one_refresh_and_all_get_the_new_token(
         if provider_answers == "after-all-asked":
             provider.stall = asyncio.Event()
         async with asyncio.timeout(10):
-            callers = [
-                asyncio.create_task(session.keeper.get_token("", (), 0)) for _ in range(CALLERS)
-            ]
+            callers = [asyncio.create_task(session.get_token("", (), 0)) for _ in range(CALLERS)]
             await settle()  # every caller has asked; a stalled refresh is still out
             assert provider.refreshes == ["rt-0"]
             if provider.stall is not None:
@@ -53,7 +51,7 @@ def test_fifty_callers_at_50_seconds_make_one_refresh_and_all_get_the_new_token(
         assert {token.account for token in served} == {ACCOUNT}
         stored = store.records[ACCOUNT]["tokens"]
         assert (stored["access_token"], stored["refresh_token"]) == ("at-1", "rt-1")
-        assert (await session.keeper.get_token("", (), 0)).access_token == "at-1"  # no more grants
+        assert (await session.get_token("", (), 0)).access_token == "at-1"  # no more grants
         assert len(provider.refreshes) == 1
 
     asyncio.run(run())

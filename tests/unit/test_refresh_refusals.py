@@ -35,12 +35,12 @@ def test_a_refusal_with_userinfo_rejecting_the_token_ends_the_session(
         provider.failure, provider.rejects_token = BARE_400, True
         session, events = await signed_in(clock, provider)
         clock.now += 0.8 * 3600  # the keeper's renewal is due
-        await session.keeper.tend()
+        await session.tend()
         await settle()
         assert EventKind.REVOKED in events.kinds()
-        assert session.registry.state() is SignInState.SIGNED_OUT  # status agrees with GetToken
+        assert session.status().state is SignInState.SIGNED_OUT  # status agrees with GetToken
         with pytest.raises(SignInRequired):
-            await session.keeper.get_token("", (), 0)
+            await session.get_token("", (), 0)
         assert provider.refreshes == ["rt-0"]
 
     with caplog.at_level(logging.WARNING, logger=renewal.__name__):
@@ -61,10 +61,10 @@ def test_a_refusal_of_a_session_still_accepted_backs_off_like_an_outage() -> Non
         clock.now += 0.8 * 3600
         for _ in range(600):  # ten minutes, the keeper woken every second
             clock.now += 1
-            await session.keeper.tend()
+            await session.tend()
             await settle()
-            assert (await session.keeper.get_token("", (), 0)).access_token == "at-0"
-            assert session.registry.state() is SignInState.SIGNED_IN
+            assert (await session.get_token("", (), 0)).access_token == "at-0"
+            assert session.status().state is SignInState.SIGNED_IN
         # 1, 2, 4 ... 60 s apart (with jitter), not once per wake-up: well under 20
         assert 5 <= len(provider.refreshes) <= 20, len(provider.refreshes)
         assert provider.userinfo_calls >= 5  # re-validated meanwhile, and accepted
@@ -73,8 +73,8 @@ def test_a_refusal_of_a_session_still_accepted_backs_off_like_an_outage() -> Non
         assert EventKind.REVOKED not in events.kinds()
         clock.now += 3600  # expired, still refused: try again later, not "sign in"
         with pytest.raises(ProviderUnreachable):
-            await session.keeper.get_token("", (), 0)
-        assert session.registry.state() is SignInState.SIGNED_IN
+            await session.get_token("", (), 0)
+        assert session.status().state is SignInState.SIGNED_IN
 
     asyncio.run(run())
 
@@ -85,14 +85,14 @@ def test_a_renewal_after_refusals_ends_the_backoff() -> None:
         provider.failure = BARE_400
         session, events = await signed_in(clock, provider)
         clock.now += 0.8 * 3600
-        await session.keeper.tend()
+        await session.tend()
         await settle()
         provider.failure = None
         for _ in range(5):
             clock.now += 2
-            await session.keeper.tend()
+            await session.tend()
             await settle()
-        assert session.registry.get(ACCOUNT).tokens.access_token == "at-2"
+        assert session._registry.get(ACCOUNT).tokens.access_token == "at-2"
         assert session.degraded_reason == ""
         assert EventKind.RECOVERED in events.kinds()
 

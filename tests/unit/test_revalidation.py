@@ -45,7 +45,7 @@ def test_at_the_default_60_s_a_session_costs_one_request_a_minute_and_each_comes
         session, _ = await signed_in(clock, provider, revalidate_seconds=60)
         for _ in range(1200):  # twenty minutes, the keeper woken every second
             clock.now += 1
-            await session.keeper.tend()
+            await session.tend()
         gaps = [b - a for a, b in zip(provider.asked_at, provider.asked_at[1:], strict=False)]
         assert max(gaps) <= 60 - 1  # a second and twice the answer time (0 s here) of room
         assert 19 <= len(provider.asked_at) <= 22  # about one a minute
@@ -63,7 +63,7 @@ def test_a_renewal_counts_as_a_re_validation() -> None:
         session, _ = await signed_in(clock, provider, stored_account(clock, tokens))
         for _ in range(120):  # two minutes of 20 s tokens: a renewal every 12-15 s
             clock.now += 1
-            await session.keeper.tend()
+            await session.tend()
             await settle()
         assert len(provider.refreshes) >= 8
         assert provider.userinfo_calls <= 1  # only the restored session's first check

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from signin_broker.oidc.device_flow import DeviceGrantEnded
 from signin_broker.oidc.errors import (
     AnswerLost,
     ClockSkewed,
+    DeviceGrantEnded,
     IdTokenInvalid,
     OAuthError,
     ProviderUnavailable,

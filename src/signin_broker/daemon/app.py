@@ -134,7 +134,7 @@ async def _start_sessions(
     """
     await asyncio.to_thread(_import_all, _OAUTH_STACK)
     store, storage = await asyncio.to_thread(_open_store, settings)
-    links = [await _provider_link(settings, provider, session) for provider in settings.providers]
+    links = [await _provider_link(settings, provider) for provider in settings.providers]
     await session.start(Providers(links, settings.default_alias), store, storage)
     keeper = asyncio.get_running_loop().create_task(session.keep())
     page = PageOnDemand(web_socket, functools.partial(_serve_page, web_socket, session))
@@ -177,7 +177,7 @@ async def _tell_of_ended_sessions(session: SessionManager) -> None:
     be saved. The person would otherwise learn it from the next app that fails; status says the
     same until they sign in again, or until the state is saved.
     """
-    with session.events.subscribe() as events:
+    with session.subscribe() as events:
         while True:
             try:
                 event = await events.next()
@@ -227,9 +227,7 @@ def _open_store(settings: Settings) -> tuple[Vault | None, str]:
     return vault, vault.description
 
 
-async def _provider_link(
-    settings: Settings, provider: ProviderSettings, session: SessionManager
-) -> ProviderLink:
+async def _provider_link(settings: Settings, provider: ProviderSettings) -> ProviderLink:
     """One provider with its clients and sign-in flows (the OAuth stack is loaded by now)."""
     from ..oidc.provider import Provider
     from ..session.device import DeviceFlow
@@ -267,7 +265,7 @@ async def _provider_link(
             provider.authorize_params,
             provider.alias,
         ),
-        device=DeviceFlow(device_client, provider.scopes, session.lifecycle, provider.alias),
+        device=DeviceFlow(device_client, provider.scopes, provider.alias),
     )
 
 

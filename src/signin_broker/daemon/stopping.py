@@ -41,19 +41,13 @@ async def stop(
     async def stages() -> None:
         keeper, *others = background
         keeper.cancel()
-        await session.keeper.finish_renewals(SHUTDOWN_GRACE_SECONDS)  # else answers are lost
-        for link in session.providers:  # nothing of a device sign-in is stored: told instead
-            await link.device.cancel(None, "the daemon is stopping")
-        session.events.close("the daemon is stopping")
+        await session.wind_down(SHUTDOWN_GRACE_SECONDS, "the daemon is stopping")
         await asyncio.gather(_stop_server(server, connections), page.stop())
         for task in others:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task  # the audit writer writes what is still queued
-        for link in session.providers:
-            await link.client.close()
-            if link.device_client is not link.client:
-                await link.device_client.close()
+        await session.close()
 
     faulthandler.dump_traceback_later(STOP_LIMIT_SECONDS, exit=True)
     running = asyncio.ensure_future(stages())

@@ -15,30 +15,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .answers import DeviceAuthorization, TokenResponse
-from .errors import IdTokenInvalid, OAuthError, ProviderUnavailable
+from .errors import (
+    DeviceGrantEnded,
+    IdTokenInvalid,
+    NoDeviceGrant,
+    OAuthError,
+    ProviderUnavailable,
+)
 from .provider import Provider
 
 SLOW_DOWN_SECONDS = 5
 MAX_POLL_SECONDS = 60
-
-
-class DeviceGrantEnded(Exception):
-    """The grant ended without tokens: RFC 8628's error_code, or invalid_code for another."""
-
-    def __init__(self, error_code: str, reason: str) -> None:
-        super().__init__(f"{error_code}: {reason}")
-        self.error_code = error_code
-        self.reason = reason
-
-
-class NoDeviceGrant(Exception):
-    """The provider offers no device sign-in: its discovery has no device_authorization_endpoint."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            "the identity provider offers no device sign-in (its discovery document has no"
-            " device_authorization_endpoint); sign in with a browser instead"
-        )
 
 
 @dataclass(frozen=True, slots=True)

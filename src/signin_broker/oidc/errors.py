@@ -50,3 +50,22 @@ class IdTokenInvalid(Exception):
 
 class ClockSkewed(IdTokenInvalid):
     """The id_token is valid but for this device's clock, which is off by more than allowed."""
+
+
+class DeviceGrantEnded(Exception):
+    """The grant ended without tokens: RFC 8628's error_code, or invalid_code for another."""
+
+    def __init__(self, error_code: str, reason: str) -> None:
+        super().__init__(f"{error_code}: {reason}")
+        self.error_code = error_code
+        self.reason = reason
+
+
+class NoDeviceGrant(Exception):
+    """The provider offers no device sign-in: its discovery has no device_authorization_endpoint."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the identity provider offers no device sign-in (its discovery document has no"
+            " device_authorization_endpoint); sign in with a browser instead"
+        )

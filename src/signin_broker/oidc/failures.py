@@ -10,8 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .device_flow import DeviceGrantEnded
-from .errors import ClockSkewed, IdTokenInvalid, OAuthError, ProviderUnavailable
+from .errors import (
+    ClockSkewed,
+    DeviceGrantEnded,
+    IdTokenInvalid,
+    OAuthError,
+    ProviderUnavailable,
+)
 
 CLIENT_REFUSED = (
     "The identity provider did not accept this broker's client credentials. Check the"

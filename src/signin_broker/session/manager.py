@@ -1,25 +1,41 @@
-"""The session layer, built and started as one: what the gRPC API and the loopback pages use.
+"""The front door to the sessions: what the gRPC API, the loopback pages and the daemon use.
 
-Three parts do the work, each with one concern, and callers use them directly: the
-account registry (who is signed in, what callers may see, the encrypted records), the
-token keeper (tokens on demand and ahead of time, renewal, re-validation, provider
-health) and the session lifecycle (sign-ins, sign-out, removal). The manager builds
-them together and starts them once, when the providers and the store are loaded:
-`ready` is set then, and the API waits for it before any call (daemon.api.statuses.unary).
+Each use case is one method here; the servicer and the pages translate requests and
+answers, never reaching the parts behind it. Four parts do the work, each with one
+concern: the account registry (who is signed in, what callers may see, the encrypted
+records), the token keeper (tokens on demand and ahead of time, renewal,
+re-validation, provider health), the sign-ins under way (session.sign_ins) and the
+session lifecycle (sign-out, removal, the default). The manager builds them together
+and starts them once, when the providers and the store are loaded: `ready` is set
+then, and the API waits for it before any call (daemon.api.statuses.unary).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
-from .events import EventBus
+from .accounts import EVERYTHING, AccountInfo, AppUse, Entitlement, SignInState
+from .events import EndedSession, EventBus
 from .lifecycle import SessionLifecycle
 from .ports import AccountStore, AuditSink, NoAudit
 from .providers import Providers
 from .registry import AccountRegistry
 from .renewal import TokenKeeper, keep
+from .sign_ins import SignIns
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStatus:
+    """The sign-in state as one caller may know it (GetStatus, the TUI, `status`)."""
+
+    state: SignInState
+    default: AccountInfo | None
+    account_count: int
+    storage_problem: str  # why sessions may not survive a restart; "" when they will
+    ended: list[EndedSession]  # sessions that ended by themselves, until signed in again
 
 
 class SessionManager:
@@ -34,44 +50,95 @@ class SessionManager:
         clock: Callable[[], float] = time.time,
     ) -> None:
         audit = audit if audit is not None else NoAudit()
-        self.events = events if events is not None else EventBus()
-        self.registry = AccountRegistry(
-            self.events, audit, revalidate_seconds=revalidate_seconds, clock=clock
+        self._events = events if events is not None else EventBus()
+        self._registry = AccountRegistry(
+            self._events, audit, revalidate_seconds=revalidate_seconds, clock=clock
         )
-        self.keeper = TokenKeeper(
-            self.registry, audit, revalidate_seconds=revalidate_seconds, clock=clock
+        self._keeper = TokenKeeper(
+            self._registry, audit, revalidate_seconds=revalidate_seconds, clock=clock
         )
-        self.lifecycle = SessionLifecycle(
-            self.registry, audit, revalidate_seconds=revalidate_seconds, clock=clock
+        self._sign_ins = SignIns(
+            self._registry, audit, revalidate_seconds=revalidate_seconds, clock=clock
         )
+        self._lifecycle = SessionLifecycle(self._registry, self._sign_ins, audit, clock=clock)
         self.ready = asyncio.Event()  # set by start(): the stored accounts are back
+        # The hot path (GetToken) calls the keeper with no frame in between.
+        self.get_token = self._keeper.get_token
+        self.begin_sign_in = self._sign_ins.begin
+        self.sign_in_started = self._sign_ins.started
+        self.browser_sign_in_url = self._sign_ins.browser_url
+        self.take_browser_sign_in = self._sign_ins.take_browser
+        self.complete_sign_in = self._sign_ins.complete
+        self.sign_in_failed = self._sign_ins.failed
+        self.device_sign_in = self._sign_ins.device
+        self.waiting_devices = self._sign_ins.waiting_devices
+        self.sign_out = self._lifecycle.sign_out
+        self.remove_account = self._lifecycle.remove_account
+        self.set_default = self._lifecycle.set_default
+        self.provider_logout_url = self._lifecycle.provider_logout_url
+        self.take_logout_link = self._lifecycle.logout_links.take
+        self.accounts = self._registry.accounts
+        self.account = self._registry.account
+        self.subscribe = self._events.subscribe
 
     async def start(self, providers: Providers, store: AccountStore | None, storage: str) -> None:
         """Take the providers and the store, bring the stored accounts back, and be ready."""
-        self.registry.providers = providers
-        self.registry.store = store
-        self.registry.storage = storage
         try:
-            await self.registry.restore()
+            await self._registry.restore(providers, store, storage)
         finally:
             self.ready.set()
-            self.registry.changed.set()
+            self._registry.changed.set()
 
     async def keep(self) -> None:
         """Renew and re-validate in the background until cancelled (after start)."""
-        await keep(self.keeper, self.registry.changed)
+        await keep(self._keeper, self._registry.changed)
+
+    async def tend(self) -> float:
+        """One round of renewal and re-validation (what keep() repeats); when the next is due."""
+        return await self._keeper.tend()
+
+    async def wind_down(self, grace: float, reason: str) -> None:
+        """At the daemon's stop: renewals under way finish, device sign-ins end, watches end.
+
+        Nothing of a device sign-in is stored: its owner is told instead.
+        """
+        await self._keeper.finish_renewals(grace)  # else a rotated refresh token is lost
+        await self._sign_ins.cancel_devices(None, reason)
+        self._events.close(reason)
+
+    async def close(self) -> None:
+        """Close the providers' HTTP clients (after wind_down)."""
+        for link in self.providers:
+            await link.client.close()
+            if link.device_client is not link.client:
+                await link.device_client.close()
 
     # -- what callers may know -----------------------------------------------------------
+
+    def status(self, entitlement: Entitlement = EVERYTHING) -> SessionStatus:
+        """The sign-in state, the default account and the sessions that ended, as seen."""
+        default_id = self._registry.default_for(entitlement)
+        return SessionStatus(
+            state=self._registry.state(entitlement),
+            default=self._registry.account(default_id, entitlement),
+            account_count=len(self._registry.accounts(entitlement)),
+            storage_problem=self._registry.storage_problem(entitlement),
+            ended=self._registry.ended(entitlement),
+        )
+
+    def app_use(self) -> Mapping[str, AppUse]:
+        """Each app's use of the accounts, by app id (for the app listing)."""
+        return self._keeper.uses.app_use
 
     @property
     def providers(self) -> Providers:
         """The configured providers (none before start)."""
-        return self.registry.providers
+        return self._registry.providers
 
     @property
     def storage(self) -> str:
         """Where sessions are kept across restarts, for status."""
-        return self.registry.storage
+        return self._registry.storage
 
     @property
     def issuer(self) -> str:

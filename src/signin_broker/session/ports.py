@@ -1,16 +1,22 @@
-"""What the session layer needs from outside it: a store for accounts, a sink for audit rows.
+"""What the session layer needs from outside it: a store, an audit sink, a provider's client.
 
-The daemon plugs in the encrypted vault (store.vault) and its audit trail
-(daemon.audit_trail); tests plug in memory. Calls to a store may block: the session
-layer makes them from worker threads.
+The daemon plugs in the encrypted vault (store.vault), its audit trail
+(daemon.audit_trail) and oidc.provider.Provider; tests plug in memory and a scripted
+provider. Each seam has a contract suite every implementation passes
+(tests/unit/test_account_stores.py, tests/integration/test_provider_clients.py).
+Calls to a store may block: the session layer makes them from worker threads.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..store.audit import Actor, AuditEntry
+
+if TYPE_CHECKING:
+    from ..oidc.answers import TokenResponse
+    from ..oidc.metadata import ProviderMetadata
 
 
 def daemon_actor() -> Actor:
@@ -36,6 +42,44 @@ class AccountStore(Protocol):
 
     def accounts(self) -> list[str]:
         """The ids of the stored accounts."""
+
+
+class ProviderClient(Protocol):
+    """One client at a provider, as renewal, re-validation and sign-out use it.
+
+    Failures are OAuthError (the provider refused: invalid_grant, invalid_token, ...)
+    or ProviderUnavailable (it could not be asked, or answered garbage), never others.
+    """
+
+    @property
+    def client_id(self) -> str:
+        """The client the tokens are issued to."""
+
+    @property
+    def clock_problem(self) -> str:
+        """How far this device's clock is off the provider's, when it is; else ""."""
+
+    async def metadata(self) -> ProviderMetadata:
+        """The provider's endpoints (discovery)."""
+
+    async def refresh(
+        self,
+        refresh_token: str,
+        scope: str | None = None,
+        resource: str | None = None,
+        *,
+        answer_within: float | None = None,
+    ) -> TokenResponse:
+        """New tokens for a refresh token (RFC 6749 section 6); a narrower scope or a resource."""
+
+    async def userinfo(self, access_token: str) -> dict[str, Any]:
+        """The user's claims; OAuthError("invalid_token") when the token is refused."""
+
+    async def revoke(self, token: str, hint: str) -> bool:
+        """Revoke a token (RFC 7009); False when the provider offers no revocation."""
+
+    async def close(self) -> None:
+        """Let go of connections."""
 
 
 class AuditSink(Protocol):

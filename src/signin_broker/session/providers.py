@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 from ..identities import MAIN_ALIAS, alias_named, name_of
 from .accounts import provider_of
 from .errors import NotConfigured
+from .ports import ProviderClient
 from .schedule import ASSUMED_ANSWER_SECONDS
 
 if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
-    from ..oidc.provider import Provider
     from .accounts import Account
     from .device import DeviceFlow
     from .signin import SignInFlow
@@ -33,8 +33,8 @@ class ProviderLink:
 
     alias: str
     issuer: str
-    client: Provider  # browser sign-ins, renewals, revocation, userinfo
-    device_client: Provider  # device sign-ins: `client` unless a second client is set
+    client: ProviderClient  # browser sign-ins, renewals, revocation, userinfo
+    device_client: ProviderClient  # device sign-ins: `client` unless a second client is set
     sign_in: SignInFlow
     device: DeviceFlow
     degraded_reason: str = ""  # why it is considered unreachable; "" when it answers
@@ -51,7 +51,7 @@ class ProviderLink:
         """How messages name it: its alias, or "the identity provider" for the main one."""
         return f"provider {self.alias}" if self.alias else "the identity provider"
 
-    def client_for(self, client_id: str) -> Provider | None:
+    def client_for(self, client_id: str) -> ProviderClient | None:
         """The client an account's tokens were issued to ("" is the main one); None if gone."""
         if client_id in ("", self.client.client_id):
             return self.client
@@ -117,7 +117,7 @@ class Providers:
         """The provider an account belongs to, by its id; None when it is not configured."""
         return self._links.get(provider_of(account_id))
 
-    def client_of(self, account: Account) -> Provider | None:
+    def client_of(self, account: Account) -> ProviderClient | None:
         """The client that renews the account's tokens; None when it is not configured."""
         link = self.of(account.info.id)
         return link.client_for(account.client_id) if link is not None else None

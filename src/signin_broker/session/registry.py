@@ -53,7 +53,7 @@ class AccountRegistry:
     ) -> None:
         self.events = events
         self.audit = audit
-        self.providers = Providers()  # set by start()
+        self.providers = Providers()  # until restore()
         self.store: AccountStore | None = None
         self.storage = "memory only"
         self.changed = asyncio.Event()  # wakes the keeper: an account came or went
@@ -347,8 +347,9 @@ class AccountRegistry:
 
     # -- start -------------------------------------------------------------------------
 
-    async def restore(self) -> None:
-        """Bring back the stored accounts of the configured providers and clients."""
+    async def restore(self, providers: Providers, store: AccountStore | None, storage: str) -> None:
+        """Take the providers and the store, and bring back the accounts stored of them."""
+        self.providers, self.store, self.storage = providers, store, storage
         if self.store is None:
             return
         for account_id in await asyncio.to_thread(self.store.accounts):

@@ -9,13 +9,13 @@ from ..oidc.errors import ProviderUnavailable
 from .accounts import Revocation
 
 if TYPE_CHECKING:
-    from ..oidc.provider import Provider
+    from .ports import ProviderClient
     from .tokens import TokenSet
 
 log = logging.getLogger(__name__)
 
 
-async def revoke(client: Provider | None, tokens: TokenSet) -> tuple[Revocation, str]:
+async def revoke(client: ProviderClient | None, tokens: TokenSet) -> tuple[Revocation, str]:
     """Revoke the refresh and access token; what the provider did, and why it failed.
 
     None for a client: the account's provider is no longer configured.

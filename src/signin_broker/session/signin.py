@@ -1,16 +1,12 @@
-"""A browser sign-in in progress: its authorization request remembered until the callback.
+"""A provider's browser sign-in: the authorization request, and the code redeemed after.
 
-Each begun sign-in is remembered under its state until its callback arrives, for ten
-minutes at most; a state is good for one callback only, so a replayed or forged
-callback finds nothing and is refused as a state mismatch. The protocol itself (PKCE,
+This is one provider's half of it, and holds nothing: the pending request is kept
+under its state by session.sign_ins until the callback. The protocol itself (PKCE,
 nonce, the answer's `iss`) is signin_broker.oidc.code_flow.
 """
 
 from __future__ import annotations
 
-import hmac
-import time
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,10 +14,6 @@ from typing import Any
 from ..oidc.answers import TokenResponse
 from ..oidc.code_flow import AuthorizationRequest, SignInSecrets
 from ..oidc.provider import Provider
-from .accounts import SIGN_IN_SECONDS
-
-PENDING_TTL_SECONDS = SIGN_IN_SECONDS
-MAX_PENDING = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +39,7 @@ class SignedIn:
 
 
 class SignInFlow:
-    """Begins sign-ins (the authorize URL) and completes them (the token exchange)."""
+    """Begins one provider's sign-ins (the authorize URL) and completes them (the code)."""
 
     def __init__(
         self,
@@ -62,17 +54,18 @@ class SignInFlow:
         self._scopes = scopes
         self._source = source
         self._authorize_params = dict(authorize_params or {})  # the daemon's setting
-        self._pending: OrderedDict[str, PendingSignIn] = OrderedDict()
 
     async def begin(
         self,
         redirect_uri: str,
         redirect_to: str,
         sign_in_id: str,
+        *,
+        created_at: float,
         workspace_id: str = "",
         authorize_params: Mapping[str, str] | None = None,
-    ) -> str:
-        """Remember a new sign-in and return the provider's authorize URL for it.
+    ) -> tuple[PendingSignIn, str]:
+        """A new sign-in to remember under its state, and the provider's authorize URL for it.
 
         A workspace is asked for with the `workspace_id` authorization parameter; the
         provider must confirm the membership with the same claim in the id_token.
@@ -82,24 +75,12 @@ class SignInFlow:
         request = AuthorizationRequest.new(
             self._source, redirect_uri, await self._provider.metadata(), workspace_id
         )
-        pending = PendingSignIn(request, redirect_to, sign_in_id, time.time())
-        self._forget_expired()
-        while len(self._pending) >= MAX_PENDING:
-            self._pending.popitem(last=False)  # the oldest abandoned one
-        self._pending[request.state] = pending
-        return request.url(
+        url = request.url(
             self._provider.client_id,
             self._scopes,
             {**self._authorize_params, **(authorize_params or {})},
         )
-
-    def take(self, state: str) -> PendingSignIn | None:
-        """The sign-in begun with this state, removed so that it completes only once."""
-        self._forget_expired()
-        for known in self._pending:
-            if hmac.compare_digest(known.encode(), state.encode()):  # str: ASCII only
-                return self._pending.pop(known)
-        return None
+        return PendingSignIn(request, redirect_to, sign_in_id, created_at), url
 
     async def complete(self, pending: PendingSignIn, code: str) -> SignedIn:
         """Redeem the code and validate the id_token against this sign-in's nonce."""
@@ -112,8 +93,3 @@ class SignInFlow:
             self.alias,
             self._provider.client_id,
         )
-
-    def _forget_expired(self) -> None:
-        cutoff = time.time() - PENDING_TTL_SECONDS
-        for state in [s for s, p in self._pending.items() if p.created_at < cutoff]:
-            del self._pending[state]

@@ -19,7 +19,7 @@ DECISION = {
     Decision.ASK: pb.APP_DECISION_ASK,
 }
 DECISION_OF = {value: key for key, value in DECISION.items()}
-DEVICE_OF = {  # None: the daemon chooses (session.lifecycle.browser_at_hand)
+DEVICE_OF = {  # None: the daemon chooses (session.sign_ins.browser_at_hand)
     pb.SIGN_IN_METHOD_UNSPECIFIED: None,
     pb.SIGN_IN_METHOD_BROWSER: False,
     pb.SIGN_IN_METHOD_DEVICE_CODE: True,

@@ -101,7 +101,7 @@ class TokenBrokerServicer:
         audience = checked(check_audience, request.audience)
         caller = current_caller()
         entitlement = await self._apps.admit(caller)
-        token = await self._session.keeper.get_token(
+        token = await self._session.get_token(
             account,
             scopes,
             request.min_ttl_seconds,
@@ -126,17 +126,16 @@ class TokenBrokerServicer:
         """Describe the daemon, the sign-in state and the caller."""
         caller = current_caller()
         visible = await self._apps.visible(caller)
-        default_id = self._session.registry.default_for(visible)
-        default = self._session.registry.account(default_id, visible)
+        sessions = self._session.status(visible)
         return pb.GetStatusResponse(
             version=__version__,
             pid=self._info.pid,
             started_at_unix=int(self._info.started_at),
             socket_path=str(self._info.socket_path),
             issuer=self._session.issuer or "",
-            sign_in_state=SIGN_IN_STATE[self._session.registry.state(visible)],
-            default_account=default_id,
-            account_count=len(self._session.registry.accounts(visible)),
+            sign_in_state=SIGN_IN_STATE[sessions.state],
+            default_account=sessions.default.id if sessions.default else "",
+            account_count=sessions.account_count,
             caller=pb.Caller(
                 uid=caller.uid, gid=caller.gid, pid=caller.pid, executable=caller.executable
             ),
@@ -144,8 +143,8 @@ class TokenBrokerServicer:
             degraded_reason=self._session.degraded_reason,
             last_provider_contact_unix=int(self._session.last_provider_contact),
             storage=self._session.storage,
-            storage_problem=self._session.registry.storage_problem(visible),
-            default_account_detail=account_message(default) if default else None,
+            storage_problem=sessions.storage_problem,
+            default_account_detail=account_message(sessions.default) if sessions.default else None,
             started_by=self._info.started_by,
             rss_bytes=_THIS_PROCESS.memory_info().rss,
             audit_degraded_reason=self._audit.degraded_reason,
@@ -158,7 +157,7 @@ class TokenBrokerServicer:
                     reason=ended.reason,
                     ended_at_unix=int(ended.ended_at),
                 )
-                for ended in self._session.registry.ended(visible)
+                for ended in sessions.ended
             ],
         )
 
@@ -167,7 +166,7 @@ class TokenBrokerServicer:
         """List the accounts, default first."""
         visible = await self._apps.readable(current_caller())
         return pb.ListAccountsResponse(
-            accounts=[account_message(a) for a in self._session.registry.accounts(visible)]
+            accounts=[account_message(a) for a in self._session.accounts(visible)]
         )
 
     @unary
@@ -182,7 +181,7 @@ class TokenBrokerServicer:
             raise InvalidRequest("method must be SIGN_IN_METHOD_BROWSER or _DEVICE_CODE, or unset")
         caller = current_caller()
         account, _ = await self._writable(request.account, caller)
-        begun = await self._session.lifecycle.begin_sign_in(
+        begun = await self._session.begin_sign_in(
             account=account,
             app=actor_of(caller).app,
             device=DEVICE_OF[request.method],
@@ -212,7 +211,7 @@ class TokenBrokerServicer:
         """End an account's session."""
         caller = current_caller()
         account, entitlement = await self._writable(request.account, caller)
-        result = await self._session.lifecycle.sign_out(
+        result = await self._session.sign_out(
             account, self._info.web_url, actor=actor_of(caller), entitlement=entitlement
         )
         return pb.SignOutResponse(
@@ -227,7 +226,7 @@ class TokenBrokerServicer:
         """The QR code of a pending device sign-in the caller owns; NOT_FOUND otherwise."""
         caller = current_caller()
         owners = self._owners(caller, await self._apps.readable(caller))
-        started = self._session.lifecycle.device_sign_in(request.sign_in_id, owners)
+        started = self._session.device_sign_in(request.sign_in_id, owners)
         if started is None:
             raise AccountNotFound
         svg = request.format != pb.QR_FORMAT_PNG
@@ -284,7 +283,7 @@ class TokenBrokerServicer:
                 id_token=request.id_token,
             )
         self._audit.record(entry)
-        use = self._session.keeper.uses.app_use.get(view.record.id)
+        use = self._session.app_use().get(view.record.id)
         return pb.SetAppPolicyResponse(app=app_message(view, use), answered=answered)
 
     @unary
@@ -294,7 +293,7 @@ class TokenBrokerServicer:
         """Make an account the default."""
         caller = current_caller()
         account, entitlement = await self._writable(request.account, caller, required=True)
-        info = await self._session.lifecycle.set_default(
+        info = await self._session.set_default(
             account, actor=actor_of(caller), entitlement=entitlement
         )
         return pb.SetDefaultAccountResponse(account=account_message(info))
@@ -304,7 +303,7 @@ class TokenBrokerServicer:
         """Sign the account out and delete everything kept of it."""
         caller = current_caller()
         account, entitlement = await self._writable(request.account, caller, required=True)
-        logout_url = await self._session.lifecycle.remove_account(
+        logout_url = await self._session.remove_account(
             account, self._info.web_url, actor=actor_of(caller), entitlement=entitlement
         )
         return pb.RemoveAccountResponse(
@@ -329,7 +328,7 @@ class TokenBrokerServicer:
             [account]
             if account
             else sorted(
-                {a.id for a in self._session.registry.accounts(visible)}
+                {a.id for a in self._session.accounts(visible)}
                 | {a for a in await self._audit.accounts() if visible.sees(a)}
             )
         )
@@ -346,7 +345,7 @@ class TokenBrokerServicer:
 
     def _apps_by_last_use(self) -> list[tuple[AppView, AppUse | None]]:
         """The apps with their use of any account, the most recently used first."""
-        use = self._session.keeper.uses.app_use
+        use = self._session.app_use()
         listed = [(view, use.get(view.record.id)) for view in self._apps.apps()]
         return sorted(listed, key=lambda pair: -(pair[1].last_used if pair[1] else 0.0))
 
@@ -380,7 +379,7 @@ class TokenBrokerServicer:
         except SessionError as error:
             raise GRPCError(status_of(error), str(error)) from None
         await self._session.ready.wait()  # the snapshot tells the restored state
-        with self._session.events.subscribe() as subscription:
+        with self._session.subscribe() as subscription:
             yield self._snapshot(await self._apps.visible(caller), time.time())
             while True:
                 try:
@@ -393,7 +392,7 @@ class TokenBrokerServicer:
 
     def _owners(self, caller: Caller, entitlement: Entitlement) -> frozenset[str]:
         """The owner keys of sign-ins the caller may follow: its own, and its accounts'."""
-        accounts = [account.id for account in self._session.registry.accounts(entitlement)]
+        accounts = [account.id for account in self._session.accounts(entitlement)]
         return frozenset([*accounts, owner_key("", actor_of(caller).app)])
 
     def _event(self, event: SessionEvent, visible: Entitlement) -> pb.WatchEventsResponse:
@@ -408,5 +407,5 @@ class TokenBrokerServicer:
         return pb.WatchEventsResponse(
             kind=pb.EVENT_KIND_SNAPSHOT,
             occurred_at_unix_ms=int(at * 1000),
-            sign_in_state=SIGN_IN_STATE[self._session.registry.state(visible)],
+            sign_in_state=SIGN_IN_STATE[self._session.status(visible).state],
         )

@@ -30,9 +30,8 @@ from ...oidc.errors import IdTokenInvalid, OAuthError, ProviderUnavailable
 from ...oidc.failures import failure_of
 from ...session.errors import NotConfigured
 from ...session.manager import SessionManager
-from ...session.signin import PendingSignIn, SignInFlow
 from ...session.signout import LINK_PATH as LOGOUT_LINK_PATH
-from ...session.validation import check_provider, check_workspace_id
+from ...session.validation import check_workspace_id
 from ...store.audit import Actor
 from ..host.instance import loopback_base_url
 from ..qr import qr_svg_markup
@@ -190,13 +189,13 @@ class SignInSite:
     async def dashboard(self, request: Request) -> Response:
         """The authenticated home; anonymous visitors are sent to sign in and brought back."""
         account_id = self._signed_in_account(request)
-        account = self._session.registry.account(account_id) if account_id else None
+        account = self._session.account(account_id) if account_id else None
         if account is None:
             original = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             return RedirectResponse(
                 f"{BEGIN_PATH}?redirect_to={quote(original, safe='')}", status_code=302
             )
-        others = [a for a in self._session.registry.accounts() if a.id != account.id]
+        others = [a for a in self._session.accounts() if a.id != account.id]
         return HTMLResponse(pages.dashboard(account, others, self._waiting_devices()))
 
     async def user_login(self, request: Request) -> Response:
@@ -221,32 +220,21 @@ class SignInSite:
             workspace_id = check_workspace_id(request.query_params.get("workspace_id", ""))
         except ValueError as error:
             return page("Not a workspace", str(error), status=400)
-        begun = self._session.lifecycle.sign_in_started(sign_in_id) if sign_in_id else None
-        # An app's sign-in goes where the app chose; one begun here, where the page says.
-        providers = self._session.providers
         try:
-            if begun is not None:
-                link = providers.at(begun.provider)
-            else:
-                link = providers.named(check_provider(request.query_params.get("provider", "")))
-            flow = link.sign_in
-        except ValueError as error:
-            return page("Not a provider", str(error), status=400)
-        except NotConfigured as error:
-            return page("No such identity provider", str(error), status=404)
-        try:
-            url = await flow.begin(
+            url = await self._session.browser_sign_in_url(
                 self.redirect_uri,
                 redirect_to,
                 sign_in_id,
                 workspace_id,
-                begun.authorize_params if begun is not None else None,
+                request.query_params.get("provider", ""),
             )
+        except ValueError as error:
+            return page("Not a provider", str(error), status=400)
+        except NotConfigured as error:
+            return page("No such identity provider", str(error), status=404)
         except ProviderUnavailable as error:
             failure = failure_of(error)
             _oauth_log(logging.ERROR, "authorize", failure.error_code, failure.reason)
-            if sign_in_id:  # an app (`signin-broker login`) waits for this sign-in: tell it
-                self._session.lifecycle.sign_in_failed(sign_in_id, str(failure))
             return page(
                 "The identity provider cannot be reached",
                 "Check your network connection and try again.",
@@ -263,8 +251,8 @@ class SignInSite:
             _oauth_log(logging.WARNING, "callback", "invalid_request", "oversized parameters")
             return self._failed("", "invalid_request", "The sign-in response was malformed.")
         state = params.get("state", "")
-        flow, pending = self._take(state) if state else (None, None)
-        if flow is None or pending is None:
+        taken = self._session.take_browser_sign_in(state) if state else None
+        if taken is None:
             _oauth_log(logging.WARNING, "callback", "state_mismatch", "unknown or reused state")
             return self._failed(
                 "",
@@ -272,6 +260,7 @@ class SignInSite:
                 "This sign-in response does not belong to a sign-in started here,"
                 " or it was used already.",
             )
+        flow, pending = taken
         if problem := pending.request.issuer_problem(params.get("iss")):
             _oauth_log(logging.WARNING, "callback", "iss_mismatch", problem)
             return self._failed(
@@ -302,7 +291,7 @@ class SignInSite:
             level = logging.WARNING if failure.error_code == "invalid_code" else logging.ERROR
             _oauth_log(level, step, failure.error_code, failure.reason)
             return self._failed(pending.sign_in_id, failure.error_code, failure.message)
-        account = await self._session.lifecycle.complete_sign_in(signed_in, BROWSER)
+        account = await self._session.complete_sign_in(signed_in, BROWSER)
         log.info("signed in", extra={"flow": "oauth", "step": "callback", "account": account.id})
         response = RedirectResponse(pending.redirect_to, status_code=303)
         response.set_cookie(
@@ -328,9 +317,9 @@ class SignInSite:
         account_id = self._signed_in_account(request)
         self._browsers.end(cookie)
         if account_id is not None:
-            await self._session.lifecycle.sign_out(account_id, actor=BROWSER)
+            await self._session.sign_out(account_id, actor=BROWSER)
             log.info("signed out from the browser", extra={"account": account_id})
-        logout_url = await self._session.lifecycle.provider_logout_url(
+        logout_url = await self._session.provider_logout_url(
             self.base_url + "/", account_id=account_id or ""
         )
         response = RedirectResponse(logout_url or "/", status_code=303)
@@ -342,7 +331,7 @@ class SignInSite:
 
         The id_token travels only in this redirect to the owner's browser (session.signout).
         """
-        target = self._session.lifecycle.logout_links.take(request.query_params.get("end", ""))
+        target = self._session.take_logout_link(request.query_params.get("end", ""))
         if target is None:
             return page(
                 "This sign-out link is used up",
@@ -355,14 +344,6 @@ class SignInSite:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _take(self, state: str) -> tuple[SignInFlow | None, PendingSignIn | None]:
-        """The sign-in begun with this state, and the flow (provider) it was begun with."""
-        for link in self._session.providers:
-            pending = link.sign_in.take(state)
-            if pending is not None:
-                return link.sign_in, pending
-        return None, None
-
     def _waiting_devices(self) -> list[pages.WaitingDevice]:
         """Device sign-ins waiting for the person at this desk (the page is theirs alone)."""
         return [
@@ -371,19 +352,18 @@ class SignInSite:
                 started.verification_uri,
                 qr_svg_markup(started.verification_uri_complete or started.verification_uri),
             )
-            for link in self._session.providers
-            for started in link.device.pending()
+            for started in self._session.waiting_devices()
         ]
 
     def _signed_in_account(self, request: Request) -> str | None:
         account_id = self._browsers.account_of(request.cookies.get(SESSION_COOKIE))
-        if account_id is not None and self._session.registry.account(account_id) is None:
+        if account_id is not None and self._session.account(account_id) is None:
             return None  # signed out meanwhile (by an app or the CLI)
         return account_id
 
     def _failed(self, sign_in_id: str, error_code: str, message: str) -> Response:
         """The user-facing error of a failed callback: 200 with a message, no cookie."""
-        self._session.lifecycle.sign_in_failed(sign_in_id, f"{error_code}: {message}")
+        self._session.sign_in_failed(sign_in_id, f"{error_code}: {message}")
         return page("Sign-in failed", message, status=200, hint=error_code)
 
 
