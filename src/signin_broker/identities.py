@@ -1,4 +1,4 @@
-"""An account's id, written and read one way: `[<alias>/]user:<sub>[:workspace:<id>]`.
+"""Ids written and read one way: an account's `[<alias>/]user:<sub>[:workspace:<id>]`, an app's.
 
 A tenant is a user plus an optional workspace (contract 2.1 and 2.9); an account of a
 provider other than the main one is prefixed with its alias, as a `sub` is unique only
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 from urllib.parse import quote, unquote
 
 PROVIDER_ALIAS = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
@@ -64,3 +65,48 @@ class AccountId:
                 f"{text[:80]!r} is not an account id ([<alias>/]user:<id>[:workspace:<id>])"
             )
         return cls(unquote(form["user"]), unquote(form["workspace"] or ""), form["provider"] or "")
+
+
+class AppKind(StrEnum):
+    """Who vouches for an app's identity: the kernel's view of its program, or a sandbox."""
+
+    PROGRAM = "program"
+    FLATPAK = "flatpak"  # the app id in the sandbox's /.flatpak-info
+    SNAP = "snap"  # the snap's name in its enforced AppArmor label
+
+
+_SANDBOXES = {AppKind.FLATPAK.value, AppKind.SNAP.value}
+
+
+@dataclass(frozen=True, slots=True)
+class AppId:
+    """An app as the policy file, the audit and `signin-broker apps` name it.
+
+    A sandboxed app is `<kind>:<its id>` ("flatpak:org.example.App", "snap:name"); any
+    other is its executable and, after a space, what an interpreter runs
+    ("/usr/bin/python3 /home/alice/app.py"). Read here alone: a path may hold a colon,
+    and only a known sandbox's prefix makes a sandbox.
+    """
+
+    kind: AppKind
+    name: str  # the sandbox's id, or the program's executable ("" when unreadable)
+    script: str = ""  # a program's script or `-m module`; "" for a native one or a sandbox
+
+    @classmethod
+    def parse(cls, text: str) -> AppId:
+        """The app a text names (the policy file's key, an RPC's argument)."""
+        head, space, script = text.partition(" ")
+        kind, colon, name = head.partition(":")
+        if colon and kind in _SANDBOXES and name and not space:
+            return cls(AppKind(kind), name)
+        return cls(AppKind.PROGRAM, head, script)
+
+    @property
+    def sandboxed(self) -> bool:
+        """Whether a sandbox vouches for it (it has no program file to pin)."""
+        return self.kind is not AppKind.PROGRAM
+
+    def __str__(self) -> str:
+        if self.sandboxed:
+            return f"{self.kind}:{self.name}"
+        return f"{self.name} {self.script}" if self.script else self.name

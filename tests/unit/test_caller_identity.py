@@ -25,6 +25,7 @@ from signin_broker.daemon.callers.identity import (
     identify_caller,
     script_of,
 )
+from signin_broker.identities import AppId, AppKind
 
 # -- the script an interpreter runs, and whether a pin may rest on its path --------------
 
@@ -178,7 +179,7 @@ def test_a_flatpak_info_that_is_not_a_regular_file_is_refused_without_blocking(
 def test_a_snaps_name_is_read_from_its_apparmor_label(label: str, snap: str) -> None:
     match = SNAP_LABEL.fullmatch(label)
     assert match and match.group(1) == snap
-    assert _sandbox_of(os.getpid(), label) == f"snap:{snap}"
+    assert _sandbox_of(os.getpid(), label) == AppId(AppKind.SNAP, snap)
 
 
 @pytest.mark.parametrize(
@@ -207,11 +208,13 @@ def test_other_labels_name_no_snap(label: str) -> None:
 def test_a_host_process_has_no_sandbox() -> None:
     if Path("/.flatpak-info").exists():
         pytest.skip("the tests run inside a Flatpak sandbox")
-    assert _sandbox_of(os.getpid(), "") == ""
+    assert _sandbox_of(os.getpid(), "") is None
 
 
 def test_a_sandbox_id_is_the_app_whatever_the_program() -> None:
-    boxed = Caller(1000, 1000, 42, "/usr/bin/python3", 1, "/app/main.py", "flatpak:org.a.B")
+    boxed = Caller(
+        1000, 1000, 42, "/usr/bin/python3", 1, "/app/main.py", AppId(AppKind.FLATPAK, "org.a.B")
+    )
     assert boxed.app == "flatpak:org.a.B" and boxed.identified
     assert Caller(1000, 1000, 42, "/usr/bin/python3", 1, "/app/main.py").app == (
         "/usr/bin/python3 /app/main.py"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from signin_broker.identities import AccountId
+from signin_broker.identities import AccountId, AppId, AppKind
 from signin_broker.session.accounts import account_id_of, provider_of
 from signin_broker.session.validation import check_account
 from signin_broker.store.tenants import tenant_key
@@ -49,3 +49,29 @@ def test_ids_of_plain_subs_read_as_they_always_did(existing: str) -> None:
 def test_anything_else_is_not_an_account_id(malformed: str) -> None:
     with pytest.raises(ValueError, match="not an account id"):
         AccountId.parse(malformed)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "name", "script"),
+    [
+        ("flatpak:org.example.App", AppKind.FLATPAK, "org.example.App", ""),
+        ("snap:firefox", AppKind.SNAP, "firefox", ""),
+        ("/usr/bin/gjs", AppKind.PROGRAM, "/usr/bin/gjs", ""),
+        ("/usr/bin/python3 /home/a/app.py", AppKind.PROGRAM, "/usr/bin/python3", "/home/a/app.py"),
+        ("/usr/bin/python3 -m tool", AppKind.PROGRAM, "/usr/bin/python3", "-m tool"),
+        # A colon makes no sandbox: a path may hold one, an unknown kind is a program,
+        # and a sandbox's id never has a script after it.
+        ("/opt/a:b/bin/app", AppKind.PROGRAM, "/opt/a:b/bin/app", ""),
+        ("docker:abc", AppKind.PROGRAM, "docker:abc", ""),
+        ("flatpak:", AppKind.PROGRAM, "flatpak:", ""),
+        ("flatpak:org.a.B /x.py", AppKind.PROGRAM, "flatpak:org.a.B", "/x.py"),
+        ("", AppKind.PROGRAM, "", ""),
+    ],
+)
+def test_an_app_id_is_read_one_way_and_written_back_as_it_was(
+    text: str, kind: AppKind, name: str, script: str
+) -> None:
+    app = AppId.parse(text)
+    assert (app.kind, app.name, app.script) == (kind, name, script)
+    assert app.sandboxed == (kind is not AppKind.PROGRAM)
+    assert str(app) == text

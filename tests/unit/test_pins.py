@@ -18,10 +18,13 @@ from signin_broker.daemon.callers.pins import (
     pinned_program,
     running_sha256,
 )
+from signin_broker.identities import AppId, AppKind
 
 
 def script_caller(script: str, *, absolute: bool = True) -> Caller:
-    return Caller(os.geteuid(), os.getegid(), os.getpid(), sys.executable, 1, script, "", absolute)
+    return Caller(
+        os.geteuid(), os.getegid(), os.getpid(), sys.executable, 1, script, None, absolute
+    )
 
 
 def test_a_fifo_named_as_the_pinned_script_is_refused_without_blocking(tmp_path: Path) -> None:
@@ -60,12 +63,15 @@ def test_a_native_program_is_hashed_as_the_kernel_runs_it() -> None:
     )
 
 
+FLATPAK_APP = AppId(AppKind.FLATPAK, "org.example.App")
+
+
 @pytest.mark.parametrize(
     ("caller", "reason"),
     [
         (script_caller("/home/me/app.py", absolute=False), "relative path"),
         (script_caller("-m http.server"), "cannot be pinned"),
-        (Caller(1000, 1000, 42, "/usr/bin/gjs", 1, sandbox="flatpak:org.example.App"), "sandbox"),
+        (Caller(1000, 1000, 42, "/usr/bin/gjs", 1, sandbox=FLATPAK_APP), "sandbox"),
         (Caller(1000, 1000, 42, "", 1), "could not be identified"),
     ],
 )

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ...identities import AppId
 from ...session.accounts import NOTHING, Entitlement
 from ...session.errors import SessionError
 from ..callers.identity import Caller
@@ -63,7 +64,7 @@ class AppRecord:
         """The file that a sha256 pin covers: the script, else the executable ("" if none)."""
         if self.script:
             return self.script if self.script.startswith("/") else ""
-        return "" if ":" in self.id.split(" ", 1)[0] else self.executable
+        return "" if AppId.parse(self.id).sandboxed else self.executable
 
     @property
     def name(self) -> str:
@@ -170,7 +171,7 @@ class AppGate:
             entitlement = await self.readable(caller)  # refused, not asked, while undecided
             if entitlement.accounts is None and entitlement.scopes is None:
                 return entitlement
-        elif not caller.sandbox or self.default is Decision.ALLOW:
+        elif caller.sandbox is None or self.default is Decision.ALLOW:
             return Entitlement()
         raise AppDenied(
             f"{caller.app} may not manage the broker: only an app allowed every account"

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...identities import AppId, AppKind
 from .peercred import open_peer_pidfd, read_peer_credentials
 
 log = logging.getLogger(__name__)
@@ -55,15 +56,20 @@ class Caller:
     executable: str  # "" where it could not be read safely
     connection: int  # the daemon's sequence number of the connection, for logs
     script: str = ""  # what an interpreter runs (see script_of); "" for a native program
-    sandbox: str = ""  # "flatpak:<app id>" or "snap:<name>" when a sandbox vouches for it
+    sandbox: AppId | None = None  # the app id, when a sandbox vouches for it
     script_is_absolute: bool = True  # False: the script's path depends on the cwd at start
 
     @property
     def app(self) -> str:
         """The app's identity for policy and audit; "" when it could not be identified."""
-        if self.sandbox:
+        return str(self.app_id)
+
+    @property
+    def app_id(self) -> AppId:
+        """The sandbox's app id, else the program's (executable and script)."""
+        if self.sandbox is not None:
             return self.sandbox
-        return f"{self.executable} {self.script}" if self.script else self.executable
+        return AppId(AppKind.PROGRAM, self.executable, self.script)
 
     @property
     def identified(self) -> bool:
@@ -93,7 +99,7 @@ def identify_caller(sock: socket.socket, connection: int) -> Caller:
 
 def _program_of(
     pid: int, pidfd: int | None, accepted_at_ticks: int, label: str
-) -> tuple[str, str, str, bool] | None:
+) -> tuple[str, str, AppId | None, bool] | None:
     """Executable, script, sandbox and script-is-absolute; None unless pid surely is the caller.
 
     The pid could be reused between connect() and this read. A pidfd pins the
@@ -126,11 +132,11 @@ class UnidentifiableSandbox(Exception):
     """The process claims a sandbox whose identity cannot be read soundly."""
 
 
-def _sandbox_of(pid: int, label: str) -> str:
-    """The sandbox vouching for the process ("flatpak:<id>", "snap:<name>"), else ""."""
+def _sandbox_of(pid: int, label: str) -> AppId | None:
+    """The app id a sandbox vouches for (Flatpak's, Snap's), else None: no sandbox."""
     snap = SNAP_LABEL.fullmatch(label)
     if snap:
-        return f"snap:{snap.group(1)}"
+        return AppId(AppKind.SNAP, snap.group(1))
     if _on_fuse(pid, ("/", "/.flatpak-info")):  # a FUSE server could stall our open()
         raise UnidentifiableSandbox("the process's root is on a FUSE file system")
     try:
@@ -144,13 +150,13 @@ def _sandbox_of(pid: int, label: str) -> str:
             dir_fd=root,
         )
     except FileNotFoundError:
-        return ""  # not in a Flatpak sandbox
+        return None  # not in a Flatpak sandbox
     except OSError as error:
         raise UnidentifiableSandbox(f".flatpak-info cannot be read: {error.strerror}") from None
     finally:
         os.close(root)
     try:
-        return f"flatpak:{_flatpak_app_id(info)}"
+        return AppId(AppKind.FLATPAK, _flatpak_app_id(info))
     finally:
         os.close(info)
 

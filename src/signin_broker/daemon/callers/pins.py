@@ -30,7 +30,7 @@ class Unpinnable(Exception):
 
 def pinned_program(caller: Caller) -> str:
     """The path the pin of this caller covers (for messages), or raise Unpinnable."""
-    if caller.sandbox:
+    if caller.sandbox is not None:
         raise Unpinnable(f"{caller.sandbox} is identified by its sandbox; it has no pin")
     if caller.script:
         if caller.script.startswith("-m"):
