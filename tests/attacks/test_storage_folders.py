@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from signin_broker.store.files import write_atomically
+from signin_broker.store.keys import FileKeyStore
+from signin_broker.store.vault import Vault
 from signin_broker.testing.daemon import DaemonProcess
 from support.other_user import other_user
 from support.storage import make_state_dir
@@ -84,3 +86,18 @@ def test_a_symlink_planted_at_the_temporary_name_is_not_followed(
         write_atomically(state / "keys.json", b"the owner's keys")
     assert loot.read_bytes() == b""
     assert not (state / "keys.json").exists()
+
+
+def test_a_hashed_state_files_id_beside_it_cannot_name_another_account(tmp_path: Path) -> None:
+    """An id too long for a file name is kept beside its state under the id's hash; an id
+    written there by someone else (a planted file, a copy) is not taken for an account."""
+    long_id = "user:" + "%3A" * 255
+    vault = Vault(tmp_path / "accounts", FileKeyStore(tmp_path / "keys.json"))
+    vault.save(long_id, {"n": 1})
+    (beside,) = (tmp_path / "accounts").glob("~*.id")
+    assert beside.read_text() == long_id and vault.accounts() == [long_id]
+    beside.write_text("user:1001")
+    assert vault.accounts() == []  # the name is not the hash of the id it claims
+    beside.unlink()
+    beside.symlink_to(tmp_path / "elsewhere")
+    assert vault.accounts() == []

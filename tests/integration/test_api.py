@@ -73,7 +73,7 @@ def test_unknown_account_is_not_found(client: BrokerClient) -> None:
         ({"scopes": ["read:user", 'quote"d']}, "'quote\"d' is not a valid OAuth scope"),
         ({"scopes": [""]}, "'' is not a valid OAuth scope"),
         ({"scopes": [f"s{i}" for i in range(65)]}, "at most 64 scopes may be requested, not 65"),
-        ({"account": "a\nb"}, "account must be at most 512 printable characters"),
+        ({"account": "a\nb"}, "account must be at most 4096 printable characters"),
     ],
 )
 def test_bad_get_token_requests_are_invalid_argument_with_the_reason(

@@ -11,7 +11,9 @@ from ..identities import PROVIDER_ALIAS, AccountId
 # RFC 6749 section 3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E )
 SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]{1,256}")
 MAX_SCOPES = 64
-MAX_ACCOUNT_ID_LENGTH = 512
+# Any id a sub of up to 255 characters makes: 12 characters each percent-encoded
+# (identities.AccountId), an alias, a workspace and the form's own words.
+MAX_ACCOUNT_ID_LENGTH = 4096
 MAX_MIN_TTL_SECONDS = 86_400
 
 

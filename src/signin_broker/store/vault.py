@@ -24,6 +24,7 @@ a genuinely older copy put in place is still refused.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -53,6 +54,12 @@ NONCE_BYTES = 12
 KEY_BYTES = 32
 GENERATION = struct.Struct(">Q")
 SUFFIX = ".state"
+# A file name holds at most 255 bytes (NAME_MAX), and write_atomically's temporary name
+# adds 22. An id too long for that (a sub may have 255 characters, and each ':' is
+# written %253A here) is kept under its hash, its id in a file beside it.
+MAX_NAME = 255 - 22
+HASHED = "~"  # a quoted id never starts so: it starts with an alias or "user"
+ID_SUFFIX = ".id"
 LOCK_NAME = ".vault.lock"  # saves hold it shared, the recovery of leftovers exclusively
 
 
@@ -114,6 +121,7 @@ class Vault:
 
             try:
                 with self._lock(shared=True):  # no other vault takes its file for a leftover
+                    self._name_beside(account_id)
                     write_atomically(
                         self._path(account_id), header + sealed, before_rename=store_key
                     )
@@ -156,8 +164,8 @@ class Vault:
 
     def _complete_leftovers(self) -> None:
         for name, temporaries in leftover_writes(self._folder).items():
-            account_id = unquote(name.removesuffix(SUFFIX))
-            if name.endswith(SUFFIX) and account_id:
+            account_id = self._account_of(name) if name.endswith(SUFFIX) else ""
+            if account_id:
                 try:
                     self._roll_forward(account_id, temporaries)
                 except (OSError, KeyStoreUnavailable, VaultError) as error:
@@ -247,7 +255,9 @@ class Vault:
         """Remove the account's file and its key."""
         account_id = tenant_key(account_id)
         with self._saving:
-            self._path(account_id).unlink(missing_ok=True)
+            path = self._path(account_id)
+            path.unlink(missing_ok=True)
+            path.with_suffix(ID_SUFFIX).unlink(missing_ok=True)  # the id of a hashed name
             self._keys.delete(self._key_name(account_id))
             self._generations.pop(account_id, None)
 
@@ -255,11 +265,30 @@ class Vault:
         """The ids of the accounts with a state file (names only: nothing is decrypted)."""
         if not self._folder.is_dir():
             return []
-        return sorted(
-            unquote(path.name.removesuffix(SUFFIX))
+        named = (
+            self._account_of(path.name)
             for path in self._folder.iterdir()
             if path.name.endswith(SUFFIX) and not path.name.startswith(".")
         )
+        return sorted(account_id for account_id in named if account_id)
+
+    def _account_of(self, name: str) -> str:
+        """The account a state file's name stands for; "" when it stands for none."""
+        stem = name.removesuffix(SUFFIX)
+        if not stem.startswith(HASHED):
+            return unquote(stem)
+        try:
+            written = read_regular_file(self._folder / (stem + ID_SUFFIX), limit=64 * 1024)
+            account_id = (written or b"").decode()
+        except (OSError, UnicodeDecodeError):  # UnsafeStorage is one
+            return ""
+        return account_id if _file_name(account_id) == name else ""  # not another's id
+
+    def _name_beside(self, account_id: str) -> None:
+        """Write the id of a state file kept under its hash, before the file itself."""
+        path = self._path(account_id).with_suffix(ID_SUFFIX)
+        if path.name.startswith(HASHED) and self._account_of(_file_name(account_id)) != account_id:
+            write_atomically(path, account_id.encode())
 
     def _is_rolled_back(self, account_id: str) -> bool:
         """Whether the account's file is an older copy; other faults show when it is loaded."""
@@ -300,7 +329,7 @@ class Vault:
         return record, generation
 
     def _path(self, account_id: str) -> Path:
-        return self._folder / (quote(account_id, safe="") + SUFFIX)
+        return self._folder / _file_name(account_id)
 
     @staticmethod
     def _key_name(account_id: str) -> str:
@@ -319,3 +348,11 @@ def _split_entry(entry: bytes) -> tuple[bytes, int]:
 def _associated_data(header: bytes, account_id: str) -> bytes:
     """What the ciphertext authenticates besides itself: the header and the account id."""
     return header + account_id.encode()
+
+
+def _file_name(account_id: str) -> str:
+    """The name of the account's state file: its id, quoted, or its hash when too long."""
+    name = quote(account_id, safe="") + SUFFIX
+    if len(name) <= MAX_NAME:
+        return name
+    return HASHED + hashlib.sha256(account_id.encode()).hexdigest() + SUFFIX
