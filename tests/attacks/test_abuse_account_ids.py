@@ -25,7 +25,7 @@ MALFORMED = [
     "user:1001:workspace:7:x",
     "user:1001:tenant:7",
     "user:a\u00a0b",  # a no-break space: printable, and whitespace
-    "user:" + "9" * 600,
+    "user:" + "9" * 4100,  # over MAX_ACCOUNT_ID_LENGTH, what any 255-character sub makes
 ]
 
 CALLS: dict[str, Callable[[BrokerClient, str], object]] = {

@@ -6,16 +6,18 @@ import asyncio
 import enum
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..identities import AccountId
 from .limits import ScopedTokens
 from .schedule import refresh_early_fraction
 from .tokens import TokenSet
 
+if TYPE_CHECKING:
+    from .ports import ProviderClient
+    from .providers import ProviderLink
+
 RECORD_VERSION = 1
-# How long a sign-in begun over the API may take (signin.PENDING_TTL_SECONDS agrees).
-SIGN_IN_SECONDS = 600
 
 
 class SignInState(enum.Enum):
@@ -149,6 +151,13 @@ class Account:
     revalidate_at: float = 0.0
     early_fraction: float = field(default_factory=refresh_early_fraction)
     client_id: str = ""  # the client its tokens were issued to ("": the provider's main one)
+    # Its provider, resolved once as it enters the registry (a sign-in or a restore).
+    link: ProviderLink | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def client(self) -> ProviderClient | None:
+        """The client that renews its tokens; None before it is in the registry."""
+        return self.link.client_for(self.client_id) if self.link is not None else None
 
     @property
     def refresh_at(self) -> float:

@@ -18,7 +18,7 @@ from ..oidc.device_flow import SlowerPolling
 from ..oidc.errors import DeviceGrantEnded
 from ..oidc.id_tokens import check_workspace
 from ..oidc.provider import Provider
-from .accounts import SIGN_IN_SECONDS
+from .schedule import SIGN_IN_SECONDS
 from .signin import SignedIn
 
 

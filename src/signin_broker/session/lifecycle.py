@@ -65,7 +65,7 @@ class SessionLifecycle:
         await self._registry.end(
             account, EventKind.SIGNED_OUT, "signed out", actor or daemon_actor()
         )
-        client = self._registry.providers.client_of(account)
+        client = account.client
         revocation, error = await revoke(client, account.tokens)
         logout_url = await self.logout_url(page_url, account.tokens.id_token, account.info.id)
         return SignOutResult(True, logout_url, revocation, error)
@@ -85,7 +85,7 @@ class SessionLifecycle:
         account = self._registry.resolve(account_id, entitlement)
         await self._audit.record_now(audit_rows.removed(actor, account.info.id))
         await self._registry.end(account, EventKind.SIGNED_OUT, "the account was removed", actor)
-        await revoke(self._registry.providers.client_of(account), account.tokens)
+        await revoke(account.client, account.tokens)
         await self._audit.forget_account(account.info.id)
         return await self.logout_url(page_url, account.tokens.id_token, account.info.id)
 

@@ -77,13 +77,13 @@ class ProviderHealth:
 
     def reason(self, account: Account) -> str:
         """Why the account is backed off, for a caller its current token cannot serve."""
-        link = self._registry.providers.of(account.info.id)
+        link = account.link
         degraded = link.degraded_reason if link is not None else ""
         return account.refusal or degraded or "the last renewal failed"
 
     def link(self, account: Account) -> ProviderLink:
         """The account's provider (only accounts of configured providers are kept)."""
-        link = self._registry.providers.of(account.info.id)
+        link = account.link
         assert link is not None  # noqa: S101 - restore and sign-in keep no other
         return link
 

@@ -15,14 +15,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..identities import MAIN_ALIAS, alias_named, name_of
-from .accounts import provider_of
+from ..identities import MAIN_ALIAS, AccountId, alias_named, name_of
 from .errors import NotConfigured
 from .ports import ProviderClient
 from .schedule import ASSUMED_ANSWER_SECONDS
 
 if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
-    from .accounts import Account
     from .device import DeviceFlow
     from .signin import SignInFlow
 
@@ -114,10 +112,8 @@ class Providers:
         )
 
     def of(self, account_id: str) -> ProviderLink | None:
-        """The provider an account belongs to, by its id; None when it is not configured."""
-        return self._links.get(provider_of(account_id))
+        """The provider an account belongs to, by its id; None when it is not configured.
 
-    def client_of(self, account: Account) -> ProviderClient | None:
-        """The client that renews the account's tokens; None when it is not configured."""
-        link = self.of(account.info.id)
-        return link.client_for(account.client_id) if link is not None else None
+        An account asks once, as it enters the registry (accounts.Account.link).
+        """
+        return self._links.get(AccountId.parse(account_id).provider)

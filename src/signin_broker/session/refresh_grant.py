@@ -67,7 +67,7 @@ class RefreshGrant:
         only when the access token is about to expire. That includes a daemon stopped
         while it waited: the store counts the send before it is made (a write-ahead).
         """
-        tokens, client = account.tokens, self._registry.providers.client_of(account)
+        tokens, client = account.tokens, account.client
         sent_at = self._clock()
         assert client is not None and tokens.refresh_token is not None  # noqa: S101 - checked by callers
         if not self._registry.is_current(account):  # signed out while this waited for the lock
@@ -171,7 +171,7 @@ class RefreshGrant:
 
     async def _token_rejected(self, account: Account) -> bool:
         """Whether the provider's userinfo rejects the access token (no answer: no)."""
-        client = self._registry.providers.client_of(account)
+        client = account.client
         assert client is not None  # noqa: S101 - it answered a refresh
         try:
             await client.userinfo(account.tokens.access_token)

@@ -177,13 +177,14 @@ class AccountRegistry:
     def renewable(self, account: Account) -> bool:
         """Whether the daemon may send the account's refresh token."""
         tokens = account.tokens
-        return self.providers.client_of(account) is not None and tokens.refresh_token is not None
+        return account.client is not None and tokens.refresh_token is not None
 
     # -- changes ----------------------------------------------------------------------
 
     async def add(self, account: Account) -> Account | None:
         """Store and add a signed-in account; the one it replaces (same id), if any."""
         previous = self._accounts.get(account.info.id)
+        account.link = self.providers.of(account.info.id)
         await self.persist(account)
         self._accounts[account.info.id] = account
         self._ended.pop(account.info.id, None)  # signed in again
@@ -198,7 +199,7 @@ class AccountRegistry:
         """
         if self.store is None:
             return True
-        link = self.providers.of(account.info.id)
+        link = account.link
         tokens = account.tokens if tokens is None else tokens
         on_disk = tokens.shifted(to_wall(self._clock, 0.0))  # the wall clock of now
         record = replace(account, tokens=on_disk).to_record(link.issuer if link else "")
@@ -402,7 +403,8 @@ class AccountRegistry:
                 extra={"account": account_id, "issuer": record.get("issuer")},
             )
             return None
-        if link.client_for(account.client_id) is None:
+        account.link = link
+        if account.client is None:
             log.info(
                 "a stored session belongs to a client that is not configured (now)",
                 extra={"account": account_id, "client_id": account.client_id},

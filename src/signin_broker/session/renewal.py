@@ -218,7 +218,7 @@ class TokenKeeper:
             if not self._registry.is_current(
                 account
             ):  # signed out while the provider took its time
-                await revoke(self._registry.providers.client_of(account), renewed)
+                await revoke(account.client, renewed)
                 return renewed
             await self._registry.persist(account, renewed)
             account.tokens = renewed
@@ -289,7 +289,7 @@ class TokenKeeper:
         token = replace(TokenSet.issued(response, now, requested), from_refresh=True)
         rotated = account.tokens.rotated(response)
         if not self._registry.is_current(account):  # signed out while the provider took its time
-            client = self._registry.providers.client_of(account)
+            client = account.client
             await revoke(client, replace(token, refresh_token=rotated.refresh_token))
             raise SignInRequired
         await self._registry.persist(account, rotated)
@@ -319,7 +319,7 @@ class TokenKeeper:
 
     async def _expire(self, account: Account) -> None:
         """End a session whose token expired and cannot be renewed: status agrees with GetToken."""
-        if self._registry.providers.client_of(account) is None:
+        if account.client is None:
             reason = "its identity provider is no longer configured"
         else:
             reason = "the provider issued no refresh token"
@@ -375,7 +375,7 @@ class TokenKeeper:
 
     async def _revalidate(self, account: Account) -> None:
         """Ask the provider whether the session still stands (contract I2, within 60 s)."""
-        client = self._registry.providers.client_of(account)
+        client = account.client
         link, asked_at = self._health.link(account), self._clock()
         account.revalidate_at = next_revalidation(
             asked_at, self._revalidate_seconds, link.answer_seconds

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import random
 
+# How long a sign-in may take, begun over the API or on the page, browser or device.
+SIGN_IN_SECONDS = 600
 # A token is renewed, whoever asks, from this share of its lifetime on.
 REFRESH_AT_FRACTION = 0.75
 # A just-renewed token is renewed again for a caller's min_ttl (above half the lifetime)

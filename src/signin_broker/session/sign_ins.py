@@ -37,7 +37,6 @@ from ..oidc.failures import failure_of
 from ..store.audit import Actor
 from . import audit_rows
 from .accounts import (
-    SIGN_IN_SECONDS,
     Account,
     AccountInfo,
     SignInStart,
@@ -49,7 +48,7 @@ from .errors import InvalidSignIn, NotConfigured, ProviderUnreachable
 from .events import EventKind, SessionEvent
 from .ports import AuditSink, daemon_actor
 from .registry import AccountRegistry
-from .schedule import next_revalidation
+from .schedule import SIGN_IN_SECONDS, next_revalidation
 from .tokens import TokenSet
 from .validation import check_provider
 
@@ -340,6 +339,7 @@ class SignIns:
             tokens=tokens,
             apps=previous.apps if previous else {},
             client_id=signed_in.client_id,
+            link=link,
         )
         account.revalidate_at = next_revalidation(now, self._revalidate_seconds)
         await self._registry.add(account)
