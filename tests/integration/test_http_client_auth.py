@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
+import httpx2
 import pytest
 import requests
 
 from signin_broker.client import BrokerError, DaemonNotRunning
 from signin_broker.httpx import BrokerAuth as HttpxAuth
+from signin_broker.httpx2 import BrokerAuth as Httpx2Auth
 from signin_broker.requests import BrokerAuth as RequestsAuth
 from signin_broker.testing import StubProvider
 from support.protected_api import ProtectedApi
@@ -21,19 +25,31 @@ from support.signin import signed_in_daemon
 from support.tokens import access_token
 
 
-def with_httpx(api: ProtectedApi, socket_path: Path) -> tuple[int, dict]:
-    auth = HttpxAuth(socket_path=socket_path)
-    with httpx.Client(auth=auth) as http:
-        answer = http.post(api.url, content=b'{"hello": 1}')
+def streamed() -> Iterator[bytes]:
+    """A body httpx and httpx2 send in chunks, which a generator gives only once."""
+    yield b'{"hello":'
+    yield b" 1}"
+
+
+def with_httpx(api: ProtectedApi, socket_path: Path, library: Any = httpx) -> tuple[int, dict]:
+    auth = (HttpxAuth if library is httpx else Httpx2Auth)(socket_path=socket_path)
+    with library.Client(auth=auth) as http:
+        answer = http.post(api.url, content=streamed())
     auth.close()
     return answer.status_code, answer.json()
 
 
-def with_async_httpx(api: ProtectedApi, socket_path: Path) -> tuple[int, dict]:
+def with_async_httpx(
+    api: ProtectedApi, socket_path: Path, library: Any = httpx
+) -> tuple[int, dict]:
+    async def chunks() -> AsyncIterator[bytes]:
+        for chunk in streamed():
+            yield chunk
+
     async def run() -> tuple[int, dict]:
-        auth = HttpxAuth(socket_path=socket_path)
-        async with httpx.AsyncClient(auth=auth) as http:
-            answer = await http.post(api.url, content=b'{"hello": 1}')
+        auth = (HttpxAuth if library is httpx else Httpx2Auth)(socket_path=socket_path)
+        async with library.AsyncClient(auth=auth) as http:
+            answer = await http.post(api.url, content=chunks())
         await auth.aclose()
         return answer.status_code, answer.json()
 
@@ -50,6 +66,8 @@ def with_requests(api: ProtectedApi, socket_path: Path) -> tuple[int, dict]:
 CLIENTS: dict[str, Callable[[ProtectedApi, Path], tuple[int, dict]]] = {
     "httpx": with_httpx,
     "httpx-async": with_async_httpx,
+    "httpx2": functools.partial(with_httpx, library=httpx2),
+    "httpx2-async": functools.partial(with_async_httpx, library=httpx2),
     "requests": with_requests,
 }
 
@@ -79,6 +97,7 @@ def test_a_401_renews_the_token_once_and_sends_again(
     assert (status, me["sub"]) == (200, "1001")
     assert len(stub.token_requests("refresh_token")) == refreshes + 1
     assert api.seen == [first, access_token(socket_path)] and api.seen[1] != first
+    assert api.bodies == [b'{"hello": 1}'] * 2  # a streamed body too is sent whole again
     daemon.stop()
 
 
@@ -113,7 +132,7 @@ def test_a_denied_app_or_no_daemon_raises_the_sdks_errors(
 def test_importing_the_sdk_loads_neither_http_library() -> None:
     probe = (
         "import sys, signin_broker, signin_broker.client\n"
-        "assert 'httpx' not in sys.modules and 'requests' not in sys.modules, sys.modules.keys()\n"
+        "assert not {'httpx', 'httpx2', 'requests'} & sys.modules.keys(), sys.modules.keys()\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr

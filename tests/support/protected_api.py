@@ -2,7 +2,8 @@
 
 Like a resource server: 200 with the token's subject for a good token, 401 otherwise;
 `refuse_all` or `refuse` (a set of tokens) make it refuse good ones too, as after a
-revocation the broker has not seen yet. `seen` keeps each request's token.
+revocation the broker has not seen yet. `seen` keeps each request's token, `bodies`
+each POST's body (sent whole or in chunks).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ class ProtectedApi(LoopbackServer):
     def __init__(self, stub: StubProvider) -> None:
         self.stub = stub
         self.seen: list[str] = []
+        self.bodies: list[bytes] = []
         self.refuse: set[str] = set()
         self.refuse_all = False
         super().__init__(self._handler())
@@ -31,8 +33,20 @@ class ProtectedApi(LoopbackServer):
                 self._answer()
 
             def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                api.bodies.append(self._body())
                 self._answer()
+
+            def _body(self) -> bytes:
+                if self.headers.get("Transfer-Encoding", "").lower() != "chunked":
+                    return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                body = b""
+                for _ in range(10_000):  # bounded: a test sends a few chunks
+                    size = int(self.rfile.readline().split(b";")[0], 16)
+                    chunk = self.rfile.read(size + 2)[:size]  # and its CRLF
+                    if not size:
+                        break
+                    body += chunk
+                return body
 
             def _answer(self) -> None:
                 _, _, token = self.headers.get("Authorization", "").partition("Bearer ")

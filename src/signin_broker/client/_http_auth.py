@@ -1,16 +1,20 @@
-"""What the HTTP clients' auths (signin_broker.httpx, signin_broker.requests) share.
+"""What the HTTP clients' auths (signin_broker.httpx, .httpx2, .requests) share.
 
 Which token they ask for (account, scopes, audience) and from which broker; each auth
 adds how its library attaches the token and sends a request once more after a 401.
+httpx and httpx2 (Pydantic's fork of httpx 0.28) run one auth-flow protocol: their
+two auths are HttpxFlows on each library's own Auth class.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import AsyncGenerator, Generator, Iterable
 from typing import Any
 
 from ._channel import DEFAULT_TIMEOUT_SECONDS
+
+UNAUTHORIZED = 401
 
 
 class TokenRequest:
@@ -33,3 +37,56 @@ class TokenRequest:
         return client.get_token(
             self.account, scopes=self.scopes, audience=self.audience, refused=refused
         )
+
+
+class HttpxFlows(TokenRequest):
+    """The auth flow of httpx and httpx2: the broker's token, once more after a 401.
+
+    The request body is read first, so that a streamed one can be sent again.
+    """
+
+    requires_request_body = True
+    _sync: Any = None  # a BrokerClient, opened at the first request
+    _async: Any = None  # an AsyncBrokerClient, likewise
+
+    def sync_auth_flow(self, request: Any) -> Generator[Any, Any, None]:
+        """Send the request with the token; after a 401, once more with a renewed one."""
+        from ._sync import BrokerClient
+
+        if self._sync is None:
+            self._sync = BrokerClient(self.socket_path, timeout=self.timeout)
+        request.read()
+        sent = self.ask(self._sync)
+        request.headers["Authorization"] = sent.authorization
+        response = yield request
+        if response.status_code == UNAUTHORIZED:
+            renewed = self.ask(self._sync, refused=True)
+            if renewed.access_token != sent.access_token:
+                request.headers["Authorization"] = renewed.authorization
+                yield request
+
+    async def async_auth_flow(self, request: Any) -> AsyncGenerator[Any, Any]:
+        """The same for an asyncio client."""
+        from ._async import AsyncBrokerClient
+
+        if self._async is None:
+            self._async = AsyncBrokerClient(self.socket_path, timeout=self.timeout)
+        await request.aread()
+        sent = await self.ask(self._async)
+        request.headers["Authorization"] = sent.authorization
+        response = yield request
+        if response.status_code == UNAUTHORIZED:
+            renewed = await self.ask(self._async, refused=True)
+            if renewed.access_token != sent.access_token:
+                request.headers["Authorization"] = renewed.authorization
+                yield request
+
+    def close(self) -> None:
+        """Close the broker connection of the sync flow."""
+        if self._sync is not None:
+            self._sync.close()
+
+    async def aclose(self) -> None:
+        """Close the broker connection of the async flow."""
+        if self._async is not None:
+            await self._async.close()
