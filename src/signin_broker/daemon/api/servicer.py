@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
@@ -44,6 +43,7 @@ from ..apps.gate import AppGate, AppView
 from ..apps.policy import Decision
 from ..audit_trail import AuditTrail
 from ..callers.identity import Caller
+from ..host.memory import resident_bytes
 from ..qr import qr_image
 from .messages import (
     DECISION,
@@ -65,7 +65,6 @@ log = logging.getLogger(__name__)
 
 MAX_AUDIT_ROWS = 1000
 MAX_REDIRECT_TO_LENGTH = 2048  # the loopback pages refuse longer parameters anyway
-_THIS_PROCESS = psutil.Process()  # for GetStatus's memory figure
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +145,7 @@ class TokenBrokerServicer:
             storage_problem=sessions.storage_problem,
             default_account_detail=account_message(sessions.default) if sessions.default else None,
             started_by=self._info.started_by,
-            rss_bytes=_THIS_PROCESS.memory_info().rss,
+            rss_bytes=resident_bytes(),
             audit_degraded_reason=self._audit.degraded_reason,
             providers=[provider_message(link) for link in self._session.providers],
             ended_sessions=[
