@@ -211,6 +211,18 @@ def test_install_service_as_root_refuses_and_says_why(tmp_path: Path) -> None:
     assert not (tmp_path / "config").exists() and not (bin_folder / "calls").exists()
 
 
+INSTALLED_MB = """
+import importlib.metadata, os
+print(sum(
+    os.path.getsize(dist.locate_file(f))
+    for dist in importlib.metadata.distributions()
+    if dist.metadata["Name"].lower() not in ("pip", "setuptools")
+    for f in dist.files or ()
+    if os.path.isfile(dist.locate_file(f))
+) / 2**20)
+"""
+
+
 def test_the_wheel_works_in_a_fresh_venv_without_the_source_tree(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
     for project in (REPO, REPO / "packaging" / "testing"):
@@ -294,6 +306,13 @@ def test_the_wheel_works_in_a_fresh_venv_without_the_source_tree(tmp_path: Path)
         cwd=tmp_path, env=elsewhere, capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert where.stdout.startswith(str(venv)), where.stdout  # not the source tree
+    # The base install's size: every distribution's files as pip recorded them (pip's own
+    # and setuptools' left out), at most 60 MB (issue 25; 78 MB with psutil and uvloop).
+    sized = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", INSTALLED_MB],
+        env=elsewhere, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert float(sized.stdout) <= 60, sized.stdout
     # One JOSE library in a base install (authlib's own, joserfc).
     listed = subprocess.run(
         [str(venv / "bin" / "pip"), "list", "--format", "json"],
