@@ -65,7 +65,6 @@ class SessionManager:
         # The hot path (GetToken) calls the keeper with no frame in between.
         self.get_token = self._keeper.get_token
         self.begin_sign_in = self._sign_ins.begin
-        self.sign_in_started = self._sign_ins.started
         self.browser_sign_in_url = self._sign_ins.browser_url
         self.take_browser_sign_in = self._sign_ins.take_browser
         self.complete_sign_in = self._sign_ins.complete
