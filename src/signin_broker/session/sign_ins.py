@@ -169,7 +169,7 @@ class SignIns:
         self._begun[started.sign_in_id] = started
         return started
 
-    def started(self, sign_in_id: str) -> SignInStart | None:
+    def _started(self, sign_in_id: str) -> SignInStart | None:
         """A sign-in begun over the API and not yet expired, by its id."""
         begun = self._begun.get(sign_in_id)
         return begun if begun is not None and begun.expires_at > self._clock() else None
@@ -190,7 +190,7 @@ class SignIns:
         to the provider the page names. ValueError for a malformed provider name,
         NotConfigured for an unknown one, ProviderUnavailable (the waiting app is told).
         """
-        begun = self.started(sign_in_id) if sign_in_id else None
+        begun = self._started(sign_in_id) if sign_in_id else None
         providers = self._registry.providers
         link = (
             providers.at(begun.provider)
