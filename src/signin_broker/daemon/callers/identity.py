@@ -29,7 +29,7 @@ import socket
 import stat
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...identities import AppId, AppKind
@@ -58,18 +58,13 @@ class Caller:
     script: str = ""  # what an interpreter runs (see script_of); "" for a native program
     sandbox: AppId | None = None  # the app id, when a sandbox vouches for it
     script_is_absolute: bool = True  # False: the script's path depends on the cwd at start
+    # The app's identity for policy and audit ("" when it could not be identified): the
+    # sandbox's app id, else the program's. Written once: each call reads it several times.
+    app: str = field(init=False)
 
-    @property
-    def app(self) -> str:
-        """The app's identity for policy and audit; "" when it could not be identified."""
-        return str(self.app_id)
-
-    @property
-    def app_id(self) -> AppId:
-        """The sandbox's app id, else the program's (executable and script)."""
-        if self.sandbox is not None:
-            return self.sandbox
-        return AppId(AppKind.PROGRAM, self.executable, self.script)
+    def __post_init__(self) -> None:
+        app = self.sandbox or AppId(AppKind.PROGRAM, self.executable, self.script)
+        object.__setattr__(self, "app", str(app))
 
     @property
     def identified(self) -> bool:
