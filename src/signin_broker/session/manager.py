@@ -77,6 +77,7 @@ class SessionManager:
         self.provider_logout_url = self._lifecycle.provider_logout_url
         self.take_logout_link = self._lifecycle.logout_links.take
         self.accounts = self._registry.accounts
+        self.sign_in_state = self._registry.state
         self.account = self._registry.account
         self.subscribe = self._events.subscribe
 

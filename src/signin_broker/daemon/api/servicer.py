@@ -406,5 +406,5 @@ class TokenBrokerServicer:
         return pb.WatchEventsResponse(
             kind=pb.EVENT_KIND_SNAPSHOT,
             occurred_at_unix_ms=int(at * 1000),
-            sign_in_state=SIGN_IN_STATE[self._session.status(visible).state],
+            sign_in_state=SIGN_IN_STATE[self._session.sign_in_state(visible)],
         )
