@@ -339,7 +339,6 @@ class SignIns:
             tokens=tokens,
             apps=previous.apps if previous else {},
             client_id=signed_in.client_id,
-            link=link,
         )
         account.revalidate_at = next_revalidation(now, self._revalidate_seconds)
         await self._registry.add(account)

@@ -255,9 +255,10 @@ class Vault:
         """Remove the account's file and its key."""
         account_id = tenant_key(account_id)
         with self._saving:
-            path = self._path(account_id)
-            path.unlink(missing_ok=True)
-            path.with_suffix(ID_SUFFIX).unlink(missing_ok=True)  # the id of a hashed name
+            name = _file_name(account_id)
+            (self._folder / name).unlink(missing_ok=True)
+            if name.startswith(HASHED):
+                self._beside(name).unlink(missing_ok=True)
             self._keys.delete(self._key_name(account_id))
             self._generations.pop(account_id, None)
 
@@ -278,7 +279,7 @@ class Vault:
         if not stem.startswith(HASHED):
             return unquote(stem)
         try:
-            written = read_regular_file(self._folder / (stem + ID_SUFFIX), limit=64 * 1024)
+            written = read_regular_file(self._beside(name), limit=64 * 1024)
             account_id = (written or b"").decode()
         except (OSError, UnicodeDecodeError):  # UnsafeStorage is one
             return ""
@@ -286,9 +287,13 @@ class Vault:
 
     def _name_beside(self, account_id: str) -> None:
         """Write the id of a state file kept under its hash, before the file itself."""
-        path = self._path(account_id).with_suffix(ID_SUFFIX)
-        if path.name.startswith(HASHED) and self._account_of(_file_name(account_id)) != account_id:
-            write_atomically(path, account_id.encode())
+        name = _file_name(account_id)
+        if name.startswith(HASHED) and self._account_of(name) != account_id:
+            write_atomically(self._beside(name), account_id.encode())
+
+    def _beside(self, name: str) -> Path:
+        """The file holding the id of the state file `name` kept under its hash."""
+        return self._folder / (name.removesuffix(SUFFIX) + ID_SUFFIX)
 
     def _is_rolled_back(self, account_id: str) -> bool:
         """Whether the account's file is an older copy; other faults show when it is loaded."""
