@@ -51,9 +51,9 @@ class HttpxFlows(TokenRequest):
 
     def sync_auth_flow(self, request: Any) -> Generator[Any, Any, None]:
         """Send the request with the token; after a 401, once more with a renewed one."""
-        from ._sync import BrokerClient
-
         if self._sync is None:
+            from ._sync import BrokerClient
+
             self._sync = BrokerClient(self.socket_path, timeout=self.timeout)
         request.read()
         sent = self.ask(self._sync)
@@ -67,9 +67,9 @@ class HttpxFlows(TokenRequest):
 
     async def async_auth_flow(self, request: Any) -> AsyncGenerator[Any, Any]:
         """The same for an asyncio client."""
-        from ._async import AsyncBrokerClient
-
         if self._async is None:
+            from ._async import AsyncBrokerClient  # grpc.aio: only for an asyncio client
+
             self._async = AsyncBrokerClient(self.socket_path, timeout=self.timeout)
         await request.aread()
         sent = await self.ask(self._async)
