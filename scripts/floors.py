@@ -21,8 +21,8 @@ from packaging.version import Version
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
 
-def floors() -> dict[str, tuple[str, str]]:
-    """Each run-time dependency's floor and marker, by name."""
+def floors() -> dict[str, tuple[str, Requirement]]:
+    """Each run-time dependency's floor, and its requirement as written, by name."""
     project = tomllib.loads(PYPROJECT.read_text())["project"]
     found = {}
     for text in project["dependencies"]:
@@ -30,7 +30,7 @@ def floors() -> dict[str, tuple[str, str]]:
         lowest = [s.version for s in requirement.specifier if s.operator in (">=", "==", "~=")]
         if len(lowest) != 1:
             sys.exit(f"{text!r} states no single floor (>=, == or ~=)")
-        found[requirement.name] = (lowest[0], str(requirement.marker or ""))
+        found[requirement.name] = (lowest[0], requirement)
     return found
 
 
@@ -39,11 +39,12 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="compare with what is installed")
     args = parser.parse_args()
     wrong = []
-    for name, (floor, marker) in floors().items():
+    for name, (floor, requirement) in floors().items():
+        marker = requirement.marker
         if not args.check:
             print(f"{name}=={floor}" + (f"; {marker}" if marker else ""))
             continue
-        if marker and not Requirement(f"{name}; {marker}").marker.evaluate():  # type: ignore[union-attr]
+        if marker is not None and not marker.evaluate():
             continue
         installed = importlib.metadata.version(name)
         if Version(installed) != Version(floor):
