@@ -8,7 +8,8 @@ configuration: `SIGNIN_BROKER_SOCKET` when set, otherwise the user's runtime fol
 from __future__ import annotations
 
 import os
-import warnings
+import stat
+import sys
 
 APP_NAME = "signin-broker"
 SOCKET_ENV = "SIGNIN_BROKER_SOCKET"
@@ -34,11 +35,48 @@ def default_socket_path() -> str:
     configured = os.environ.get(SOCKET_ENV)
     if configured:
         return configured
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if sys.platform == "linux" and _plainly_private(runtime):
+        return os.path.join(runtime, APP_NAME, SOCKET_NAME)
+    import warnings
+
     import platformdirs  # only when needed: it costs the one-shot CLI about 20 ms
 
     with warnings.catch_warnings():  # its fallback when XDG_RUNTIME_DIR is unset is expected
         warnings.simplefilter("ignore", platformdirs.RuntimeDirWarning)
         return os.path.join(platformdirs.user_runtime_dir(APP_NAME), SOCKET_NAME)
+
+
+def _plainly_private(runtime: str) -> bool:
+    """Whether platformdirs would surely take this XDG_RUNTIME_DIR as it is, told without it.
+
+    The rule is stricter than platformdirs' own (no symlink anywhere on the way, every
+    folder above it the user's or root's and writable by no one else unless sticky; the
+    folder itself the user's, mode 0700), so where it holds both give the same path; where
+    it does not, platformdirs decides. tests/unit/test_locations.py holds the two together.
+    """
+    if not os.path.isabs(runtime) or os.path.normpath(runtime) != runtime:
+        return False
+    user = os.geteuid()
+    try:
+        own = os.lstat(runtime)
+        if not stat.S_ISDIR(own.st_mode) or own.st_uid != user or own.st_mode & 0o777 != 0o700:
+            return False
+        folder = os.path.dirname(runtime)
+        while True:
+            above = os.lstat(folder)
+            shared = above.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+            if (
+                not stat.S_ISDIR(above.st_mode)
+                or above.st_uid not in (0, user)
+                or (shared and not above.st_mode & stat.S_ISVTX)
+            ):
+                return False
+            if folder == "/":
+                return True
+            folder = os.path.dirname(folder)
+    except OSError:
+        return False
 
 
 def default_config_path() -> str:

@@ -11,7 +11,7 @@ import argparse
 import os
 
 from ._failures import EXIT_USAGE, complain
-from ._token import DEFAULT_ENV_NAME, SHELL_NAME, Refused, add_request_options, fetch
+from ._token import DEFAULT_ENV_NAME, Refused, add_request_options, fetch, shell_name
 
 NOT_FOUND = 127
 NOT_RUNNABLE = 126
@@ -36,7 +36,7 @@ def exec_command(args: argparse.Namespace) -> int:
     if not command:
         complain("exec needs a command: signin-broker exec -- CMD ARGS...")
         return EXIT_USAGE
-    if not SHELL_NAME.fullmatch(args.env):
+    if not shell_name(args.env):
         complain(f"--env must be a variable name, not {args.env!r}")
         return EXIT_USAGE
     try:

@@ -7,10 +7,8 @@ stderr. Imports are kept lean: this runs once per shell command.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
 
 from .._version import __version__
 from ..locations import DEFAULT_TIMEOUT_SECONDS
@@ -24,10 +22,12 @@ from ._failures import (
     not_signed_in,
     refused,
 )
-from ._globals import global_options
+from ._token_arguments import read_token_arguments
 
 TYPE_CHECKING = False  # not typing's: see signin_broker/__init__.py
 if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Sequence
     from typing import Any, NoReturn
 
     from ..client import BrokerClient
@@ -40,6 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     spends about a millisecond per parser, mostly looking up translations, and the
     one-shot `signin-broker token` should not pay for fifteen.
     """
+    import argparse
+
     parser = _top_parser()
     parser.add_argument("command", choices=COMMANDS, metavar="COMMAND")
     rest = parser.add_argument("arguments", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
@@ -60,6 +62,10 @@ def full_parser() -> argparse.ArgumentParser:
 
 def _top_parser() -> argparse.ArgumentParser:
     """The program's description, --version and the global options."""
+    import argparse
+
+    from ._globals import global_options
+
     width = max(map(len, COMMANDS)) + 2  # a long name never runs into its description
     parser = argparse.ArgumentParser(
         prog="signin-broker",
@@ -76,6 +82,10 @@ def _top_parser() -> argparse.ArgumentParser:
 
 def _command_parser(name: str) -> argparse.ArgumentParser:
     """The parser of one command, with --json, the global options and its own options."""
+    import argparse
+
+    from ._globals import global_options
+
     help_text, add_options, run = COMMANDS[name]
     parser = argparse.ArgumentParser(prog=f"signin-broker {name}", description=help_text)
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
@@ -260,7 +270,17 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status."""
-    args = _parse(argv)
+    given = sys.argv[1:] if argv is None else argv
+    quick = None if "_ARGCOMPLETE" in os.environ else read_token_arguments(given)
+    if quick is not None:  # `signin-broker token` as scripts run it: no argparse to load
+        from ._token import token
+
+        return token(quick)
+    return _run(_parse(given))
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the command argparse read: a lean one by itself, the others with an SDK client."""
     if isinstance(args.run, _Lean):  # no gRPC to import, no client to make
         lean: int = args.run(args)
         return lean

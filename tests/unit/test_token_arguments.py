@@ -1,0 +1,83 @@
+"""The one-shot's own reading of `signin-broker token ...` against argparse's.
+
+The quick reader (cli/_token_arguments.py) spares the one-shot argparse; it may leave
+any line to argparse, but a line it reads must come out exactly as argparse reads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from signin_broker.cli._token_arguments import TOKEN_OPTIONS, read_token_arguments
+from signin_broker.cli.main import _parse
+
+COMMON_LINES = [
+    ["token"],
+    ["token", "--format", "header"],
+    ["--socket", "/run/b.sock", "token", "--format=env", "--env-name", "GH_TOKEN"],
+    ["token", "--scope", "read", "--scope=write", "--min-ttl", "300", "--account", "user:1001"],
+    ["token", "--audience", "https://api.example", "--json", "--timeout", "2.5"],
+    ["--timeout", "1", "token", "--format", "exec-credential", "--id-token"],
+    ["--socket", "/a", "token", "--socket", "/b"],
+    ["token", "--account="],
+]
+
+
+def argparse_reading(argv: list[str]) -> dict[str, object] | None:
+    """What argparse makes of the line, or None where it refuses it."""
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            parsed = vars(_parse(argv))
+        except SystemExit:
+            return None
+    parsed.pop("run")
+    return parsed
+
+
+@pytest.mark.parametrize("argv", COMMON_LINES, ids=" ".join)
+def test_the_lines_scripts_use_are_read_without_argparse_as_argparse_reads_them(
+    argv: list[str],
+) -> None:
+    quick = read_token_arguments(argv)
+    assert quick is not None
+    assert vars(quick) == argparse_reading(argv)
+
+
+VALUES = ["", "x", "read", "/s.sock", "5", "-5", " 7", "1_0", "2.5", "nan", "json", "env",
+          "bogus", "token", "--", "-h", "user:1001"]  # fmt: skip
+NAMES = [*TOKEN_OPTIONS, "--acc", "--form", "--help", "-h", "--version", "--refused", "status"]
+WORDS = st.one_of(
+    st.sampled_from(["token", "token", "--", "-", *NAMES, *VALUES]),
+    st.builds(
+        lambda name, value: f"{name}={value}", st.sampled_from(NAMES), st.sampled_from(VALUES)
+    ),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(WORDS, max_size=7))
+def test_a_line_read_quickly_is_read_as_argparse_reads_it(argv: list[str]) -> None:
+    quick = read_token_arguments(argv)
+    if quick is not None:
+        assert vars(quick) == argparse_reading(argv)
+
+
+def test_help_abbreviations_and_bad_values_are_left_to_argparse() -> None:
+    for argv in (
+        ["token", "--help"],
+        ["token", "--acc", "user:1"],
+        ["token", "--min-ttl", "soon"],
+        ["token", "--min-ttl", "-5"],  # argparse takes it; the quick reader leaves it
+        ["token", "--format", "yaml"],
+        ["token", "--json=yes"],
+        ["token", "extra"],
+        ["--json", "token"],
+        ["--socket", "/s"],
+        [],
+    ):
+        assert read_token_arguments(argv) is None, argv
