@@ -179,7 +179,7 @@ def sign_in(begin_url: str) -> None:
             url = str(response.url.join(response.headers["location"]))
 
 
-def helper_rows(broker_socket: str, python_pass: float) -> list[str]:
+def helper_rows(python_pass: float) -> list[str]:
     """The tool bridges' one-shots (each reads its request on stdin), beside python -c pass."""
     config = Path(os.environ["XDG_CONFIG_HOME"]) / "signin-broker"
     config.mkdir(parents=True, exist_ok=True)
@@ -193,7 +193,7 @@ def helper_rows(broker_socket: str, python_pass: float) -> list[str]:
         ("docker-credential-signin-broker get", ["docker-credential-signin-broker", "get"],
          b"registry.example.com\n"),
     ):  # fmt: skip
-        program = [str(BIN / command[0]), "--socket", broker_socket, *command[1:]]
+        program = [str(BIN / command[0]), *command[1:]]
         (seconds,) = one_shots([program], 21, given=given)
         lines.append(
             row(
@@ -255,9 +255,16 @@ def main() -> None:
 
     folder = Path(tempfile.mkdtemp(prefix="sb-bench-", dir="/tmp"))
     bare_socket = str(folder / "bare.sock")
-    broker_socket = str(folder / "run" / "broker.sock")
-    env_home = {"XDG_CONFIG_HOME": str(folder / "config"), "XDG_STATE_HOME": str(folder / "state")}
+    # The one-shots find the daemon as people's shells do: in $XDG_RUNTIME_DIR, no --socket.
+    (folder / "run").mkdir(mode=0o700)
+    broker_socket = str(folder / "run" / "signin-broker" / "broker.sock")
+    env_home = {
+        "XDG_CONFIG_HOME": str(folder / "config"),
+        "XDG_STATE_HOME": str(folder / "state"),
+        "XDG_RUNTIME_DIR": str(folder / "run"),
+    }
     os.environ.update(env_home)
+    os.environ.pop("SIGNIN_BROKER_SOCKET", None)
     yardstick, _ = start([sys.executable, str(HERE / "_yardstick.py"), bare_socket], "ready")
     stub = StubProvider(clients=[DEFAULT_CLIENT, _incumbent.CLIENT]).start()
     starts = []
@@ -319,7 +326,7 @@ def main() -> None:
                     )
                 )
 
-        cli = [str(BIN / "signin-broker"), "--socket", broker_socket]
+        cli = [str(BIN / "signin-broker")]
         curl = [
             "curl", "-s", "--unix-socket", broker_socket, "-d", "{}",
             "-H", "Content-Type: application/json",
@@ -348,7 +355,7 @@ def main() -> None:
                     f"{target} `{name}`",
                 )
             )
-        lines += helper_rows(broker_socket, python_pass)
+        lines += helper_rows(python_pass)
         lines += incumbent_rows(stub, curl, curl_token)
         lines.append(
             row(
