@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import subprocess
@@ -225,9 +226,32 @@ def test_a_provider_whose_discovery_names_another_issuer_is_refused(
     lying_issuer = stub.issuer.replace("127.0.0.1", "localhost")
     with DaemonProcess(socket_path, "--issuer", lying_issuer) as daemon:
         response = browser.get(daemon.web_url + BEGIN)
-        assert response.status_code == 503
-        assert "cannot be reached" in response.text
-        daemon.expect_log(error_code="provider_unavailable")
+        assert response.status_code == 502
+        assert html.escape(f"names issuer {stub.issuer!r}, not {lying_issuer!r}") in response.text
+        assert "network" not in response.text  # it answers: no connection to check
+        daemon.expect_log(error_code="provider_misconfigured")
+
+
+def test_an_issuer_set_with_a_trailing_slash_the_provider_lacks_is_named_on_page_and_cli(
+    socket_path: Path, stub: StubProvider, browser: Browser
+) -> None:
+    """The page says what the CLI says: set issuer exactly as the provider states it."""
+    fix = html.escape(f"set issuer to exactly {stub.issuer!r}")
+    with DaemonProcess(socket_path, "--issuer", stub.issuer + "/"):
+        login = subprocess.Popen(
+            [str(BIN / "signin-broker"), "--socket", str(socket_path), "login", "--no-browser",
+             "--wait", "30"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert login.stderr is not None
+        url = next(line.strip() for line in login.stderr if line.strip().startswith("http://"))
+        page = browser.get(url)
+        _, err = login.communicate(timeout=30)
+    assert page.status_code == 502
+    assert fix in page.text
+    assert login.returncode == 1
+    assert "sign-in failed: provider_misconfigured" in err
+    assert html.unescape(fix) in err
 
 
 def test_rotated_provider_keys_are_fetched_again(

@@ -12,6 +12,7 @@ from signin_broker.oidc.errors import (
     DeviceGrantEnded,
     IdTokenInvalid,
     OAuthError,
+    ProviderMisfit,
     ProviderUnavailable,
 )
 from signin_broker.oidc.failures import failure_of
@@ -26,6 +27,7 @@ from signin_broker.oidc.failures import failure_of
         (ClockSkewed("this device's clock is 2.0 hours behind"), "clock_skew"),
         (ProviderUnavailable("HTTP 503"), "provider_unavailable"),
         (AnswerLost("no answer"), "provider_unavailable"),
+        (ProviderMisfit("the provider does not support PKCE with S256"), "provider_misconfigured"),
         (DeviceGrantEnded("access_denied", "the sign-in was denied"), "access_denied"),
         (DeviceGrantEnded("expired_token", "the code expired"), "expired_token"),
     ],

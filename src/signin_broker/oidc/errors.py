@@ -13,6 +13,16 @@ class ProviderUnavailable(Exception):
     """The provider did not answer usefully (network, timeout, 5xx, malformed); try later."""
 
 
+class ProviderMisfit(ProviderUnavailable):
+    """The provider answers, but not as these settings or this broker can use.
+
+    Its discovery document names the issuer otherwise (a trailing slash), lacks PKCE
+    with S256, an endpoint or a signing algorithm. Sessions wait it out like any outage
+    (the provider may be mid-change), but a person must hear exactly what does not fit:
+    trying again alone will not mend it.
+    """
+
+
 class AnswerLost(ProviderUnavailable):
     """The request may have reached the provider, but no answer came back.
 

@@ -2,8 +2,9 @@
 
 The browser's callback and the device grant fail in the same few ways: the provider
 refused the code or the client, its answer did not validate, this device's clock is
-off, or it could not be reached. Each becomes one error_code, a reason for the log
-and the app that waits, and a sentence for the person; none holds a secret.
+off, it answers in a way the settings cannot use, or it could not be reached. Each
+becomes one error_code, a reason for the log and the app that waits, and a sentence
+for the person; none holds a secret.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from .errors import (
     DeviceGrantEnded,
     IdTokenInvalid,
     OAuthError,
+    ProviderMisfit,
     ProviderUnavailable,
 )
 
@@ -38,7 +40,7 @@ class SignInFailure:
         return f"{self.error_code}: {self.reason}"
 
 
-def failure_of(error: Exception) -> SignInFailure:
+def failure_of(error: Exception) -> SignInFailure:  # noqa: PLR0911 - one per kind
     """The failure a provider's error makes of a sign-in (token exchange or id_token)."""
     reason = str(error)
     if isinstance(error, DeviceGrantEnded):
@@ -56,6 +58,12 @@ def failure_of(error: Exception) -> SignInFailure:
     if isinstance(error, IdTokenInvalid):
         return SignInFailure(
             "invalid_id_token", reason, f"The identity provider's answer was not valid: {reason}."
+        )
+    if isinstance(error, ProviderMisfit):  # a setting to mend: say exactly what, everywhere
+        return SignInFailure(
+            "provider_misconfigured",
+            f"the identity provider does not fit the settings ({reason})",
+            f"The identity provider does not fit the broker's settings: {reason}.",
         )
     if isinstance(error, ProviderUnavailable):
         return SignInFailure(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from .errors import IdTokenInvalid, ProviderUnavailable
+from .errors import IdTokenInvalid, ProviderMisfit, ProviderUnavailable
 
 DISCOVERY_PATH = "/.well-known/openid-configuration"  # OpenID Connect Discovery 4
 OAUTH_METADATA_PATH = "/.well-known/oauth-authorization-server"  # RFC 8414 3
@@ -71,7 +71,7 @@ class ProviderMetadata:
             raise ProviderUnavailable("the discovery document is not a JSON object")
         stated = document.get("issuer")
         if not isinstance(stated, str) or not _names_issuer(stated, configured_issuer):
-            raise ProviderUnavailable(_issuer_mismatch(stated, configured_issuer))
+            raise ProviderMisfit(_issuer_mismatch(stated, configured_issuer))
         endpoints = {}
         for name in ("authorization_endpoint", "token_endpoint", "jwks_uri"):
             endpoints[name] = _endpoint(document, name, required=True)
@@ -84,11 +84,11 @@ class ProviderMetadata:
             endpoints[name] = _endpoint(document, name, required=False)
         methods = document.get("code_challenge_methods_supported")
         if isinstance(methods, list) and "S256" not in methods:
-            raise ProviderUnavailable("the provider does not support PKCE with S256")
+            raise ProviderMisfit("the provider does not support PKCE with S256")
         advertised = document.get("id_token_signing_alg_values_supported") or ["RS256"]
         algorithms = tuple(a for a in advertised if a in SIGNING_ALGORITHMS)
         if not algorithms:
-            raise ProviderUnavailable("the provider signs id_tokens with no supported algorithm")
+            raise ProviderMisfit("the provider signs id_tokens with no supported algorithm")
         return cls(
             issuer=stated,
             signing_algorithms=algorithms,
@@ -173,7 +173,7 @@ def _endpoint(document: dict[str, Any], name: str, *, required: bool) -> str:
     if value is None and not required:
         return ""
     if not isinstance(value, str) or not is_acceptable_url(value):
-        raise ProviderUnavailable(f"the discovery document has no usable {name}")
+        raise ProviderMisfit(f"the discovery document has no usable {name}")
     return value
 
 

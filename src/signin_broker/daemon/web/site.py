@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from ...oidc.errors import IdTokenInvalid, OAuthError, ProviderUnavailable
+from ...oidc.errors import IdTokenInvalid, OAuthError, ProviderMisfit, ProviderUnavailable
 from ...oidc.failures import failure_of
 from ...session.errors import NotConfigured
 from ...session.manager import SessionManager
@@ -203,7 +203,7 @@ class SignInSite:
         query = request.url.query
         return RedirectResponse(BEGIN_PATH + (f"?{query}" if query else ""), status_code=302)
 
-    async def begin(self, request: Request) -> Response:
+    async def begin(self, request: Request) -> Response:  # noqa: PLR0911 - one per outcome
         """Send the browser to the provider's authorize endpoint (contract 4.1 rule 4)."""
         if not self._session.providers:
             return page(
@@ -235,6 +235,8 @@ class SignInSite:
         except ProviderUnavailable as error:
             failure = failure_of(error)
             _oauth_log(logging.ERROR, "authorize", failure.error_code, failure.reason)
+            if isinstance(error, ProviderMisfit):  # a setting to mend: the reason the CLI gets
+                return page("The identity provider does not fit", failure.message, status=502)
             return page(
                 "The identity provider cannot be reached",
                 "Check your network connection and try again.",
