@@ -1,7 +1,7 @@
 """Issue 23 #1 and #4: SIGKILL at random moments around renewals loses a session only
 where the provider completed the refresh whose answer the kill lost.
 
-One session, many kills of the daemon (SIGNIN_BROKER_KILLS, default 20) at random
+One session, many kills of the daemon (SIGNIN_BROKER_TEST_KILLS, default 20) at random
 moments while renewals run, each followed by a restart on the same state. The stub
 rotates refresh tokens, delays its answers at random (before or after acting on the
 refresh), and ends the grant when a spent refresh token comes back: its own record of
@@ -25,7 +25,7 @@ from signin_broker.testing.daemon import DaemonProcess
 from support.signin import sign_in
 from support.storage import state_dir
 
-KILLS = int(os.environ.get("SIGNIN_BROKER_KILLS", "20"))
+KILLS = int(os.environ.get("SIGNIN_BROKER_TEST_KILLS", "20"))
 
 
 def renew_in_background(socket_path: Path) -> threading.Thread:

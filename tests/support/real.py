@@ -1,4 +1,4 @@
-"""Skips for real parts a laptop may lack; CI sets SIGNIN_BROKER_REQUIRE_REAL=1 to forbid them."""
+"""Skips for real parts a laptop may lack; CI forbids them (SIGNIN_BROKER_TEST_REQUIRE_REAL=1)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-REQUIRE_REAL_ENV = "SIGNIN_BROKER_REQUIRE_REAL"
+REQUIRE_REAL_ENV = "SIGNIN_BROKER_TEST_REQUIRE_REAL"
 
 
 def unavailable(reason: str) -> None:

@@ -21,7 +21,7 @@ from ..client import (
     SignOutResult,
     TokenRevocation,
 )
-from ._output import duration, jsonable, key_values, moment, print_json, shortened, table
+from ._output import by_source, duration, jsonable, key_values, moment, print_json, shortened, table
 from ._qr import terminal_qr, wants_colour
 
 _STATE_WORDS = {
@@ -55,6 +55,12 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
                 else "none configured",
             )
         ]
+    several = len(info.providers) > 1
+    providers += [
+        ("settings" + (f" of {p.alias or 'main'}" if several else ""), by_source(p.setting_sources))
+        for p in info.providers
+        if p.setting_sources
+    ]
     clocks = sorted({p.clock_problem for p in info.providers if p.clock_problem})
     rows = [
         *[("CLOCK", problem) for problem in clocks],

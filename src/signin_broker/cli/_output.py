@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..client._record import Record
@@ -61,11 +61,19 @@ def moment(unix: int) -> str:
     return f"{clock} (in {duration(delta)})" if delta >= 0 else f"{clock} ({duration(-delta)} ago)"
 
 
+def by_source(sources: Mapping[str, str]) -> str:
+    """Which settings came from where: "issuer, client_id from /etc/xdg/...; scopes from ..."."""
+    by_source: dict[str, list[str]] = {}
+    for setting, source in sources.items():
+        by_source.setdefault(source, []).append(setting)
+    return "; ".join(f"{', '.join(names)} {source}" for source, names in by_source.items())
+
+
 def jsonable(value: Any) -> Any:
     """A value as JSON can hold it: records as objects, enums as their values."""
     if isinstance(value, Record):
         return {name: jsonable(field) for name, field in value.as_dict().items()}
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return {name: jsonable(field) for name, field in value.items()}
     if isinstance(value, list | tuple):
         return [jsonable(item) for item in value]

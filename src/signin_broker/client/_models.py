@@ -12,6 +12,7 @@ import enum
 import operator
 import time
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from ..v1 import broker_pb2 as pb
@@ -196,7 +197,11 @@ class Account(Model, message=pb.Account):
     at_risk: str = ""  # why the session is at risk and what happens next; "" when it is not
 
 
-class ProviderStatus(Model, message=pb.Provider):
+class ProviderStatus(
+    Model,
+    message=pb.Provider,
+    sources={"setting_sources": lambda message: MappingProxyType(dict(message.setting_sources))},
+):
     """An identity provider the daemon signs in at (GetStatus)."""
 
     alias: str  # prefixes its accounts' ids (`work/user:1001`); "" for the main provider
@@ -207,6 +212,8 @@ class ProviderStatus(Model, message=pb.Provider):
     client_id: str
     device_client_id: str  # the client of device sign-ins when it has a second one; else ""
     clock_problem: str = ""  # how far this device's clock is off the provider's; "" if not
+    # Where each setting that is not a default was set: {"issuer": "from /etc/xdg/..."}.
+    setting_sources: Mapping[str, str] = MappingProxyType({})
 
 
 class EndedSession(Model, message=pb.EndedSession):

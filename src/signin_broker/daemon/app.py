@@ -102,6 +102,8 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
                 (p.issuer for p in settings.providers if p.alias == settings.default_alias), None
             ),
             "providers": [name_of(p.alias) for p in settings.providers],
+            "managed_config": [str(path) for path in settings.managed_files],
+            "setting_sources": {name_of(p.alias): p.sources for p in settings.providers},
             "startup_ms": round((time.time() - started_at) * 1000, 1),
         },
     )
@@ -266,6 +268,7 @@ async def _provider_link(settings: Settings, provider: ProviderSettings) -> Prov
             provider.alias,
         ),
         device=DeviceFlow(device_client, provider.scopes, provider.alias),
+        setting_sources=provider.sources,
     )
 
 

@@ -24,7 +24,7 @@ from . import logs
 from .app import serve
 from .host import systemd
 from .host.instance import Instance, InstanceError, adopt, claim, listen_loopback
-from .settings import SettingsError, load
+from .settings import SettingsError, load, unknown_variables
 from .stopping import cancel_limit as cancel_stop_limit
 
 log = logging.getLogger("signin_broker.daemon")
@@ -39,6 +39,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     os.umask(0o077)  # everything the daemon creates is the user's alone
     logs.configure(settings.log_level)
+    for variable, nearest in unknown_variables(os.environ):
+        log.warning(
+            "ignored an environment variable that is no setting",
+            extra={"variable": variable, "nearest_setting": nearest},
+        )
     _raise_open_file_limit()
     try:
         instance = _take_socket(settings.socket)

@@ -9,10 +9,10 @@ file, `[providers.<alias>]`, each with the same provider keys; their accounts ar
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
-import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from .. import locations
 from .._version import __version__
 from ..identities import MAIN_ALIAS, MAIN_NAME, PROVIDER_ALIAS, alias_named, name_of
 from ..oidc import client_auth, credentials
+from .config_files import ConfigError, ConfigValues, read_all, system_files
 from .options import (
     ENV_PREFIX,
     OPTIONS,
@@ -28,6 +29,18 @@ from .options import (
     HttpAddress,
     Option,
     env_name,
+)
+
+TEST_ENV_PREFIX = ENV_PREFIX + "TEST_"  # the test suite's own variables
+# The product's variables that are no daemon setting: the daemon knows them and says
+# nothing of them (any other SIGNIN_BROKER_* it warns of, as a misspelling).
+OTHER_VARIABLES = frozenset(
+    {
+        ENV_PREFIX + "CONFIG",  # the daemon's --config
+        ENV_PREFIX + "TOKEN",  # where `exec` and `token --format env` put a token
+        ENV_PREFIX + "BROWSER",  # the browser `signin-broker login` opens
+        ENV_PREFIX + "CONFORMANCE_ADMIN_TOKEN",  # the conformance runner's provider admin
+    }
 )
 
 
@@ -51,6 +64,9 @@ class ProviderSettings:
     client_assertion_audience: str
     scopes: tuple[str, ...]
     authorize_params: dict[str, str]
+    # Where each setting that is not a default came from: "from /etc/xdg/...", "from
+    # --issuer", "from SIGNIN_BROKER_ISSUER"; status and the start-up log show it.
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +87,8 @@ class Settings:
     audit_retention_days: int
     audit_keep_days: int
     log_level: str
-    config_file: Path | None  # the file that was read, if any
+    config_file: Path | None  # the user's file that was read, if any
+    managed_files: tuple[Path, ...] = ()  # the organisation's files that were read
 
     @property
     def providers(self) -> tuple[ProviderSettings, ...]:
@@ -117,19 +134,34 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     """Parse flags, read the environment and the config file, and check every value."""
     environ = os.environ if environ is None else environ
     flags = vars(argument_parser().parse_args(argv))
-    config_file, file_values = _read_config(flags.pop("config", None), environ)
+    managed = system_files(environ)
+    try:
+        files = read_all(managed, *_user_file(flags.pop("config", None), environ))
+    except ConfigError as error:
+        raise SettingsError(str(error)) from None
     values: dict[str, Any] = {}
+    main_sources = {}
     for option in OPTIONS:
-        raw, source = _pick(option, flags, environ, file_values, config_file)
+        raw, source = _pick(option, flags, environ, files)
         try:
             values[option.name] = option.parse(raw)
         except ValueError as error:
             raise SettingsError(f"{option.name} ({source}) {error}") from None
-    main = ProviderSettings(MAIN_ALIAS, **{key: values.pop(key) for key in PROVIDER_KEYS})
-    named = _provider_tables(file_values.get(PROVIDERS_TABLE, {}), config_file)
+        if option.name in PROVIDER_KEYS and source != DEFAULT_SOURCE:
+            main_sources[option.name] = source
+    main = ProviderSettings(
+        MAIN_ALIAS, **{key: values.pop(key) for key in PROVIDER_KEYS}, sources=main_sources
+    )
+    named = _provider_tables(files)
     for provider in (main, *named):  # the top-level ones even before issuer is set
         _check_client_auth(provider)
-    settings = Settings(main, tuple(named), config_file=config_file, **values)
+    settings = Settings(
+        main,
+        tuple(named),
+        config_file=files.user_file,
+        managed_files=tuple(managed),
+        **values,
+    )
     providers = settings.providers
     if settings.default_provider and settings.default_alias not in {p.alias for p in providers}:
         raise SettingsError(
@@ -139,26 +171,19 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     return settings
 
 
-def _provider_tables(tables: object, config_file: Path | None) -> list[ProviderSettings]:
-    """The `[providers.<alias>]` tables of the config file, each checked like the main one."""
-    if not isinstance(tables, dict):
-        raise SettingsError(f"{PROVIDERS_TABLE} in {config_file} must be tables: [providers.work]")
+def _provider_tables(files: ConfigValues) -> list[ProviderSettings]:
+    """The `[providers.<alias>]` tables of the config files, each checked like the main one."""
     options = {option.name: option for option in OPTIONS if option.name in PROVIDER_KEYS}
     providers = []
-    for alias, table in tables.items():
-        where = f"[{PROVIDERS_TABLE}.{alias}] in {config_file}"
+    for alias, table in files.providers.items():
+        sources = files.provider_sources[alias]
+        where = (
+            f"[{PROVIDERS_TABLE}.{alias}] in {', '.join(sorted(set(map(str, sources.values()))))}"
+        )
         if not PROVIDER_ALIAS.fullmatch(alias) or alias == MAIN_NAME:
             raise SettingsError(
                 f"{where}: an alias is 1 to 32 lower-case letters, digits, - or _,"
                 f" starting with a letter or digit, and not {MAIN_NAME!r} (the top-level one)"
-            )
-        if not isinstance(table, dict):
-            raise SettingsError(f"{where} must be a table of provider settings")
-        unknown = sorted(set(table) - set(PROVIDER_KEYS))
-        if unknown:
-            raise SettingsError(
-                f"{where} has unknown settings {', '.join(unknown)};"
-                f" known: {', '.join(PROVIDER_KEYS)}"
             )
         if not table.get("issuer"):
             raise SettingsError(f"{where} needs issuer")
@@ -168,7 +193,8 @@ def _provider_tables(tables: object, config_file: Path | None) -> list[ProviderS
                 values[name] = option.parse(table.get(name, option.default()))
             except ValueError as error:
                 raise SettingsError(f"{name} ({where}) {error}") from None
-        providers.append(ProviderSettings(alias, **values))
+        from_files = {key: f"from {path}" for key, path in files.provider_sources[alias].items()}
+        providers.append(ProviderSettings(alias, **values, sources=from_files))
     return providers
 
 
@@ -195,45 +221,51 @@ def _check_client_auth(provider: ProviderSettings) -> None:
             raise SettingsError(f"{error}{where}") from None
 
 
+DEFAULT_SOURCE = "default"
+
+
 def _pick(
     option: Option,
     flags: Mapping[str, object],
     environ: Mapping[str, str],
-    file_values: Mapping[str, object],
-    config_file: Path | None,
+    files: ConfigValues,
 ) -> tuple[object, str]:
     if option.name in flags:
         return flags[option.name], "from --" + option.name.replace("_", "-")
     if env_name(option.name) in environ:
         return environ[env_name(option.name)], "from " + env_name(option.name)
-    if option.name in file_values:
-        return file_values[option.name], f"from {config_file}"
-    return option.default(), "default"
+    if option.name in files.values:
+        return files.values[option.name], f"from {files.sources[option.name]}"
+    return option.default(), DEFAULT_SOURCE
 
 
-def _read_config(
-    explicit: Path | None, environ: Mapping[str, str]
-) -> tuple[Path | None, dict[str, object]]:
+def _user_file(explicit: Path | None, environ: Mapping[str, str]) -> tuple[Path, bool]:
+    """The user's config file, and whether it must exist (it was named)."""
     named = explicit or (
         Path(environ[env_name("config")]) if env_name("config") in environ else None
     )
-    path = named or Path(locations.default_config_path())
-    try:
-        with path.open("rb") as file:
-            values = tomllib.load(file)
-    except FileNotFoundError:
-        if named is not None:
-            raise SettingsError(f"config file {path} does not exist") from None
-        return None, {}
-    except tomllib.TOMLDecodeError as error:
-        raise SettingsError(f"config file {path} is not valid TOML: {error}") from None
-    except OSError as error:
-        raise SettingsError(f"config file {path} cannot be read: {error.strerror}") from None
-    known = {option.name for option in OPTIONS} | {PROVIDERS_TABLE}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise SettingsError(
-            f"config file {path} has unknown settings {', '.join(unknown)};"
-            f" known: {', '.join(sorted(known))}"
-        )
-    return path, values
+    return named or Path(locations.default_config_path()), named is not None
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[tuple[str, str]]:
+    """Each SIGNIN_BROKER_* variable that is no setting, with the setting's nearest to it.
+
+    A misspelt file key stops the daemon; a misspelt variable would be ignored without
+    a word, so it is named at start instead ("" when no setting is near it).
+    """
+    settings = {option.name.upper(): env_name(option.name) for option in OPTIONS}
+    known = set(settings.values()) | OTHER_VARIABLES
+    unknown = [
+        name
+        for name in sorted(environ)
+        if name.startswith(ENV_PREFIX)
+        and name not in known
+        and not name.startswith(TEST_ENV_PREFIX)
+    ]
+    return [(name, _nearest(name.removeprefix(ENV_PREFIX), settings)) for name in unknown]
+
+
+def _nearest(suffix: str, settings: Mapping[str, str]) -> str:
+    """The variable of the setting whose name is nearest (the shared prefix not counted)."""
+    near = difflib.get_close_matches(suffix, list(settings), n=1, cutoff=0.6)
+    return settings[near[0]] if near else ""

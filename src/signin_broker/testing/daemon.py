@@ -74,6 +74,7 @@ class DaemonProcess:
         self.env = {
             **os.environ,
             "XDG_CONFIG_HOME": str(folder / "config"),
+            "XDG_CONFIG_DIRS": str(folder / "system-config"),  # no managed defaults but a test's
             "XDG_STATE_HOME": str(folder / "state"),
             "XDG_DATA_HOME": str(folder / "data"),
             "PYTHON_KEYRING_BACKEND": "keyrings.alt.file.PlaintextKeyring",
