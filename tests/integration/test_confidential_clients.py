@@ -317,3 +317,69 @@ def test_a_secret_stored_with_the_cli_is_used_and_never_in_argv(
         assert all(SECRET not in arg for arg in daemon.args)
         daemon.stop()
     assert not SecretIndex([SECRET]).found_in(daemon.output())
+
+
+# -- a provider that refuses the secret in a Basic header -------------------------------------
+
+# A secret with characters outside RFC 6749's unreserved set: Basic sends it encoded,
+# which a provider that does not decode Basic (LemonLDAP::NG) refuses.
+ENCODED_SECRET = "s3cr+t/" + base64.b64encode(os.urandom(12)).decode() + "=!"
+BOTH_METHODS = list(SECRET_METHODS)
+
+
+def form_only(secret: str = ENCODED_SECRET) -> StubClient:
+    """A client the provider takes only with the secret in the form, while it lists both."""
+    return replace(registration("client_secret_post"), client_secret=secret)
+
+
+def test_auto_takes_the_form_after_the_provider_refuses_an_encoded_secret_in_basic() -> None:
+    with StubProvider(clients=[form_only()], token_endpoint_auth_methods=BOTH_METHODS,
+                      device_interval=0) as stub:  # fmt: skip
+        auth = ClientAuth(CLIENT_ID, "auto", ClientCredentials(ENCODED_SECRET))
+        asyncio.run(device_refresh_revoke(stub, auth))
+        sent = [r for r in stub.requests if r.method == "POST"]
+        assert [("authorization" in r.headers, r.params.get("client_secret")) for r in sent] == [
+            (True, None),  # Basic, refused
+            *[(False, ENCODED_SECRET)] * 4,  # the form from then on: no Basic tried again
+        ]
+
+
+@pytest.mark.parametrize(
+    ("setting", "secret", "tries"),
+    [
+        ("auto", "wrong+/" + WRONG, 2),  # Basic, then the form once: both refused
+        ("auto", WRONG, 1),  # nothing to encode: a wrong secret is not sent twice
+        ("client_secret_basic", "wrong+/" + WRONG, 1),  # a method chosen is kept
+    ],
+    ids=["auto-encoded", "auto-plain", "basic-chosen"],
+)
+def test_a_refused_secret_is_tried_in_the_form_at_most_once_and_only_under_auto(
+    setting: str, secret: str, tries: int
+) -> None:
+    with StubProvider(clients=[form_only()], token_endpoint_auth_methods=BOTH_METHODS) as stub:
+        auth = ClientAuth(CLIENT_ID, setting, ClientCredentials(secret))
+
+        async def attempt() -> None:
+            provider = Provider(stub.issuer, CLIENT_ID, client_auth=auth)
+            try:
+                await provider.device_authorization("openid")
+            finally:
+                await provider.close()
+
+        with pytest.raises(OAuthError) as refused:
+            asyncio.run(attempt())
+        assert refused.value.error == "invalid_client"
+        assert len([r for r in stub.requests if r.method == "POST"]) == tries
+
+
+def test_the_daemon_signs_in_where_basic_is_refused_and_says_which_method_worked(
+    socket_path: Path, keys_folder: Path
+) -> None:
+    secret_file = write_private(keys_folder, "secret", ENCODED_SECRET.encode())
+    with StubProvider(clients=[form_only()], token_endpoint_auth_methods=BOTH_METHODS) as stub:
+        daemon = signed_in(stub, socket_path, "--client-secret-file", str(secret_file))
+        daemon.expect_log(msg="client authentication works with client_secret_post",
+                          instead_of="client_secret_basic")  # fmt: skip
+        refresh_and_sign_out(stub, daemon)
+        daemon.stop()
+    assert not SecretIndex([ENCODED_SECRET]).found_in(daemon.output())

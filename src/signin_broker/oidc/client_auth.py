@@ -6,8 +6,11 @@ endpoints, which take the same credentials: with its secret in an HTTP Basic hea
 (`client_secret_basic`, RFC 6749 2.3.1) or in the form (`client_secret_post`), or with
 a short-lived JWT signed by its private key (`private_key_jwt`, OpenID Connect Core 9
 and RFC 7523). With `auto`, what is configured decides, and the provider's
-`token_endpoint_auth_methods_supported` picks between Basic and the form. Where the
-credentials come from is credentials.py; the objects holding one never show it.
+`token_endpoint_auth_methods_supported` picks between Basic and the form; a provider
+that refuses a secret in a Basic header, where the secret had to be encoded for it
+(RFC 6749 2.3.1; LemonLDAP::NG does not decode), gets it in the form from then on, if
+it lists that. Where the credentials come from is credentials.py; the objects holding
+one never show it.
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ class ClientAuth:
         self._assertion_audience = assertion_audience
         self._problem = problem
         self._announced = ""  # the method last logged
+        self._basic_refused = False  # auto: Basic was refused, the form taken instead
 
     def method(self, advertised: Sequence[str]) -> str:
         """The method to use with a provider that lists `advertised`.
@@ -95,9 +99,31 @@ class ClientAuth:
             return PRIVATE_KEY_JWT
         if secret is None:
             return NONE
-        if SECRET_POST in advertised and SECRET_BASIC not in advertised:
+        if SECRET_POST in advertised and (self._basic_refused or SECRET_BASIC not in advertised):
             return SECRET_POST
         return SECRET_BASIC
+
+    def form_instead(self, refused: str, metadata: ProviderMetadata) -> bool:
+        """Whether a refusal of `refused` is worth one more try with the secret in the form.
+
+        Only with `auto`, after Basic, for a secret that Basic had to encode, at a
+        provider that lists client_secret_post: a wrong secret is not sent twice.
+        """
+        secret = self._credentials.secret
+        if (
+            self.setting != AUTO
+            or refused != SECRET_BASIC
+            or secret is None
+            or quote(secret, safe="") == secret
+            or SECRET_POST not in metadata.token_endpoint_auth_methods
+        ):
+            return False
+        self._basic_refused = True
+        log.warning(
+            "the provider refused the client secret in a Basic header; trying it in the form",
+            extra={"client_id": self.client_id, "hint": "some providers do not decode Basic"},
+        )
+        return True
 
     def sign(self, body: str, metadata: ProviderMetadata) -> tuple[str, dict[str, str], str]:
         """The form with this client's credentials, the headers to add, and the method used.

@@ -255,6 +255,14 @@ class Provider:
             answer_within=answer_within,
         )
         if 400 <= response.status_code < 500 and _oauth_error(response).error == "invalid_client":
+            if self._client_auth.form_instead(method, metadata):  # once: the form is now chosen
+                retried = await self._send_form(url, what, body, answer_within)
+                if retried.status_code < 400:
+                    log.info(
+                        "client authentication works with client_secret_post",
+                        extra={"client_id": self.client_id, "instead_of": method},
+                    )
+                return retried
             self._client_auth.refused(method, what, metadata)
         return response
 
