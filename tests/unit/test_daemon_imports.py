@@ -25,3 +25,15 @@ def test_the_daemon_never_loads_an_installed_trio() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
+
+
+def test_reflection_loads_its_descriptors_only_when_called() -> None:
+    """grpclib's reflection service needs descriptor_pb2 (0.8 MB); api/reflection.py defers it."""
+    probe = (
+        "import sys\n"
+        "import signin_broker.daemon.app\n"
+        "assert 'google.protobuf.descriptor_pb2' not in sys.modules\n"
+        "assert 'grpclib.reflection.service' not in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
