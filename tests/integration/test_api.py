@@ -13,6 +13,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from grpclib.reflection.v1 import reflection_pb2 as v1_reflection
 
 from signin_broker.client import (
     AsyncBrokerClient,
@@ -208,7 +209,19 @@ def test_server_reflection_lists_the_api_for_tools_like_grpcurl(
         request = reflection_pb2.ServerReflectionRequest(list_services="")
         response = next(stub.ServerReflectionInfo(iter([request]), timeout=5))
         names = {s.name for s in response.list_services_response.service}
-    assert {"signin_broker.v1.TokenBroker", "grpc.health.v1.Health"} <= names
+        assert {"signin_broker.v1.TokenBroker", "grpc.health.v1.Health"} <= names
+        # v1, as newer tools ask; the file describing the service (descriptor_pb2, loaded
+        # at the first reflection call)
+        v1 = channel.stream_stream(
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+            request_serializer=v1_reflection.ServerReflectionRequest.SerializeToString,
+            response_deserializer=v1_reflection.ServerReflectionResponse.FromString,
+        )
+        asked = v1_reflection.ServerReflectionRequest(
+            file_containing_symbol="signin_broker.v1.TokenBroker"
+        )
+        described = next(v1(iter([asked]), timeout=5)).file_descriptor_response
+        assert described.file_descriptor_proto  # the serialized broker.proto
 
 
 def test_sdk_finds_the_socket_through_the_environment(

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from grpclib.health.check import ServiceStatus
 from grpclib.health.service import Health
-from grpclib.reflection.service import ServerReflection
 
 from ..identities import name_of
 from ..session.clock import SteadyClock
@@ -24,6 +23,7 @@ from ..session.manager import SessionManager
 from ..session.providers import Providers
 from ..v1 import broker_pb2
 from .api.json_calls import JsonCalls
+from .api.reflection import with_reflection
 from .api.servicer import DaemonInfo, TokenBrokerServicer
 from .api.transport import (
     CheckedServer,
@@ -316,4 +316,4 @@ def _grpc_server(
     """The gRPC server with our service, health and reflection, every connection checked."""
     broker = ServiceHandlers(servicer, SERVICE)
     health = Health({broker: [serving]})
-    return CheckedServer(ServerReflection.extend([broker, health]), gate, JsonCalls(broker.unary))
+    return CheckedServer(with_reflection([broker, health]), gate, JsonCalls(broker.unary))

@@ -140,6 +140,7 @@ class SignInSite:
             guarded,
             http=page_protocol(admission),
             lifespan="off",
+            ws="none",  # no WebSocket routes: wsproto (0.5 MB) stays unloaded, upgrades refused
             log_config=None,
             access_log=False,
             server_header=False,
