@@ -120,7 +120,7 @@ def _clock(client: Provider, provider: ProviderSettings) -> Finding:
     return Finding(
         "clock", name, OK,
         f"within {CLOCK_NOTICED_SECONDS} s of the provider's"
-        f" (off by {abs(client.clock_offset):.0f} s)",
+        f" (off by about {abs(client.clock_offset):.0f} s)",
     )  # fmt: skip
 
 
@@ -172,10 +172,9 @@ def _probe(settings: Settings) -> Finding:
             "keyring", "keyring", FAIL, f"{store.description} did not give back what was stored",
             'set key_store = "file", or repair the keyring',
         )  # fmt: skip
-    seen, _, warning = store.description.partition(": ")
-    if warning:
-        return Finding("keyring", "keyring", WARN, f"stores and reads keys: {seen}", warning)
-    return Finding("keyring", "keyring", OK, f"stores and reads keys: {seen}")
+    if ": " in store.description:  # a store that works, with a weakness it names
+        return _said("keyring", "keyring", WARN, f"stores and reads keys: {store.description}", "")
+    return Finding("keyring", "keyring", OK, f"stores and reads keys: {store.description}")
 
 
 def state_folder(settings: Settings) -> Finding:
