@@ -15,24 +15,9 @@ from signin_broker.client import BrokerClient, NotSignedIn
 from signin_broker.testing import StubProvider
 from signin_broker.testing.browser import Browser
 from signin_broker.testing.daemon import DaemonProcess
-from support.real import unavailable
+from support.clocks import faked_clock
 from support.signin import sign_in
 from support.waiting import eventually
-
-LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1")
-
-
-def faked_clock(offset_file: Path, offset: str) -> dict[str, str]:
-    """The environment that runs a process with its wall clock `offset` off (e.g. "-10m")."""
-    if not LIBFAKETIME.exists():
-        unavailable("libfaketime is not installed (Debian: faketime)")
-    offset_file.write_text(offset + "\n")
-    return {
-        "LD_PRELOAD": str(LIBFAKETIME),
-        "FAKETIME_TIMESTAMP_FILE": str(offset_file),
-        "FAKETIME_NO_CACHE": "1",
-        "DONT_FAKE_MONOTONIC": "1",  # CLOCK_BOOTTIME and CLOCK_MONOTONIC stay true
-    }
 
 
 @pytest.mark.parametrize("offset", ["-10m", "+10m"], ids=["ten-minutes-slow", "ten-minutes-fast"])

@@ -16,11 +16,12 @@ KEYRING_PASSWORD = "test-keyring-password"
 
 
 @contextmanager
-def secret_service(home: Path) -> Iterator[dict[str, str]]:
+def secret_service(home: Path, *, unlock: bool = True) -> Iterator[dict[str, str]]:
     """Start dbus-daemon and gnome-keyring-daemon for a private home; yield the env to use.
 
     The keyring file lives under home, so a second `secret_service(home)` unlocks the
-    same keyring, as a user's next login would.
+    same keyring, as a user's next login would; with unlock=False it stays locked, as
+    after a login that did not unlock it (no password given, no prompt to ask for one).
     """
     if not (shutil.which("dbus-daemon") and shutil.which("gnome-keyring-daemon")):
         unavailable("the Secret Service test needs Debian's dbus and gnome-keyring")
@@ -40,8 +41,10 @@ def secret_service(home: Path) -> Iterator[dict[str, str]]:
     env["DBUS_SESSION_BUS_ADDRESS"] = address
     try:
         subprocess.run(
-            ["gnome-keyring-daemon", "--unlock", "--components=secrets", "--daemonize"],
-            input=KEYRING_PASSWORD, capture_output=True, text=True, env=env, check=True, timeout=30,
+            ["gnome-keyring-daemon", *(["--unlock"] if unlock else []), "--components=secrets",
+             "--daemonize"],
+            input=KEYRING_PASSWORD if unlock else "", capture_output=True, text=True, env=env,
+            check=True, timeout=30,
         )  # fmt: skip
         yield env
     finally:

@@ -145,6 +145,20 @@ def install_service(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--uninstall", action="store_true", help="stop and remove the service")
 
 
+def doctor(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bundle",
+        metavar="FILE",
+        help="also write a support bundle (versions, settings, the daemon's last log lines,"
+        " the findings; no token or secret) to FILE",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the daemon's config file, when no daemon runs (a running one's own is used)",
+    )
+
+
 def conformance(parser: argparse.ArgumentParser) -> None:
     from ._failures import CONFORMANCE_MISSING, missing_package
 

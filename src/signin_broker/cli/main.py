@@ -179,6 +179,12 @@ def _install_service(client: BrokerClient, args: argparse.Namespace) -> int:
     return install_service(client, args)
 
 
+def _doctor(client: BrokerClient, args: argparse.Namespace) -> int:
+    from ._doctor import doctor
+
+    return doctor(client, args)
+
+
 def _command(name: str) -> Callable[..., int]:
     """A command of _commands, imported when it runs: it brings in the gRPC SDK."""
 
@@ -249,6 +255,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
         "print the path of the API's broker.proto, for apps in other languages",
         _no_options,
         _Lean("_proto", "proto"),
+    ),
+    "doctor": (
+        "check the set-up, each step with what to do; --bundle FILE for a support request",
+        _sdk_options("doctor"),
+        _doctor,
     ),
     "install-service": (
         "run the daemon as a user service (systemd socket activation, or launchd)",

@@ -63,8 +63,37 @@ def private_folder(folder: Path, *, with_ancestors: bool = False) -> None:
     finally:
         os.close(descriptor)
     if with_ancestors:
-        real = Path(os.path.realpath(folder))
-        for ancestor in dict.fromkeys([*folder.absolute().parents, *real.parents]):
+        _check_ancestors(folder)
+
+
+def check_private_folder(folder: Path) -> None:
+    """Refuse the folder, or a folder above it, as private_folder would, changing nothing.
+
+    For a look without side effects (`signin-broker doctor`): a folder that does not
+    exist yet is not refused (the daemon creates it 0700), only the folders above it.
+    """
+    try:
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        descriptor = -1
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise UnsafeStorage(
+                f"folder {folder} is a symlink or not a folder; name a real folder instead"
+            ) from None
+        raise UnsafeStorage(f"cannot open folder {folder}: {error.strerror}") from error
+    if descriptor != -1:
+        try:
+            _refuse_others(folder, os.fstat(descriptor))
+        finally:
+            os.close(descriptor)
+    _check_ancestors(folder, existing_only=True)
+
+
+def _check_ancestors(folder: Path, *, existing_only: bool = False) -> None:
+    real = Path(os.path.realpath(folder))
+    for ancestor in dict.fromkeys([*folder.absolute().parents, *real.parents]):
+        if not (existing_only and not ancestor.exists()):
             _check_ancestor(ancestor)
 
 

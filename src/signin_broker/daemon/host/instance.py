@@ -149,6 +149,11 @@ def _open_lock_file(lock_path: Path) -> int:
 
 def _ensure_private_folder(folder: Path) -> None:
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    check_socket_folder(folder)
+
+
+def check_socket_folder(folder: Path) -> None:
+    """Refuse (InstanceError) a socket folder that is not a directory of the user's alone."""
     info = folder.lstat()
     if not stat.S_ISDIR(info.st_mode):
         raise InstanceError(f"socket folder {folder} is not a directory (a symlink?)")

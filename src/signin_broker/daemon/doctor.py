@@ -1,0 +1,270 @@
+"""The daemon's side of `signin-broker doctor`: would a daemon with these settings work.
+
+Run as a process (`python -m signin_broker.daemon.doctor [the daemon's flags]`) by the
+CLI, which may not load the daemon: with the running daemon's flags and environment
+when one runs, so its settings, keyring and clock are the ones looked at, else with
+the caller's. It changes nothing but a probe entry in the key store, which it removes,
+and prints one JSON object: the settings (no secret is a setting: secrets live in
+files and the keyring, which are named, never read out) and the findings, each a
+check, a name, ok/warn/fail, what was seen and what to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+import secrets
+import shutil
+import stat
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from ..identities import name_of
+from ..oidc.errors import ProviderUnavailable
+from ..oidc.provider import CLOCK_NOTICED_SECONDS, Provider
+from ..store.files import UnsafeStorage, check_private_folder
+from ..store.keys import KeyStoreUnavailable, open_key_store
+from .apps.policy import PolicyFile
+from .host.instance import InstanceError, check_socket_folder
+from .settings import ProviderSettings, Settings, SettingsError, load
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+KEYRING_SECONDS = 10.0  # a locked keyring may wait for a password prompt nobody answers
+LOW_SPACE_BYTES = 50 << 20  # the audit log and state files need a few MB to breathe
+PROBE_KEY = "doctor:probe"  # stored, read back and deleted; holds nothing of anyone's
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Finding:
+    """One check's outcome, worded for a person: what was seen, and what to do about it."""
+
+    check: str  # socket, provider, clock, keyring, state, policy: the CLI orders by it
+    name: str
+    status: str  # OK, WARN or FAIL
+    seen: str
+    action: str = ""
+
+
+def _said(check: str, name: str, status: str, message: str, fallback: str) -> Finding:
+    """A finding from one of the house's "what happened; what to do" messages."""
+    seen, _, action = message.partition("; ")
+    return Finding(check, name, status, seen, action or fallback)
+
+
+def socket_folder(settings: Settings) -> Finding:
+    """The socket's folder must be the user's alone (0700), the socket 0600."""
+    folder, path = settings.socket.parent, settings.socket
+    name = "socket folder"
+    if not folder.exists():
+        return Finding("socket", name, OK, f"{folder} does not exist yet; the daemon makes it 0700")
+    try:
+        check_socket_folder(folder)
+    except InstanceError as error:
+        return _said("socket", name, FAIL, str(error), "the daemon refuses to start until fixed")
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return Finding("socket", name, OK, f"{folder} is yours alone (0700); no socket in it yet")
+    mode = stat.S_IMODE(info.st_mode)
+    if not stat.S_ISSOCK(info.st_mode):
+        return Finding("socket", name, FAIL, f"{path} is not a socket", f"remove it: rm {path}")
+    if mode & 0o077:
+        return Finding(
+            "socket", name, WARN, f"socket {path} has mode {mode:04o}, not 0600",
+            f"run `chmod 600 {path}`; the folder's 0700 keeps others out meanwhile",
+        )  # fmt: skip
+    return Finding("socket", name, OK, f"{folder} is yours alone (0700), its socket 0600")
+
+
+async def _provider(provider: ProviderSettings) -> list[Finding]:
+    """Discovery from the issuer, which also reaches the provider and reads its clock."""
+    name = f"provider {name_of(provider.alias)}"
+    client = Provider(provider.issuer, provider.client_id)
+    try:
+        metadata = await client.metadata()
+    except ProviderUnavailable as error:
+        return [
+            _said(
+                "provider", name, FAIL, f"{provider.issuer}: {error}",
+                "check the network, and that `issuer` is exactly what the provider's discovery"
+                " document says (a trailing / too)",
+            ),
+            Finding(
+                "clock", f"clock ({name_of(provider.alias)})", WARN,
+                "not compared: the provider did not answer", "run the doctor again once it does",
+            ),
+        ]  # fmt: skip
+    finally:
+        await client.close()
+    found = Finding(
+        "provider", name, OK,
+        f"{provider.issuer} answers; token endpoint {metadata.token_endpoint}"
+        + ("" if metadata.device_authorization_endpoint else "; it offers no device sign-in"),
+    )  # fmt: skip
+    return [found, _clock(client, provider)]
+
+
+def _clock(client: Provider, provider: ProviderSettings) -> Finding:
+    name = f"clock ({name_of(provider.alias)})"
+    if client.clock_offset is None:
+        return Finding(
+            "clock", name, WARN, "not compared: the provider's answer had no Date header"
+        )
+    if client.clock_problem:
+        return _said("clock", name, FAIL, client.clock_problem, "set the clock right")
+    return Finding(
+        "clock", name, OK,
+        f"within {CLOCK_NOTICED_SECONDS} s of the provider's"
+        f" (off by about {abs(client.clock_offset):.0f} s)",
+    )  # fmt: skip
+
+
+async def providers(settings: Settings) -> list[Finding]:
+    """Every configured provider at once (each bounded by the provider client's own limits)."""
+    if not settings.providers:
+        return [
+            Finding(
+                "provider", "provider", FAIL, "no issuer is configured",
+                'set one: `issuer = "https://id.example.com"` in the config file, or --issuer',
+            )
+        ]  # fmt: skip
+    checked = await asyncio.gather(*(_provider(p) for p in settings.providers))
+    return [finding for pair in checked for finding in pair]
+
+
+def key_store(settings: Settings) -> Finding:
+    """Whether a key can be stored and read back where the daemon keeps its keys."""
+    outcome: list[Finding] = []
+    worker = threading.Thread(target=lambda: outcome.append(_probe(settings)), daemon=True)
+    worker.start()
+    worker.join(KEYRING_SECONDS)
+    if outcome:
+        return outcome[0]
+    return Finding(
+        "keyring", "keyring", FAIL,
+        f"the keyring did not answer within {KEYRING_SECONDS:g} s (locked, and waiting for a"
+        " password prompt?)",
+        "unlock it (log in to the desktop, or `gnome-keyring-daemon --unlock`), or set"
+        ' key_store = "file"',
+    )  # fmt: skip
+
+
+def _probe(settings: Settings) -> Finding:
+    try:
+        store = open_key_store(settings.key_store, settings.state_dir)
+        probe = secrets.token_bytes(16)
+        store.set(PROBE_KEY, probe)
+        read = store.get(PROBE_KEY)
+        store.delete(PROBE_KEY)
+    except KeyStoreUnavailable as error:
+        return _said(
+            "keyring", "keyring", FAIL, str(error),
+            'unlock the keyring (log in to the desktop session), or set key_store = "file";'
+            " until then sessions live in memory only",
+        )  # fmt: skip
+    if read != probe:
+        return Finding(
+            "keyring", "keyring", FAIL, f"{store.description} did not give back what was stored",
+            'set key_store = "file", or repair the keyring',
+        )  # fmt: skip
+    if ": " in store.description:  # a store that works, with a weakness it names
+        return _said("keyring", "keyring", WARN, f"stores and reads keys: {store.description}", "")
+    return Finding("keyring", "keyring", OK, f"stores and reads keys: {store.description}")
+
+
+def state_folder(settings: Settings) -> Finding:
+    """The state folder: the user's alone, and room left on its disk."""
+    folder, name = settings.state_dir, "state folder"
+    try:
+        check_private_folder(folder)
+        check_private_folder(folder / "accounts")
+    except UnsafeStorage as error:
+        return _said(
+            "state", name, FAIL, str(error), "the daemon refuses to start until this is fixed"
+        )
+    existing = next(f for f in (folder, *folder.parents) if f.exists())
+    free = shutil.disk_usage(existing).free
+    if free < LOW_SPACE_BYTES:
+        return Finding(
+            "state", name, WARN, f"only {free >> 20} MB free where {folder} is",
+            "free some space: sessions cannot be saved on a full disk",
+        )  # fmt: skip
+    made = "yours alone" if folder.exists() else "not made yet (the daemon makes it 0700)"
+    return Finding("state", name, OK, f"{folder}: {made}, {free >> 20} MB free")
+
+
+def app_policy(settings: Settings) -> Finding:
+    """The per-app policy file: readable as a policy, and editable by the user alone."""
+    path, name = settings.app_policy, "app policy"
+    if not path.exists():
+        return Finding(
+            "policy", name, OK, f"no {path}: every app gets new_apps ({settings.new_apps})"
+        )
+    policy = PolicyFile(path)
+    policy.refresh()
+    if policy.error:
+        return Finding(
+            "policy", name, FAIL, policy.error,
+            f"fix {path} (`signin-broker apps` shows the rules the daemon uses)",
+        )  # fmt: skip
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o022:
+        return Finding(
+            "policy", name, WARN, f"{path} can be changed by other users (mode {mode:04o})",
+            f"run `chmod 600 {path}`",
+        )  # fmt: skip
+    return Finding(
+        "policy", name, OK,
+        f"{path}: {len(policy.rules)} app rules; other apps get new_apps ({settings.new_apps})",
+    )  # fmt: skip
+
+
+def examine(settings: Settings) -> list[Finding]:
+    """Every check, in the order a person fixes them."""
+    return [
+        socket_folder(settings),
+        *asyncio.run(providers(settings)),
+        key_store(settings),
+        state_folder(settings),
+        app_policy(settings),
+    ]
+
+
+def shown(settings: Settings) -> dict[str, Any]:
+    """The settings as JSON values (paths of secret files, never what is in them)."""
+    return json.loads(json.dumps(dataclasses.asdict(settings), default=str))  # type: ignore[no-any-return]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the settings and findings as one JSON object; 2 when the settings are wrong."""
+    logging.disable(logging.CRITICAL)  # what the checks find is in the findings
+    try:
+        settings = load(argv)
+    except SettingsError as error:
+        finding = Finding(
+            "settings",
+            "settings",
+            FAIL,
+            str(error),
+            "fix the setting (see `signin-brokerd --help`)",
+        )
+        print(json.dumps({"settings": None, "findings": [dataclasses.asdict(finding)]}))
+        return 2
+    findings = examine(settings)
+    print(
+        json.dumps(
+            {"settings": shown(settings), "findings": [dataclasses.asdict(f) for f in findings]}
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    status = main()
+    sys.stdout.flush()
+    os._exit(status)  # a keyring probe still waiting on a prompt must not hold the exit
