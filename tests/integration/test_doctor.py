@@ -86,6 +86,21 @@ def test_a_stopped_daemon_is_named_with_how_to_start_it(
     assert "FAIL  daemon" in shown.stdout and "to do: Start it with" in shown.stdout, shown
 
 
+def test_a_misspelt_variable_of_the_running_daemon_is_named_with_the_setting_meant(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    env = {"SIGNIN_BROKER_ISUER": stub.issuer}  # the daemon's, not the shell's: from /proc
+    flags = ("--issuer", stub.issuer, "--key-store", "file")
+    with DaemonProcess(socket_path, *flags, env=env) as daemon:
+        code, findings = doctor(daemon, env={k: v for k, v in daemon.env.items() if k not in env})
+    assert code == 0  # a warning: the daemon runs, the variable does nothing
+    assert findings["SIGNIN_BROKER_ISUER"] == {
+        "check": "settings", "name": "SIGNIN_BROKER_ISUER", "status": "warn",
+        "seen": "SIGNIN_BROKER_ISUER is set but is no setting: the daemon ignores it",
+        "action": "did you mean SIGNIN_BROKER_ISSUER? (unset SIGNIN_BROKER_ISUER)",
+    }  # fmt: skip
+
+
 def test_an_unreachable_provider_says_so_and_what_to_check(socket_path: Path) -> None:
     with StubProvider() as gone:
         issuer = gone.issuer

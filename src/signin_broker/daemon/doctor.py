@@ -31,7 +31,7 @@ from ..store.files import UnsafeStorage, check_private_folder
 from ..store.keys import KeyStoreUnavailable, open_key_store
 from .apps.policy import PolicyFile
 from .host.instance import InstanceError, check_socket_folder
-from .settings import ProviderSettings, Settings, SettingsError, load
+from .settings import ProviderSettings, Settings, SettingsError, load, unknown_variables
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 KEYRING_SECONDS = 10.0  # a locked keyring may wait for a password prompt nobody answers
@@ -224,9 +224,24 @@ def app_policy(settings: Settings) -> Finding:
     )  # fmt: skip
 
 
+def variables() -> list[Finding]:
+    """Each SIGNIN_BROKER_* variable that is no setting: a misspelling the daemon ignores."""
+    return [
+        Finding(
+            "settings",
+            variable,
+            WARN,
+            f"{variable} is set but is no setting: the daemon ignores it",
+            f"did you mean {nearest}? (unset {variable})" if nearest else f"unset {variable}",
+        )
+        for variable, nearest in unknown_variables(os.environ)
+    ]
+
+
 def examine(settings: Settings) -> list[Finding]:
     """Every check, in the order a person fixes them."""
     return [
+        *variables(),
         socket_folder(settings),
         *asyncio.run(providers(settings)),
         key_store(settings),
