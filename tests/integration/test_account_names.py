@@ -26,7 +26,7 @@ from signin_broker.testing import StubProvider, StubUser
 from signin_broker.testing.daemon import DaemonProcess
 from support.accounts import daemon_with_accounts, sign_in_as
 from support.apps import App, rule, write_policy
-from support.commands import signin_broker
+from support.commands import BIN, signin_broker
 
 ALICE = StubUser(
     sub="1001",
@@ -114,6 +114,32 @@ def test_a_token_by_e_mail_or_login_through_the_sdk_the_cli_and_json(
     assert code == 0, err
     with BrokerClient(daemon.socket_path) as client:
         assert BOB_ID not in {a.id for a in client.accounts()}
+
+
+def test_the_git_docker_and_kubectl_helpers_name_an_account_by_e_mail_login_or_alias(
+    daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    with BrokerClient(daemon.socket_path) as client:
+        bobs = client.get_token(BOB_ID).access_token
+        client.set_account_alias("b", BOB_ID)
+    git = subprocess.run(
+        [str(BIN / "git-credential-signin-broker"), "--socket", str(daemon.socket_path),
+         "--account", "bob@example.com", "get"],
+        input="protocol=https\nhost=git.example.com\n\n", capture_output=True, text=True,
+        timeout=30,
+    )  # fmt: skip
+    assert f"password={bobs}\n" in git.stdout, git.stderr
+    config = tmp_path / "tool-config" / "signin-broker"
+    config.mkdir(parents=True)
+    (config / "docker.toml").write_text('[registries."registry.example.com"]\naccount = "bob"\n')
+    docker = subprocess.run(
+        [str(BIN / "docker-credential-signin-broker"), "--socket", str(daemon.socket_path), "get"],
+        input="registry.example.com", capture_output=True, text=True, timeout=30,
+        env={**os.environ, "XDG_CONFIG_HOME": str(config.parent)},
+    )  # fmt: skip
+    assert json.loads(docker.stdout)["Secret"] == bobs, docker.stderr
+    _, out, err = cli(daemon, "token", "--format", "exec-credential", "--account", "b")
+    assert json.loads(out)["status"]["token"] == bobs, err
 
 
 def test_a_name_of_several_accounts_says_so_and_lists_their_ids(daemon: DaemonProcess) -> None:
