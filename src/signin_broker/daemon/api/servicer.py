@@ -370,8 +370,9 @@ class TokenBrokerServicer:
     ) -> tuple[str, Entitlement]:
         """The account a write names, and what the caller may act on.
 
-        Naming an account the caller may not act on is INVALID_ARGUMENT whether it
-        exists or not (the contract's T4), so a write cannot probe for accounts either.
+        Naming an account the caller may not act on, by any name, is INVALID_ARGUMENT
+        whether it exists or not (the contract's T4), so a write cannot probe for
+        accounts either.
         """
         named = checked(check_account, account)
         if required and not named:
