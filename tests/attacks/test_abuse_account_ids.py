@@ -2,7 +2,10 @@
 
 `ListAuditEvents(account="user:a b")` answered INTERNAL after an error-level traceback:
 the RPC layer let through ids that the stores refuse. An id is checked once, where the
-request comes in, against the one form every store accepts.
+request comes in, against the one form every store accepts. Since issue 26 an account
+may also be named by an alias, an e-mail or a login: anything that looks like an id
+(`user:...`, `<alias>/user:...`, in any case) must still be one, and any other
+printable name that fits no account is NOT_FOUND (or, for a write, INVALID_ARGUMENT).
 """
 
 from __future__ import annotations
@@ -18,8 +21,6 @@ from signin_broker.testing.daemon import DaemonProcess
 MALFORMED = [
     "user:a b",
     "user:",
-    "user",
-    "1001",
     "User:1001",
     "user:1001:workspace:",
     "user:1001:workspace:7:x",
@@ -72,3 +73,15 @@ def test_list_audit_events_of_a_spaced_account_id_is_invalid_argument_without_a_
         with pytest.raises(BrokerError) as caught:
             client.get_token("user:1001:workspace:7")  # well-formed, unknown: as before
         assert (caught.value.code, caught.value.message) == (grpc.StatusCode.NOT_FOUND, "not found")
+
+
+@pytest.mark.parametrize("rpc", ["GetToken", "SignOut", "SetDefaultAccount", "ListAuditEvents"])
+def test_a_name_no_account_has_is_not_found_in_every_rpc(broker: DaemonProcess, rpc: str) -> None:
+    with BrokerClient(broker.socket_path, timeout=10) as client:
+        for name in ("user", "1001", "nobody@example.com", "Alice Example"):
+            with pytest.raises(BrokerError) as caught:
+                CALLS[rpc](client, name)
+            assert (caught.value.code, caught.value.message) == (
+                grpc.StatusCode.NOT_FOUND,
+                "not found",
+            )

@@ -61,6 +61,8 @@ with BrokerClient(socket_path, timeout=120) as broker:
         elif action == "set_policy":  # app, decision name, then accounts
             decision = AppDecision[rest[1].upper()]
             result = {"decided": broker.set_app_policy(rest[0], decision, accounts=rest[2:])[0].id}
+        elif action == "alias":  # alias, then the account it names ("" removes it)
+            result = {"account": broker.set_account_alias(rest[0], rest[1] if rest[1:] else "")}
         elif action == "answer_once":  # app, decision name
             decision = AppDecision[rest[1].upper()]
             answered = broker.set_app_policy(rest[0], decision, once=True)[1]

@@ -43,6 +43,7 @@ CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "set_app_policy": (("app", AppDecision.ALLOW), {"accounts": ["user:1"], "pin": True}),
     "set_default_account": (("user:1",), {}),
     "remove_account": (("user:1",), {}),
+    "set_account_alias": (("work", "alice@example.com"), {}),
     "audit_events": ((), {"account": "user:1", "limit": 5}),
     "watch_events": ((), {"timeout": 3.0}),
 }

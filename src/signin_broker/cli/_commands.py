@@ -21,7 +21,17 @@ from ..client import (
     SignOutResult,
     TokenRevocation,
 )
-from ._output import by_source, duration, jsonable, key_values, moment, print_json, shortened, table
+from ._output import (
+    accounts_table,
+    by_source,
+    duration,
+    jsonable,
+    key_values,
+    moment,
+    print_json,
+    shortened,
+    table,
+)
 from ._qr import terminal_qr, wants_colour
 
 _STATE_WORDS = {
@@ -128,21 +138,10 @@ def _describe(account: Account) -> str:
     return f"{account.id} ({name})" if name else account.id
 
 
-def token(client: BrokerClient, args: argparse.Namespace) -> int:
-    """Print an access token: the bare token for `$(signin-broker token)`, or JSON."""
-    issued = client.get_token(
-        args.account, scopes=args.scopes, min_ttl_seconds=args.min_ttl, audience=args.audience
-    )
-    if args.json:
-        return print_json(issued)
-    print(issued.access_token)
-    return 0
-
-
 def accounts(client: BrokerClient, args: argparse.Namespace) -> int:
     """List the signed-in accounts, or make one the default, or remove one."""
     if args.action != "list":
-        change = _use_account if args.action == "use" else _remove_account
+        change = {"use": _use_account, "remove": _remove_account, "alias": _alias}[args.action]
         return change(client, args)
     listed = client.accounts()
     if args.json:
@@ -150,17 +149,7 @@ def accounts(client: BrokerClient, args: argparse.Namespace) -> int:
     if not listed:
         print("no accounts signed in; run `signin-broker login`", file=sys.stderr)
         return 0
-    rows = [
-        [
-            ("* " if a.is_default else "  ") + a.id,
-            a.display_name or "-",
-            a.email or "-",
-            a.workspace_id or "personal",
-            moment(a.access_token_expires_at_unix),
-        ]
-        for a in listed
-    ]
-    print(table(["  ACCOUNT", "NAME", "EMAIL", "WORKSPACE", "TOKEN EXPIRES"], rows))
+    print(accounts_table(listed))
     return 0
 
 
@@ -186,10 +175,22 @@ def _remove_account(client: BrokerClient, args: argparse.Namespace) -> int:
     if args.json:
         return print_json({"logout_url": logout_url, "audit_purge_at_unix": purge_at})
     print(
-        f"Removed {args.account}: signed out, its stored state and key deleted;"
+        f"Removed {args.account}: signed out, its stored state, key and aliases deleted;"
         f" its audit rows go {moment(purge_at)}.",
         file=sys.stderr,
     )
+    return 0
+
+
+def _alias(client: BrokerClient, args: argparse.Namespace) -> int:
+    if args.remove == bool(args.account):
+        print("accounts alias: give NAME and its account, or --remove NAME", file=sys.stderr)
+        return 2
+    named = client.set_account_alias(args.name, args.account)
+    if args.json:
+        return print_json({"alias": args.name, "account": named, "removed": args.remove})
+    done = f"Removed the alias {args.name} of" if args.remove else f"{args.name} names"
+    print(f"{done} {named}.", file=sys.stderr)
     return 0
 
 

@@ -83,7 +83,11 @@ def login(parser: argparse.ArgumentParser) -> None:
 
 
 def logout(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--account", default="", help="account id (default: the default account)")
+    parser.add_argument(
+        "--account",
+        default="",
+        help="the account: its id, alias, e-mail or login (default: the default account)",
+    )
     parser.add_argument(
         "--browser",
         action="store_true",
@@ -96,9 +100,17 @@ def accounts(parser: argparse.ArgumentParser) -> None:
     action("list", "list the signed-in accounts (the default)")
     for name, text in (
         ("use", "make an account the default"),
-        ("remove", "sign an account out and delete all the broker keeps of it"),
+        ("remove", "sign an account out and delete all the broker keeps of it, aliases too"),
     ):
-        action(name, text).add_argument("account", help="the account's id")
+        action(name, text).add_argument("account", help="its id, alias, e-mail or login")
+    alias = action("alias", "give an account a short name of your choosing, or remove one")
+    alias.add_argument(
+        "name", help="the alias: up to 32 lower-case letters, digits, '.', '-' or '_'"
+    )
+    alias.add_argument(
+        "account", nargs="?", default="", help="the account it names: its id, e-mail or login"
+    )
+    alias.add_argument("--remove", action="store_true", help="remove the alias instead")
 
 
 def apps(parser: argparse.ArgumentParser) -> None:
@@ -119,7 +131,7 @@ def apps(parser: argparse.ArgumentParser) -> None:
                 help="answer only its waiting request and record nothing: the next one asks",
             )
         if name == "allow":
-            _repeatable(sub, "--account", "only this account")
+            _repeatable(sub, "--account", "only this account (its id, alias, e-mail or login)")
             _repeatable(sub, "--scope", "at most this scope")
             sub.add_argument(
                 "--pin", action="store_true", help="only the program file as it is now (sha256)"
@@ -132,7 +144,9 @@ def apps(parser: argparse.ArgumentParser) -> None:
 
 
 def audit(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--account", default="", help="only rows of this account")
+    parser.add_argument(
+        "--account", default="", help="only rows of this account (its id, alias, e-mail or login)"
+    )
     parser.add_argument("--app", default="", help="only rows of this app (its id)")
     parser.add_argument("--limit", type=int, default=50, metavar="N", help="at most N rows")
     parser.add_argument("--before", type=int, default=0, metavar="ID", help="rows older than ID")

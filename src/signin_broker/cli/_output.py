@@ -6,9 +6,12 @@ import enum
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..client._record import Record
+
+if TYPE_CHECKING:
+    from ..client import Account
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -21,6 +24,24 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
         for row in (headers, *rows)
     ]
     return "\n".join(lines)
+
+
+def accounts_table(listed: Sequence[Account]) -> str:
+    """The accounts as `signin-broker accounts` shows them, the default marked with "*"."""
+    rows = [
+        [
+            ("* " if a.is_default else "  ") + a.id,
+            a.display_name or "-",
+            a.email or "-",
+            a.username or "-",
+            ", ".join(a.aliases) or "-",
+            a.workspace_id or "personal",
+            moment(a.access_token_expires_at_unix),
+        ]
+        for a in listed
+    ]
+    header = ["  ACCOUNT", "NAME", "EMAIL", "LOGIN", "ALIASES", "WORKSPACE", "TOKEN EXPIRES"]
+    return table(header, rows)
 
 
 def shortened(text: str, width: int, keep: str = "start") -> str:

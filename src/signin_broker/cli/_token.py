@@ -57,7 +57,11 @@ DEFAULT_ENV_NAME = "SIGNIN_BROKER_TOKEN"
 
 def add_request_options(parser: argparse.ArgumentParser, min_ttl: int = 0) -> None:
     """What a token is asked for with: account, scopes, lifetime left, audience."""
-    parser.add_argument("--account", default="", help="account id (default: the default account)")
+    parser.add_argument(
+        "--account",
+        default="",
+        help="the account: its id, alias, e-mail or login (default: the default account)",
+    )
     parser.add_argument(
         "--scope",
         dest="scopes",

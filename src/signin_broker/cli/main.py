@@ -227,7 +227,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
     "login": ("sign in through the web browser", _sdk_options("login"), _command("login")),
     "logout": ("sign out", _sdk_options("logout"), _command("logout")),
     "accounts": (
-        "list the signed-in accounts; `use` makes one the default, `remove` deletes one",
+        "list the signed-in accounts; `use` makes one the default, `remove` deletes one,"
+        " `alias` names one",
         _sdk_options("accounts"),
         _command("accounts"),
     ),

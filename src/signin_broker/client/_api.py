@@ -152,6 +152,8 @@ class BrokerApi:
     ) -> pb.GetTokenRequest:
         """An access token of `account` (default account when empty).
 
+        `account` is an id, an alias, or the e-mail or login of one signed-in account.
+
         Fewer `scopes` than the sign-in's, or an `audience` (RFC 8707), give a
         down-scoped token, which the daemon keeps while it is valid. `id_token` asks
         for the account's ID token too: only an app the user allowed it gets it.
@@ -264,6 +266,14 @@ class BrokerApi:
         Returns the provider's logout URL and when the account's audit rows are purged.
         """
         return pb.RemoveAccountRequest(account=account)
+
+    @unary("SetAccountAlias", lambda response: response.account)
+    def set_account_alias(alias: str, account: str) -> pb.SetAccountAliasRequest:
+        """Let `alias` name `account` wherever an account is named; an empty `account` removes it.
+
+        Returns the id of the account the alias names (or named, when removed).
+        """
+        return pb.SetAccountAliasRequest(alias=alias, account=account)
 
     @unary("ListAuditEvents", lambda response: [AuditEvent.from_proto(e) for e in response.events])
     def audit_events(

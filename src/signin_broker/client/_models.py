@@ -195,6 +195,8 @@ class Account(Model, message=pb.Account):
     next_refresh_unix: int  # 0 when the token cannot be renewed
     provider: str = ""  # the alias of its identity provider; "" for the main one
     at_risk: str = ""  # why the session is at risk and what happens next; "" when it is not
+    username: str = ""  # the login at the provider (preferred_username); "" when none was sent
+    aliases: tuple[str, ...] = ()  # the names you gave it (`signin-broker accounts alias`)
 
 
 class ProviderStatus(

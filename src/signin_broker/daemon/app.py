@@ -21,6 +21,7 @@ from ..session.clock import SteadyClock
 from ..session.events import EventKind, WatcherDropped
 from ..session.manager import SessionManager
 from ..session.providers import Providers
+from ..store.aliases import AliasFile
 from ..v1 import broker_pb2
 from .api.json_calls import JsonCalls
 from .api.reflection import with_reflection
@@ -137,7 +138,8 @@ async def _start_sessions(
     await asyncio.to_thread(_import_all, _OAUTH_STACK)
     store, storage = await asyncio.to_thread(_open_store, settings)
     links = [await _provider_link(settings, provider) for provider in settings.providers]
-    await session.start(Providers(links, settings.default_alias), store, storage)
+    aliases = AliasFile(settings.state_dir / "aliases.json")
+    await session.start(Providers(links, settings.default_alias), store, storage, aliases)
     keeper = asyncio.get_running_loop().create_task(session.keep())
     page = PageOnDemand(web_socket, functools.partial(_serve_page, web_socket, session))
     page.start()

@@ -48,12 +48,14 @@ class AccountInfo:
     provider: str = ""  # the alias of its provider ("" for the main one)
     display_name: str = ""
     email: str = ""
+    username: str = ""  # the `preferred_username` claim: a login, as people name the account
     is_default: bool = False
     access_token_expires_at: int = 0
     next_refresh_at: int = 0
     signed_in_at: float = 0.0
     apps: tuple[AppUse, ...] = ()
     at_risk: str = ""  # why the session is at risk, and what happens next (not stored)
+    aliases: tuple[str, ...] = ()  # the person's names for it (session.names; not stored here)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,10 +171,14 @@ class Account:
         info = asdict(self.info)
         for transient in ("apps", "access_token_expires_at", "next_refresh_at", "at_risk"):
             info.pop(transient)
+        info.pop("aliases")  # kept by session.names
         return {
             "version": RECORD_VERSION,
             "issuer": issuer,
             "client_id": self.client_id,
+            # Beside the account, not in it: a daemon of an earlier version reads the
+            # account's fields as they were, and so still restores the session.
+            "username": info.pop("username"),
             "account": info,
             "tokens": self.tokens.to_record(),
         }
@@ -183,8 +189,14 @@ class Account:
         if record.get("version") != RECORD_VERSION:
             raise ValueError(f"unknown record version {record.get('version')!r}")
         info = AccountInfo(**record["account"])
+        username = record.get("username", "")
         return cls(
-            info=replace(info, apps=(), provider=provider_of(info.id)),
+            info=replace(
+                info,
+                apps=(),
+                provider=provider_of(info.id),
+                username=username if isinstance(username, str) else "",
+            ),
             tokens=TokenSet.from_record(record["tokens"]),
             client_id=str(record.get("client_id", "")),
         )

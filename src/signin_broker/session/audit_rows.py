@@ -76,3 +76,14 @@ def audit_read(actor: Actor, account: str, app: str, rows: int) -> AuditEntry:
     """Someone read the audit log (reading it is audited too)."""
     payload = {"account": account, "app": app, "rows": rows}
     return AuditEntry(actor, Action.READ_ADMIN, "audit_log", payload=payload)
+
+
+def alias_set(actor: Actor, account: str, alias: str) -> AuditEntry:
+    """The person gave an account an alias (or moved one to it)."""
+    return AuditEntry(actor, Action.UPDATE, "account", account, payload={"alias": alias})
+
+
+def alias_removed(actor: Actor, account: str, alias: str) -> AuditEntry:
+    """The person removed an alias of an account."""
+    payload = {"alias": alias, "event": "alias removed"}
+    return AuditEntry(actor, Action.UPDATE, "account", account, payload=payload)

@@ -25,6 +25,40 @@ class AccountNotFound(SessionError):
         super().__init__("not found")
 
 
+class AmbiguousAccount(SessionError):
+    """A name (an e-mail, a login) fits several accounts the caller may see; it lists their ids.
+
+    Only accounts the caller may see are ever candidates, so the list names no other.
+    """
+
+    def __init__(self, name: str, ids: list[str]) -> None:
+        super().__init__(
+            f"{name!r} names {len(ids)} accounts: {', '.join(ids)}; name one by its id,"
+            " or give it an alias (signin-broker accounts alias NAME ID)"
+        )
+
+
+class UnknownAlias(SessionError):
+    """The person named an alias to remove that no account has."""
+
+    def __init__(self, alias: str) -> None:
+        super().__init__(f"there is no alias {alias!r} (see signin-broker accounts)")
+
+
+class TooManyAliases(SessionError):
+    """The person has given the most aliases there may be."""
+
+
+class AliasNotSaved(SessionError):
+    """An alias change could not be written to the state folder, so it was not made."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(
+            f"the alias could not be saved ({error.strerror or error}), so nothing changed;"
+            " free space in the state folder or make it writable"
+        )
+
+
 class NotConfigured(SessionError):
     """The daemon lacks a setting that this request needs."""
 

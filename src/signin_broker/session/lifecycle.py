@@ -17,7 +17,9 @@ from ..oidc.errors import ProviderUnavailable
 from ..store.audit import Actor
 from . import audit_rows
 from .accounts import EVERYTHING, AccountInfo, Entitlement, SignOutResult
+from .errors import AliasNotSaved
 from .events import EventKind
+from .names import AccountNames
 from .ports import AuditSink, daemon_actor
 from .registry import AccountRegistry
 from .revocation import revoke
@@ -34,11 +36,13 @@ class SessionLifecycle:
         self,
         registry: AccountRegistry,
         sign_ins: SignIns,
+        names: AccountNames,
         audit: AuditSink,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._registry = registry
+        self._names = names
         self._audit = audit
         self._sign_ins = sign_ins
         self.logout_links = LogoutLinks(clock)
@@ -78,7 +82,7 @@ class SessionLifecycle:
         actor: Actor,
         entitlement: Entitlement = EVERYTHING,
     ) -> str:
-        """Sign the account out and delete all the daemon keeps of it; see logout_url.
+        """Sign the account out and delete all the daemon keeps of it, aliases too; see logout_url.
 
         The audit row of the removal is written before anything is deleted (contract 3).
         """
@@ -87,6 +91,10 @@ class SessionLifecycle:
         await self._registry.end(account, EventKind.SIGNED_OUT, "the account was removed", actor)
         await revoke(account.client, account.tokens)
         await self._audit.forget_account(account.info.id)
+        try:
+            await self._names.forget(account.info.id)
+        except AliasNotSaved as error:  # the account is gone; its alias names nothing now
+            log.warning("a removed account's alias stays", extra={"reason": str(error)})
         return await self.logout_url(page_url, account.tokens.id_token, account.info.id)
 
     async def set_default(

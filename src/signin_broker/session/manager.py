@@ -17,10 +17,13 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from ..store.audit import Actor
+from . import audit_rows
 from .accounts import EVERYTHING, AccountInfo, AppUse, Entitlement, SignInState
 from .events import EndedSession, EventBus
 from .lifecycle import SessionLifecycle
-from .ports import AccountStore, AuditSink, NoAudit
+from .names import AccountNames
+from .ports import AccountStore, AliasStore, AuditSink, NoAudit
 from .providers import Providers
 from .registry import AccountRegistry
 from .renewal import TokenKeeper, keep
@@ -50,9 +53,11 @@ class SessionManager:
         clock: Callable[[], float] = time.time,
     ) -> None:
         audit = audit if audit is not None else NoAudit()
+        self._audit = audit
         self._events = events if events is not None else EventBus()
+        self._names = AccountNames()
         self._registry = AccountRegistry(
-            self._events, audit, revalidate_seconds=revalidate_seconds, clock=clock
+            self._events, audit, self._names, revalidate_seconds=revalidate_seconds, clock=clock
         )
         self._keeper = TokenKeeper(
             self._registry, audit, revalidate_seconds=revalidate_seconds, clock=clock
@@ -60,7 +65,9 @@ class SessionManager:
         self._sign_ins = SignIns(
             self._registry, audit, revalidate_seconds=revalidate_seconds, clock=clock
         )
-        self._lifecycle = SessionLifecycle(self._registry, self._sign_ins, audit, clock=clock)
+        self._lifecycle = SessionLifecycle(
+            self._registry, self._sign_ins, self._names, audit, clock=clock
+        )
         self.ready = asyncio.Event()  # set by start(): the stored accounts are back
         # The hot path (GetToken) calls the keeper with no frame in between.
         self.get_token = self._keeper.get_token
@@ -81,9 +88,16 @@ class SessionManager:
         self.account = self._registry.account
         self.subscribe = self._events.subscribe
 
-    async def start(self, providers: Providers, store: AccountStore | None, storage: str) -> None:
-        """Take the providers and the store, bring the stored accounts back, and be ready."""
+    async def start(
+        self,
+        providers: Providers,
+        store: AccountStore | None,
+        storage: str,
+        aliases: AliasStore | None = None,
+    ) -> None:
+        """Take the providers and the stores, bring the stored accounts back, and be ready."""
         try:
+            await self._names.restore(aliases)
             await self._registry.restore(providers, store, storage)
         finally:
             self.ready.set()
@@ -112,6 +126,31 @@ class SessionManager:
             await link.client.close()
             if link.device_client is not link.client:
                 await link.device_client.close()
+
+    # -- accounts by name ----------------------------------------------------------------
+
+    def account_named(self, name: str, entitlement: Entitlement = EVERYTHING) -> str:
+        """The id of the account a request names: its id, alias, e-mail or login (session.names).
+
+        Every request that names an account asks here, as the caller it comes from:
+        AccountNotFound when nothing it may see fits, AmbiguousAccount when several do.
+        """
+        if not name or name in self._registry.ids:  # an id, signed in: the common case
+            return name
+        return self._names.resolve(name, self._registry.all(), entitlement)
+
+    async def set_alias(self, alias: str, account: str, *, actor: Actor) -> str:
+        """Let `alias` name a signed-in account (named in any way); the account's id."""
+        chosen = self._registry.resolve(self.account_named(account), EVERYTHING)
+        await self._names.set(alias, chosen.info.id)
+        self._audit.record(audit_rows.alias_set(actor, chosen.info.id, alias))
+        return chosen.info.id
+
+    async def remove_alias(self, alias: str, *, actor: Actor) -> str:
+        """Remove an alias; the id of the account it named."""
+        named = await self._names.remove(alias)
+        self._audit.record(audit_rows.alias_removed(actor, named, alias))
+        return named
 
     # -- what callers may know -----------------------------------------------------------
 

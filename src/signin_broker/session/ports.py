@@ -44,6 +44,16 @@ class AccountStore(Protocol):
         """The ids of the stored accounts."""
 
 
+class AliasStore(Protocol):
+    """Where the person's account aliases survive a restart (store.aliases.AliasFile)."""
+
+    def load(self) -> dict[str, str]:
+        """The aliases kept, each with the account id it names; empty when none are."""
+
+    def save(self, aliases: dict[str, str]) -> None:
+        """Replace what is kept with these aliases."""
+
+
 class ProviderClient(Protocol):
     """One client at a provider, as renewal, re-validation and sign-out use it.
 

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from ..store.audit import Actor
@@ -28,6 +28,7 @@ from .accounts import (
 from .clock import to_wall
 from .errors import AccountNotFound, SignInRequired
 from .events import EndedSession, EventBus, EventKind, SessionEvent
+from .names import AccountNames
 from .ports import AccountStore, AuditSink
 from .providers import Providers
 from .schedule import first_revalidation
@@ -47,12 +48,14 @@ class AccountRegistry:
         self,
         events: EventBus,
         audit: AuditSink,
+        names: AccountNames,
         *,
         revalidate_seconds: int,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.events = events
         self.audit = audit
+        self.names = names  # the person's aliases, shown with each account
         self.providers = Providers()  # until restore()
         self.store: AccountStore | None = None
         self.storage = "memory only"
@@ -142,6 +145,7 @@ class AccountRegistry:
             next_refresh_at=int(refresh_at),
             apps=tuple(sorted(account.apps.values(), key=lambda a: -a.last_used)),
             at_risk=self._at_risk(account, refresh_at),
+            aliases=self.names.aliases_of(account.info.id),
         )
 
     def _at_risk(self, account: Account, refresh_at: float) -> str:
@@ -165,6 +169,11 @@ class AccountRegistry:
     def all(self) -> list[Account]:
         """Every signed-in account (a copy: the keeper may end some as it goes)."""
         return list(self._accounts.values())
+
+    @property
+    def ids(self) -> Mapping[str, Account]:
+        """The signed-in accounts by id (read only)."""
+        return self._accounts
 
     def get(self, account_id: str) -> Account | None:
         """The account with this id, if signed in."""

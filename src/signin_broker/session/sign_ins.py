@@ -325,6 +325,7 @@ class SignIns:
             provider=link.alias,
             display_name=_text(claims, "name") or _text(claims, "preferred_username"),
             email=_text(claims, "email"),
+            username=_text(claims, "preferred_username"),
             is_default=previous.info.is_default if previous else not self._registry.all(),
             signed_in_at=now,
         )

@@ -98,20 +98,42 @@ def check_authorize_params(params: Mapping[str, str]) -> dict[str, str]:
     return dict(params)
 
 
-def check_account(account: str) -> str:
-    """An account id as callers send it: empty (the default account) or a tenant key.
+# An account id, or what is meant as one: `user:...`, `<alias>/user:...`, in any case.
+ID_LIKE = re.compile(r"(?:[^/@\s]*/)?user:", re.IGNORECASE)
+# An alias of the person's choosing: short, lower-case, and never an id, an e-mail or a sub.
+ALIAS = re.compile(r"[a-z0-9][a-z0-9._-]{0,31}")
+MAX_ALIASES = 64
 
-    The form is the one every store accepts (store.tenants), so an id let in here is
-    never refused deeper down, where the refusal would be an internal error.
+
+def check_account(account: str) -> str:
+    """An account as callers name it: empty (the default), an id, an alias, an e-mail or a login.
+
+    An id (or what looks like one) must have the form every store accepts
+    (store.tenants), so an id let in here is never refused deeper down, where the
+    refusal would be an internal error. Any other printable name is looked up among
+    the accounts the caller may see (session.names).
     """
     if len(account) > MAX_ACCOUNT_ID_LENGTH or not account.isprintable():
         raise ValueError(f"account must be at most {MAX_ACCOUNT_ID_LENGTH} printable characters")
-    if account:
+    if ID_LIKE.match(account):
         try:
             AccountId.parse(account)
         except ValueError:
             raise ValueError(
-                "account must be empty (the default account) or an id such as user:1001"
-                " or user:1001:workspace:7 (see `signin-broker accounts`)"
+                "account must be empty (the default account), an id such as user:1001"
+                " or user:1001:workspace:7, or an account's e-mail, login or alias"
+                " (see `signin-broker accounts`)"
             ) from None
     return account
+
+
+def check_alias(alias: str) -> str:
+    """An alias a person gives an account: short, and never mistaken for an id, e-mail or sub."""
+    if not ALIAS.fullmatch(alias) or alias.isdigit():
+        shown = alias if len(alias) <= 40 else alias[:40] + "..."
+        raise ValueError(
+            f"{shown!r} cannot be an alias: an alias is 1 to 32 lower-case letters, digits,"
+            " '.', '-' or '_', starting with a letter or digit and not only digits (so it"
+            " is never taken for an account id, an e-mail or a user's sub)"
+        )
+    return alias

@@ -99,6 +99,8 @@ def account_message(account: AccountInfo) -> pb.Account:
         next_refresh_unix=account.next_refresh_at,
         provider=account.provider,
         at_risk=account.at_risk,
+        username=account.username,
+        aliases=account.aliases,
     )
 
 

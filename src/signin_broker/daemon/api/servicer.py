@@ -32,6 +32,7 @@ from ...session.manager import SessionManager
 from ...session.validation import (
     MAX_MIN_TTL_SECONDS,
     check_account,
+    check_alias,
     check_audience,
     check_authorize_params,
     check_provider,
@@ -101,7 +102,7 @@ class TokenBrokerServicer:
         caller = current_caller()
         entitlement = await self._apps.admit(caller)
         token = await self._session.get_token(
-            account,
+            self._session.account_named(account, entitlement),
             scopes,
             request.min_ttl_seconds,
             audience=audience,
@@ -258,6 +259,7 @@ class TokenBrokerServicer:
         accounts = [checked(check_account, account) for account in request.accounts]
         if not all(accounts):
             raise InvalidRequest("accounts must not contain an empty id")
+        accounts = [self._session.account_named(account) for account in accounts]  # as ids
         scopes = checked(check_scopes, list(request.scopes))
         decision = DECISION_OF.get(request.decision)
         if request.id_token and decision is not Decision.ALLOW:
@@ -311,6 +313,21 @@ class TokenBrokerServicer:
         )
 
     @unary
+    async def SetAccountAlias(
+        self, request: pb.SetAccountAliasRequest
+    ) -> pb.SetAccountAliasResponse:
+        """Give a signed-in account an alias, or remove one (for a managing app only)."""
+        caller = current_caller()
+        await self._apps.admit_manager(caller)  # the aliases are the person's, like the policy
+        alias = checked(check_alias, request.alias)
+        account = checked(check_account, request.account)
+        if account:
+            named = await self._session.set_alias(alias, account, actor=actor_of(caller))
+        else:
+            named = await self._session.remove_alias(alias, actor=actor_of(caller))
+        return pb.SetAccountAliasResponse(account=named)
+
+    @unary
     async def ListAuditEvents(
         self, request: pb.ListAuditEventsRequest
     ) -> pb.ListAuditEventsResponse:
@@ -319,7 +336,7 @@ class TokenBrokerServicer:
         if not 0 <= request.limit <= MAX_AUDIT_ROWS or request.before_id < 0:
             raise InvalidRequest(f"limit must be 0 to {MAX_AUDIT_ROWS} and before_id at least 0")
         visible = await self._apps.readable(caller)
-        account = checked(check_account, request.account)
+        account = self._session.account_named(checked(check_account, request.account), visible)
         if account and not visible.sees(account):
             raise AccountNotFound
         # A signed-out account's rows stay readable until a removal marks them deleted.
@@ -353,15 +370,24 @@ class TokenBrokerServicer:
     ) -> tuple[str, Entitlement]:
         """The account a write names, and what the caller may act on.
 
-        Naming an account the caller may not act on is INVALID_ARGUMENT whether it
-        exists or not (the contract's T4), so a write cannot probe for accounts either.
+        Naming an account the caller may not act on, by any name, is INVALID_ARGUMENT
+        whether it exists or not (the contract's T4), so a write cannot probe for
+        accounts either.
         """
-        account = checked(check_account, account)
-        if required and not account:
-            raise InvalidRequest("account is required: name it by its id (signin-broker accounts)")
+        named = checked(check_account, account)
+        if required and not named:
+            raise InvalidRequest(
+                "account is required: name it by its id, alias or e-mail (signin-broker accounts)"
+            )
         entitlement = await self._apps.admit(caller)
+        try:
+            account = self._session.account_named(named, entitlement)
+        except AccountNotFound:
+            if entitlement.accounts is None:
+                raise
+            account = named  # no account it may see has this name: refused below
         if account and not entitlement.sees(account):
-            raise InvalidRequest(f"{account} is not an account this app may act on")
+            raise InvalidRequest(f"{named} is not an account this app may act on")
         return account, entitlement
 
     async def WatchEvents(

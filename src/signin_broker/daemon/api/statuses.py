@@ -2,7 +2,8 @@
 
 UNAUTHENTICATED "sign-in required", NOT_FOUND "not found" (also for accounts the
 caller may not see), INVALID_ARGUMENT with what is wrong (also a write naming an
-account the caller may not act on, the contract's T4), PERMISSION_DENIED when the
+account the caller may not act on, the contract's T4, and a name that fits several
+accounts the caller may see), PERMISSION_DENIED when the
 user's app policy refuses the caller, FAILED_PRECONDITION for what the daemon is not
 set up to do, and INTERNAL "internal" for anything unexpected, whose details go to
 the log only. A refusal's status is its class's, or its nearest base class's.
@@ -20,6 +21,7 @@ from grpclib.exceptions import GRPCError
 
 from ...session.errors import (
     AccountNotFound,
+    AmbiguousAccount,
     IdTokenNotAllowed,
     IdTokenUnavailable,
     InvalidSignIn,
@@ -31,7 +33,9 @@ from ...session.errors import (
     SessionError,
     SignInRequired,
     TokenTooShortLived,
+    TooManyAliases,
     TooManyNewTokens,
+    UnknownAlias,
 )
 from ..apps.gate import AppDenied, NothingWaits, UnknownApp
 
@@ -41,6 +45,9 @@ _STATUS_OF: dict[type[SessionError], Status] = {
     SignInRequired: Status.UNAUTHENTICATED,
     InvalidSignIn: Status.INVALID_ARGUMENT,
     AccountNotFound: Status.NOT_FOUND,
+    AmbiguousAccount: Status.INVALID_ARGUMENT,  # the name fits several: it lists their ids
+    UnknownAlias: Status.NOT_FOUND,
+    TooManyAliases: Status.RESOURCE_EXHAUSTED,
     NotConfigured: Status.FAILED_PRECONDITION,
     ScopeNotGranted: Status.FAILED_PRECONDITION,
     TokenTooShortLived: Status.FAILED_PRECONDITION,

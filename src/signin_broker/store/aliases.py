@@ -1,0 +1,45 @@
+"""The aliases a person gave accounts, kept in the state folder as one small JSON file.
+
+An alias names an account id; neither is a secret, so the file is not encrypted, but
+it is written as every state file is (0600, in a private folder, by an atomic rename)
+and read only as a bounded regular file. Calls block: the session layer makes them
+from worker threads.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .files import read_regular_file, write_atomically
+
+VERSION = 1
+MAX_BYTES = 64 * 1024  # 64 aliases of 32 characters, each naming an id of up to 4 KiB at most
+
+
+class AliasFile:
+    """`aliases.json` in the state folder: {"version": 1, "aliases": {alias: account id}}."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self) -> dict[str, str]:
+        """The aliases kept (none when there is no file); OSError or ValueError when unreadable."""
+        data = read_regular_file(self.path, MAX_BYTES)
+        if data is None:
+            return {}
+        kept = json.loads(data)
+        aliases = kept.get("aliases") if isinstance(kept, dict) else None
+        if (
+            not isinstance(kept, dict)
+            or kept.get("version") != VERSION
+            or not isinstance(aliases, dict)
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in aliases.items())
+        ):
+            raise ValueError(f"{self.path} is not an aliases file of version {VERSION}")
+        return dict(aliases)
+
+    def save(self, aliases: dict[str, str]) -> None:
+        """Write all the aliases at once, replacing the file atomically."""
+        text = json.dumps({"version": VERSION, "aliases": dict(sorted(aliases.items()))}, indent=1)
+        write_atomically(self.path, text.encode() + b"\n")
