@@ -110,7 +110,10 @@ def argument_parser() -> argparse.ArgumentParser:
         description="Run the signin-broker daemon in the foreground.",
         epilog=f"Each setting can also be given as an environment variable ({ENV_PREFIX}<NAME>)"
         " or as a key of the TOML config file. Flags win over the environment, which wins"
-        " over the file.",
+        " over the file, which wins over an organisation's managed defaults:"
+        " signin-broker/config.toml, then signin-broker/config.d/*.toml in name order, in"
+        " each folder of $XDG_CONFIG_DIRS (default /etc/xdg; the first one named wins). A"
+        f" {ENV_PREFIX}* variable that is no setting is named in a warning at start.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
