@@ -136,17 +136,22 @@ def test_a_private_key_signs_every_request(kind: str) -> None:
 )
 def test_the_stub_refuses_any_other_authentication(method: str, auth: ClientAuth) -> None:
     with StubProvider(clients=[registration(method)]) as stub:
+        assert refusal_of_device_authorization(stub, auth).error == "invalid_client"
 
-        async def attempt() -> None:
-            provider = Provider(stub.issuer, CLIENT_ID, client_auth=auth)
-            try:
-                await provider.device_authorization("openid")
-            finally:
-                await provider.close()
 
-        with pytest.raises(OAuthError) as refused:
-            asyncio.run(attempt())
-        assert refused.value.error == "invalid_client"
+def refusal_of_device_authorization(stub: StubProvider, auth: ClientAuth) -> OAuthError:
+    """How the provider refuses a device authorization request authenticated as `auth`."""
+
+    async def attempt() -> None:
+        provider = Provider(stub.issuer, CLIENT_ID, client_auth=auth)
+        try:
+            await provider.device_authorization("openid")
+        finally:
+            await provider.close()
+
+    with pytest.raises(OAuthError) as refused:
+        asyncio.run(attempt())
+    return refused.value
 
 
 def assertion(key: Any, **claims: Any) -> str:
@@ -358,17 +363,7 @@ def test_a_refused_secret_is_tried_in_the_form_at_most_once_and_only_under_auto(
 ) -> None:
     with StubProvider(clients=[form_only()], token_endpoint_auth_methods=BOTH_METHODS) as stub:
         auth = ClientAuth(CLIENT_ID, setting, ClientCredentials(secret))
-
-        async def attempt() -> None:
-            provider = Provider(stub.issuer, CLIENT_ID, client_auth=auth)
-            try:
-                await provider.device_authorization("openid")
-            finally:
-                await provider.close()
-
-        with pytest.raises(OAuthError) as refused:
-            asyncio.run(attempt())
-        assert refused.value.error == "invalid_client"
+        assert refusal_of_device_authorization(stub, auth).error == "invalid_client"
         assert len([r for r in stub.requests if r.method == "POST"]) == tries
 
 

@@ -18,9 +18,16 @@ from signin_broker.client import BrokerClient, BrokerError, EventKind, NotSigned
 from signin_broker.testing import StubPaths, StubProvider
 from signin_broker.testing.browser import Browser, location, query_of
 from signin_broker.testing.daemon import DaemonProcess
-from support.commands import BIN, signin_broker
+from support.commands import signin_broker
 from support.other_user import other_user, run_as
-from support.signin import BEGIN, CALLBACK, login_through_the_cli, sign_in, signed_in_daemon
+from support.signin import (
+    BEGIN,
+    CALLBACK,
+    cli_login,
+    login_through_the_cli,
+    sign_in,
+    signed_in_daemon,
+)
 
 
 def begun_state(browser: Browser, daemon: DaemonProcess, stub: StubProvider) -> str:
@@ -238,13 +245,7 @@ def test_an_issuer_set_with_a_trailing_slash_the_provider_lacks_is_named_on_page
     """The page says what the CLI says: set issuer exactly as the provider states it."""
     fix = html.escape(f"set issuer to exactly {stub.issuer!r}")
     with DaemonProcess(socket_path, "--issuer", stub.issuer + "/"):
-        login = subprocess.Popen(
-            [str(BIN / "signin-broker"), "--socket", str(socket_path), "login", "--no-browser",
-             "--wait", "30"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        assert login.stderr is not None
-        url = next(line.strip() for line in login.stderr if line.strip().startswith("http://"))
+        login, url = cli_login(socket_path, "--wait", "30")
         page = browser.get(url)
         _, err = login.communicate(timeout=30)
     assert page.status_code == 502
@@ -295,13 +296,7 @@ def test_cli_login_ends_at_once_when_the_page_cannot_reach_the_provider(
     daemon = DaemonProcess(socket_path, "--issuer", stub.issuer).start()
     stub.outage("stopped")
     try:
-        login = subprocess.Popen(
-            [str(BIN / "signin-broker"), "--socket", str(socket_path), "login", "--no-browser",
-             "--wait", "120"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        assert login.stderr is not None
-        url = next(line.strip() for line in login.stderr if line.strip().startswith("http://"))
+        login, url = cli_login(socket_path, "--wait", "120")
         page = browser.get(url)
         assert page.status_code == 503
         _, err = login.communicate(timeout=30)  # told by the daemon, not its 120 s wait

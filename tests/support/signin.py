@@ -52,17 +52,23 @@ def sign_in(browser: Browser, daemon: DaemonProcess, start: str = "/user/login")
     return browser.get(location(response))
 
 
-def login_through_the_cli(
-    broker: DaemonProcess, browser: Browser, *flags: str
-) -> tuple[subprocess.Popen[str], str]:
-    """Run `signin-broker login --no-browser`, and open the address it prints as a user would."""
+def cli_login(socket_path: Path, *flags: str) -> tuple[subprocess.Popen[str], str]:
+    """Start `signin-broker login --no-browser`: the process, and the address it prints."""
     login = subprocess.Popen(
-        [str(BIN / "signin-broker"), "--socket", str(broker.socket_path), "login",
-         "--no-browser", "--wait", "30", *flags],
+        [str(BIN / "signin-broker"), "--socket", str(socket_path), "login", "--no-browser",
+         *flags],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert login.stderr is not None
     url = next(line.strip() for line in login.stderr if line.strip().startswith("http://"))
+    return login, url
+
+
+def login_through_the_cli(
+    broker: DaemonProcess, browser: Browser, *flags: str
+) -> tuple[subprocess.Popen[str], str]:
+    """Run `signin-broker login --no-browser`, and open the address it prints as a user would."""
+    login, url = cli_login(broker.socket_path, "--wait", "30", *flags)
     assert url.startswith(broker.web_url + BEGIN + "?sign_in=")
     response = browser.follow(browser.get(url), until=broker.web_url + CALLBACK)
     browser.get(location(response))

@@ -45,13 +45,9 @@ def private_folder(folder: Path, *, with_ancestors: bool = False) -> None:
     except OSError as error:
         raise UnsafeStorage(f"cannot create folder {folder}: {error.strerror}") from error
     try:
-        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as error:
-        if error.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise UnsafeStorage(
-                f"folder {folder} is a symlink; name the real folder instead"
-            ) from None
-        raise UnsafeStorage(f"cannot open folder {folder}: {error.strerror}") from error
+        descriptor = _open_folder(folder)
+    except FileNotFoundError:
+        raise UnsafeStorage(f"folder {folder} went away as it was made") from None
     try:
         info = os.fstat(descriptor)
         _refuse_others(folder, info)
@@ -66,6 +62,20 @@ def private_folder(folder: Path, *, with_ancestors: bool = False) -> None:
         _check_ancestors(folder)
 
 
+def _open_folder(folder: Path) -> int:
+    """The folder itself, never what a symlink there points to; FileNotFoundError if absent."""
+    try:
+        return os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise UnsafeStorage(
+                f"folder {folder} is a symlink or not a folder; name the real folder instead"
+            ) from None
+        raise UnsafeStorage(f"cannot open folder {folder}: {error.strerror}") from error
+
+
 def check_private_folder(folder: Path) -> None:
     """Refuse the folder, or a folder above it, as private_folder would, changing nothing.
 
@@ -73,15 +83,9 @@ def check_private_folder(folder: Path) -> None:
     exist yet is not refused (the daemon creates it 0700), only the folders above it.
     """
     try:
-        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        descriptor = _open_folder(folder)
     except FileNotFoundError:
         descriptor = -1
-    except OSError as error:
-        if error.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise UnsafeStorage(
-                f"folder {folder} is a symlink or not a folder; name a real folder instead"
-            ) from None
-        raise UnsafeStorage(f"cannot open folder {folder}: {error.strerror}") from error
     if descriptor != -1:
         try:
             _refuse_others(folder, os.fstat(descriptor))
