@@ -146,3 +146,14 @@ def test_every_variable_the_product_reads_is_known_to_the_warning() -> None:
     }
     assert named, "no variable found: the pattern is wrong"
     assert unknown_variables(dict.fromkeys(named, "")) == []
+
+
+def test_a_provider_table_without_an_issuer_names_every_file_that_holds_it(
+    system: tuple[Path, Path], tmp_path: Path
+) -> None:
+    org = managed(system[1], "config.d/10-org.toml", "[providers.work]\n")
+    user = tmp_path / "user.toml"
+    user.write_text('[providers.work]\nclient_id = "mine"\n')
+    with pytest.raises(SettingsError) as refused:
+        load_with(system, user)
+    assert str(refused.value) == f"[providers.work] in {org}, {user} needs issuer"

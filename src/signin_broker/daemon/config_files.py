@@ -75,8 +75,8 @@ def read_all(managed: list[Path], user_file: Path | None, user_file_required: bo
     """The managed files, then the user's, each checked, merged key by key."""
     merged = ConfigValues()
     for path in managed:
-        _check_managed(path)
         try:
+            _check_managed(path)
             merged.add(path, _read(path))
         except FileNotFoundError:  # removed since it was listed: as if never there
             continue

@@ -31,6 +31,7 @@ from .options import (
     env_name,
 )
 
+DEFAULT_SOURCE = "default"  # a setting no flag, variable or file set
 TEST_ENV_PREFIX = ENV_PREFIX + "TEST_"  # the test suite's own variables
 # The product's variables that are no daemon setting: the daemon knows them and says
 # nothing of them (any other SIGNIN_BROKER_* it warns of, as a misspelling).
@@ -179,10 +180,7 @@ def _provider_tables(files: ConfigValues) -> list[ProviderSettings]:
     options = {option.name: option for option in OPTIONS if option.name in PROVIDER_KEYS}
     providers = []
     for alias, table in files.providers.items():
-        sources = files.provider_sources[alias]
-        where = (
-            f"[{PROVIDERS_TABLE}.{alias}] in {', '.join(sorted(set(map(str, sources.values()))))}"
-        )
+        where = f"[{PROVIDERS_TABLE}.{alias}] in {', '.join(map(str, files.provider_files[alias]))}"
         if not PROVIDER_ALIAS.fullmatch(alias) or alias == MAIN_NAME:
             raise SettingsError(
                 f"{where}: an alias is 1 to 32 lower-case letters, digits, - or _,"
@@ -222,9 +220,6 @@ def _check_client_auth(provider: ProviderSettings) -> None:
             )
         except client_auth.ClientAuthError as error:
             raise SettingsError(f"{error}{where}") from None
-
-
-DEFAULT_SOURCE = "default"
 
 
 def _pick(
