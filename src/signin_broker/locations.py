@@ -62,21 +62,20 @@ def _plainly_private(runtime: str) -> bool:
         own = os.lstat(runtime)
         if not stat.S_ISDIR(own.st_mode) or own.st_uid != user or own.st_mode & 0o777 != 0o700:
             return False
-        folder = os.path.dirname(runtime)
-        while True:
-            above = os.lstat(folder)
-            shared = above.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        folder = runtime
+        while (above := os.path.dirname(folder)) != folder:  # up to "/" (or "//")
+            folder = above
+            info = os.lstat(folder)
+            shared = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
             if (
-                not stat.S_ISDIR(above.st_mode)
-                or above.st_uid not in (0, user)
-                or (shared and not above.st_mode & stat.S_ISVTX)
+                not stat.S_ISDIR(info.st_mode)
+                or info.st_uid not in (0, user)
+                or (shared and not info.st_mode & stat.S_ISVTX)
             ):
                 return False
-            if folder == "/":
-                return True
-            folder = os.path.dirname(folder)
     except OSError:
         return False
+    return True
 
 
 def default_config_path() -> str:

@@ -59,6 +59,7 @@ def runtime_dirs(base: Path) -> dict[str, tuple[str, bool]]:
         "a file": (str(base / "file"), True),
         "another user's": (str(others), True),
         "not normalised": (f"{private}/", True),
+        "two leading slashes": (f"/{private}", False),  # POSIX keeps them: the walk must end
         "relative": ("private", True),
         "unset": ("", True),
     }

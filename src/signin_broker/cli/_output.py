@@ -84,10 +84,10 @@ def moment(unix: int) -> str:
 
 def by_source(sources: Mapping[str, str]) -> str:
     """Which settings came from where: "issuer, client_id from /etc/xdg/...; scopes from ..."."""
-    by_source: dict[str, list[str]] = {}
+    grouped: dict[str, list[str]] = {}
     for setting, source in sources.items():
-        by_source.setdefault(source, []).append(setting)
-    return "; ".join(f"{', '.join(names)} {source}" for source, names in by_source.items())
+        grouped.setdefault(source, []).append(setting)
+    return "; ".join(f"{', '.join(names)} {source}" for source, names in grouped.items())
 
 
 def jsonable(value: Any) -> Any:
