@@ -18,7 +18,12 @@ from signin_broker.session.accounts import EVERYTHING, Account, AccountInfo, Ent
 from signin_broker.session.errors import AccountNotFound, AliasNotSaved, AmbiguousAccount
 from signin_broker.session.names import AccountNames, same_email
 from signin_broker.session.tokens import TokenSet
-from signin_broker.session.validation import check_account, check_alias
+from signin_broker.session.validation import (
+    MAX_ACCOUNT_ID_LENGTH,
+    MAX_ALIASES,
+    check_account,
+    check_alias,
+)
 from signin_broker.store.aliases import AliasFile
 from signin_broker.store.files import UnsafeStorage
 
@@ -127,6 +132,19 @@ def test_the_alias_file_is_private_written_whole_and_read_back(tmp_path: Path) -
     assert stat.S_IMODE(store.path.parent.stat().st_mode) == 0o700
     assert store.load() == {"home": ALICE, "work": ALICE_AT_7}
     assert [p.name for p in store.path.parent.iterdir()] == ["aliases.json"]  # no temp left
+
+
+def test_the_most_aliases_of_the_longest_ids_are_read_back_and_more_is_never_written(
+    tmp_path: Path,
+) -> None:
+    store = AliasFile(tmp_path / "aliases.json")
+    longest = {f"a{n}": "user:" + "x" * (MAX_ACCOUNT_ID_LENGTH - 5) for n in range(MAX_ALIASES)}
+    store.save(longest)
+    assert store.load() == longest  # what was written is read back at the next start
+    quoted = {f"a{n}": "user:" + '"' * (MAX_ACCOUNT_ID_LENGTH - 5) for n in range(MAX_ALIASES)}
+    with pytest.raises(OSError, match="would take over"):
+        store.save(quoted)  # escaped past the bound: refused, not written
+    assert store.load() == longest
 
 
 def test_an_alias_file_that_is_not_ours_is_refused(tmp_path: Path) -> None:

@@ -8,13 +8,14 @@ from worker threads.
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 
 from .files import read_regular_file, write_atomically
 
 VERSION = 1
-MAX_BYTES = 64 * 1024  # 64 aliases of 32 characters, each naming an id of up to 4 KiB at most
+MAX_BYTES = 512 * 1024  # 64 aliases of 32 characters, each naming an id of up to 4 KiB
 
 
 class AliasFile:
@@ -40,6 +41,13 @@ class AliasFile:
         return dict(aliases)
 
     def save(self, aliases: dict[str, str]) -> None:
-        """Write all the aliases at once, replacing the file atomically."""
+        """Write all the aliases at once, replacing the file atomically.
+
+        OSError, and nothing written, for more than `load` reads back: a file it would
+        refuse at the next start would lose every alias then, not this one now.
+        """
         text = json.dumps({"version": VERSION, "aliases": dict(sorted(aliases.items()))}, indent=1)
-        write_atomically(self.path, text.encode() + b"\n")
+        data = text.encode() + b"\n"
+        if len(data) > MAX_BYTES:
+            raise OSError(errno.EFBIG, f"the aliases would take over {MAX_BYTES} bytes")
+        write_atomically(self.path, data)
