@@ -23,9 +23,12 @@ from ..session.manager import SessionManager
 from ..session.providers import Providers
 from ..store.aliases import AliasFile
 from ..v1 import broker_pb2
+from .api.account_calls import AccountCalls
 from .api.json_calls import JsonCalls
+from .api.manager_calls import ManagerCalls
 from .api.reflection import with_reflection
-from .api.servicer import DaemonInfo, TokenBrokerServicer
+from .api.service_info import DaemonInfo
+from .api.servicer import TokenBrokerServicer
 from .api.transport import (
     CheckedServer,
     ConnectionTable,
@@ -83,10 +86,14 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
         sign_in_url=web_url + BEGIN_PATH,
         started_by=_started_by(instance, notifier),
     )
-    servicer = TokenBrokerServicer(session, info, apps, audit)
+    servicers = [
+        TokenBrokerServicer(session, info, apps, audit),
+        AccountCalls(session, info, apps, audit),
+        ManagerCalls(session, apps, audit),
+    ]
     connections = ConnectionTable()
     serving = ServiceStatus()
-    server = _grpc_server(servicer, serving, TransportGate(os.geteuid(), connections))
+    server = _grpc_server(servicers, serving, TransportGate(os.geteuid(), connections))
     await server.start(sock=instance.listening, backlog=LISTEN_BACKLOG)
     serving.set(True)
 
@@ -313,9 +320,9 @@ def _secrets_source(issuer: str) -> SignInSecrets:
 
 
 def _grpc_server(
-    servicer: TokenBrokerServicer, serving: ServiceStatus, gate: TransportGate
+    servicers: list[object], serving: ServiceStatus, gate: TransportGate
 ) -> CheckedServer:
     """The gRPC server with our service, health and reflection, every connection checked."""
-    broker = ServiceHandlers(servicer, SERVICE)
+    broker = ServiceHandlers(servicers, SERVICE)
     health = Health({broker: [serving]})
     return CheckedServer(with_reflection([broker, health]), gate, JsonCalls(broker.unary))

@@ -24,7 +24,7 @@ import itertools
 import logging
 import struct
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any, cast
 
 from google.protobuf import message_factory
@@ -276,20 +276,23 @@ Streaming = Callable[[Any], AsyncIterator[Message]]
 
 
 class ServiceHandlers:
-    """A servicer's methods as grpclib handlers, one per method of the service descriptor.
+    """Servicers' methods as grpclib handlers, one per method of the service descriptor.
+
+    The service's calls are split among several servicers (one per concept); each
+    method must be served by exactly one of them.
 
     Each method takes the request message only; the caller is `current_caller()`.
     A request over MAX_REQUEST_BYTES is RESOURCE_EXHAUSTED, one that does not parse
     INVALID_ARGUMENT, both without a traceback in the log (a caller controls them).
     """
 
-    def __init__(self, servicer: object, service: ServiceDescriptor) -> None:
+    def __init__(self, servicers: Sequence[object], service: ServiceDescriptor) -> None:
         self._mapping: dict[str, Handler] = {}
         self.unary: dict[str, tuple[Unary, type[Message]]] = {}  # for json_calls
         for method in service.methods:
             request_type = message_factory.GetMessageClass(method.input_type)
             response_type = message_factory.GetMessageClass(method.output_type)
-            behavior = getattr(servicer, method.name)
+            behavior = _served_once(servicers, method.name)
             if method.server_streaming:
                 run, cardinality = self._streaming(behavior, request_type), Cardinality.UNARY_STREAM
             else:
@@ -362,3 +365,11 @@ async def _receive(stream: Stream[Any, Any], request_type: type[Message]) -> Mes
             Status.INVALID_ARGUMENT, f"the request is not a valid {request_type.__name__}"
         ) from None
     return request
+
+
+def _served_once(servicers: Sequence[object], name: str) -> Any:
+    """The one servicer method of this name; a missing or doubled one is a bug at start."""
+    found = [getattr(servicer, name) for servicer in servicers if hasattr(servicer, name)]
+    if len(found) != 1:
+        raise TypeError(f"{name} is served by {len(found)} servicers, not 1")
+    return found[0]

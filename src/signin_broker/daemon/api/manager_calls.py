@@ -1,0 +1,129 @@
+"""The person's own calls, for a managing app only: app policy, aliases, the audit trail."""
+
+from __future__ import annotations
+
+from ...session import audit_rows
+from ...session.accounts import AppUse
+from ...session.errors import AccountNotFound
+from ...session.manager import SessionManager
+from ...session.validation import check_account, check_alias, check_scopes
+from ...v1 import broker_pb2 as pb
+from ..apps.gate import AppGate, AppView
+from ..apps.policy import Decision
+from ..audit_trail import AuditTrail
+from .messages import DECISION, DECISION_OF, actor_of, app_message, audit_event
+from .statuses import InvalidRequest, checked, unary
+from .transport import current_caller
+
+MAX_AUDIT_ROWS = 1000
+
+
+class ManagerCalls:
+    """ListApps, SetAppPolicy, SetAccountAlias and ListAuditEvents."""
+
+    def __init__(self, session: SessionManager, apps: AppGate, audit: AuditTrail) -> None:
+        self._session = session
+        self._apps = apps
+        self._audit = audit
+
+    @unary
+    async def ListApps(self, request: pb.ListAppsRequest) -> pb.ListAppsResponse:
+        """The apps seen and in the policy, with their decisions (for a managing app only)."""
+        await self._apps.admit_manager(current_caller())
+        return pb.ListAppsResponse(
+            apps=[app_message(view, use) for view, use in self._apps_by_last_use()],
+            default_decision=DECISION[self._apps.default],
+            policy_file=str(self._apps.policy.path),
+            policy_error=self._apps.policy.error,
+        )
+
+    @unary
+    async def SetAppPolicy(self, request: pb.SetAppPolicyRequest) -> pb.SetAppPolicyResponse:
+        """Record the user's decision for an app and answer its waiting requests."""
+        caller = current_caller()
+        await self._apps.admit_manager(caller)  # else a denied app could allow itself
+        if not request.app:
+            raise InvalidRequest("app is required: its id, path or file name")
+        accounts = [checked(check_account, account) for account in request.accounts]
+        if not all(accounts):
+            raise InvalidRequest("accounts must not contain an empty id")
+        accounts = [self._session.account_named(account) for account in accounts]  # as ids
+        scopes = checked(check_scopes, list(request.scopes))
+        decision = DECISION_OF.get(request.decision)
+        if request.id_token and decision is not Decision.ALLOW:
+            raise InvalidRequest("the ID token can be allowed only with the decision allow")
+        if request.once:
+            if decision not in (Decision.ALLOW, Decision.DENY) or request.id_token or request.pin:
+                raise InvalidRequest("an answer for once is allow or deny, without rules")
+            view, answered = self._apps.answer_once(request.app, decision)
+            entry = audit_rows.app_answered_once(
+                actor_of(caller), view.record.id, str(decision), answered
+            )
+        else:
+            view, answered = await self._apps.decide(
+                request.app, decision, accounts, scopes, pin=request.pin, id_token=request.id_token
+            )
+            entry = audit_rows.app_decided(
+                actor_of(caller),
+                view.record.id,
+                str(decision or "default"),
+                accounts,
+                kept=view.decided,
+                id_token=request.id_token,
+            )
+        self._audit.record(entry)
+        use = self._session.app_use().get(view.record.id)
+        return pb.SetAppPolicyResponse(app=app_message(view, use), answered=answered)
+
+    @unary
+    async def SetAccountAlias(
+        self, request: pb.SetAccountAliasRequest
+    ) -> pb.SetAccountAliasResponse:
+        """Give a signed-in account an alias, or remove one (for a managing app only)."""
+        caller = current_caller()
+        await self._apps.admit_manager(caller)  # the aliases are the person's, like the policy
+        alias = checked(check_alias, request.alias)
+        account = checked(check_account, request.account)
+        if account:
+            named = await self._session.set_alias(alias, account, actor=actor_of(caller))
+        else:
+            named = await self._session.remove_alias(alias, actor=actor_of(caller))
+        return pb.SetAccountAliasResponse(account=named)
+
+    @unary
+    async def ListAuditEvents(
+        self, request: pb.ListAuditEventsRequest
+    ) -> pb.ListAuditEventsResponse:
+        """Recent audit rows of the accounts the caller may see, newest first."""
+        caller = current_caller()
+        if not 0 <= request.limit <= MAX_AUDIT_ROWS or request.before_id < 0:
+            raise InvalidRequest(f"limit must be 0 to {MAX_AUDIT_ROWS} and before_id at least 0")
+        visible = await self._apps.readable(caller)
+        account = self._session.account_named(checked(check_account, request.account), visible)
+        if account and not visible.sees(account):
+            raise AccountNotFound
+        # A signed-out account's rows stay readable until a removal marks them deleted.
+        accounts = (
+            [account]
+            if account
+            else sorted(
+                {a.id for a in self._session.accounts(visible)}
+                | {a for a in await self._audit.accounts() if visible.sees(a)}
+            )
+        )
+        rows = await self._audit.read(
+            accounts,
+            app=request.app,
+            limit=request.limit or 100,
+            before_id=request.before_id or None,
+            # Rows of no account (app policy, audit reads) may name any account.
+            daemon_wide=not account and visible.accounts is None,
+        )
+        self._audit.record(audit_rows.audit_read(actor_of(caller), account, request.app, len(rows)))
+        return pb.ListAuditEventsResponse(events=[audit_event(row) for row in rows])
+
+    def _apps_by_last_use(self) -> list[tuple[AppView, AppUse | None]]:
+        """The apps with their use of any account, the most recently used first."""
+        use = self._session.app_use()
+        listed = [(view, use.get(view.record.id)) for view in self._apps.apps()]
+        return sorted(listed, key=lambda pair: -(pair[1].last_used if pair[1] else 0.0))
