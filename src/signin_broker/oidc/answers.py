@@ -25,6 +25,9 @@ MAX_ANSWER_BYTES = 1024 * 1024
 MAX_TOKEN_LIFETIME_SECONDS = 24 * 3600  # a longer stated lifetime is taken as a day
 DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 
+# The token types accepted, by their lower-case name: how each is presented (RFC 6750; 9449).
+TOKEN_TYPES = {"bearer": "Bearer", "dpop": "DPoP"}
+
 
 @dataclass(frozen=True, slots=True)
 class DeviceAuthorization:
@@ -92,7 +95,7 @@ class TokenResponse:
             raise AnswerUnusable("the token response is not a JSON object")
         refresh_token = _token(body, "refresh_token")  # unusable: nothing can be kept
         try:
-            access_token, stated, id_token = _usable_access(body)
+            access_token, stated, id_token, token_type = _usable_access(body)
         except AnswerUnusable as error:  # the refresh token it rotated to is kept
             raise AnswerUnusable(str(error), refresh_token) from None
         scope = body.get("scope")
@@ -103,7 +106,7 @@ class TokenResponse:
             )
         return cls(
             access_token=access_token,
-            token_type="Bearer",  # noqa: S106 - a token type, not a password
+            token_type=token_type,
             expires_in=min(stated, MAX_TOKEN_LIFETIME_SECONDS),
             lifetime_unsure=stated > MAX_TOKEN_LIFETIME_SECONDS,
             refresh_token=refresh_token,
@@ -112,16 +115,17 @@ class TokenResponse:
         )
 
 
-def _usable_access(body: dict[str, Any]) -> tuple[str, int, str | None]:
-    """The access token, its lifetime and the id_token of a token response, if usable."""
+def _usable_access(body: dict[str, Any]) -> tuple[str, int, str | None, str]:
+    """The access token, its lifetime, the id_token and the token type (Bearer or DPoP)."""
     access_token = _token(body, "access_token")
     if access_token is None:
         raise AnswerUnusable("the token response has no access_token")
     token_type = body.get("token_type")
-    if not isinstance(token_type, str) or token_type.lower() != "bearer":
+    spelt = TOKEN_TYPES.get(token_type.lower()) if isinstance(token_type, str) else None
+    if spelt is None:
         raise AnswerUnusable(f"the token response has token_type {token_type!r:.40}")
     expires_in = _lifetime(body.get("expires_in", DEFAULT_EXPIRES_IN_SECONDS))
-    return access_token, expires_in, _token(body, "id_token")
+    return access_token, expires_in, _token(body, "id_token"), spelt
 
 
 def _token(body: dict[str, Any], name: str) -> str | None:

@@ -20,6 +20,7 @@ from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 from .answers import TokenResponse
+from .dpop import DpopKey
 from .errors import IdTokenInvalid
 from .id_tokens import check_workspace
 from .metadata import ProviderMetadata
@@ -94,6 +95,7 @@ class AuthorizationRequest:
     redirect_uri: str
     workspace_id: str = ""  # asked for with the workspace_id parameter; "" for personal use
     provider: ProviderMetadata | None = None  # where the request went, for its answer's iss
+    dpop_key: DpopKey | None = field(default=None, repr=False)  # the tokens' key (RFC 9449)
 
     @classmethod
     def new(
@@ -102,8 +104,9 @@ class AuthorizationRequest:
         redirect_uri: str,
         provider: ProviderMetadata,
         workspace_id: str = "",
+        dpop_key: DpopKey | None = None,
     ) -> AuthorizationRequest:
-        """A request with fresh secrets from `source`."""
+        """A request with fresh secrets from `source`; `dpop_key` binds its code and tokens."""
         return cls(
             state=source.state(),
             nonce=source.nonce(),
@@ -111,6 +114,7 @@ class AuthorizationRequest:
             redirect_uri=redirect_uri,
             workspace_id=workspace_id,
             provider=provider,
+            dpop_key=dpop_key,
         )
 
     def url(self, client_id: str, scopes: tuple[str, ...], params: Mapping[str, str]) -> str:
@@ -127,6 +131,8 @@ class AuthorizationRequest:
             code_challenge_method="S256",
             nonce=self.nonce,
             **({"workspace_id": self.workspace_id} if self.workspace_id else {}),
+            # RFC 9449 10: the code is bound to the key, so only its holder redeems it
+            **({"dpop_jkt": self.dpop_key.thumbprint} if self.dpop_key else {}),
             **offline_consent(scopes, params),
         )
         return url
@@ -150,7 +156,9 @@ class AuthorizationRequest:
 
     async def redeem(self, provider: Provider, code: str) -> tuple[TokenResponse, dict[str, Any]]:
         """Redeem the code and validate the id_token against this request's nonce."""
-        tokens = await provider.exchange_code(code, self.redirect_uri, self.code_verifier)
+        tokens = await provider.exchange_code(
+            code, self.redirect_uri, self.code_verifier, self.dpop_key
+        )
         if tokens.id_token is None:
             raise IdTokenInvalid("the token response has no id_token (is openid in the scopes?)")
         claims = await provider.validate_id_token(tokens.id_token, self.nonce)

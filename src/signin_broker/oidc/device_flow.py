@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .answers import DeviceAuthorization, TokenResponse
+from .dpop import DpopKey, is_bound
 from .errors import (
     DeviceGrantEnded,
     IdTokenInvalid,
@@ -60,6 +61,7 @@ async def polled(
     grant: DeviceAuthorization,
     deadline: float,
     clock: Callable[[], float] = time.monotonic,
+    dpop: DpopKey | None = None,
 ) -> AsyncIterator[SlowerPolling | DeviceSignedIn]:
     """Poll until the user has signed in (the last item) or the grant ends (DeviceGrantEnded).
 
@@ -72,7 +74,7 @@ async def polled(
         if clock() >= deadline:
             raise DeviceGrantEnded("expired_token", "the code expired before it was used")
         try:
-            tokens = await provider.poll_device(grant.device_code)
+            tokens = await provider.poll_device(grant.device_code, dpop)
         except ProviderUnavailable:
             interval = min(interval * 2, MAX_POLL_SECONDS)  # RFC 8628 3.5: back off
             continue
@@ -84,11 +86,13 @@ async def polled(
             interval += SLOW_DOWN_SECONDS
             yield SlowerPolling(interval)
             continue
-        yield DeviceSignedIn(tokens, await identity(provider, tokens))
+        yield DeviceSignedIn(tokens, await identity(provider, tokens, dpop))
         return
 
 
-async def identity(provider: Provider, tokens: TokenResponse) -> dict[str, Any]:
+async def identity(
+    provider: Provider, tokens: TokenResponse, dpop: DpopKey | None = None
+) -> dict[str, Any]:
     """Who signed in: the validated id_token, else the provider's userinfo.
 
     RFC 8628 is an OAuth grant, and some providers (django-oauth-toolkit) issue no
@@ -99,7 +103,8 @@ async def identity(provider: Provider, tokens: TokenResponse) -> dict[str, Any]:
     if tokens.id_token is not None:
         return await provider.validate_id_token(tokens.id_token, None)
     try:
-        claims = await provider.userinfo(tokens.access_token)
+        bound = dpop if dpop is not None and is_bound(tokens.token_type) else None
+        claims = await provider.userinfo(tokens.access_token, bound)
     except OAuthError as error:
         raise IdTokenInvalid(
             f"no id_token, and userinfo refused the new access token ({error.error})"

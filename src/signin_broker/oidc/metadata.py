@@ -58,6 +58,7 @@ class ProviderMetadata:
     # How clients may authenticate (client_auth.py); Discovery 3's default when unstated.
     token_endpoint_auth_methods: tuple[str, ...] = ("client_secret_basic",)
     token_endpoint_auth_signing_algorithms: tuple[str, ...] = ()  # () when unstated
+    dpop_signing_algorithms: tuple[str, ...] = ()  # RFC 9449 5.1; () when it offers no DPoP
 
     @classmethod
     def from_document(cls, document: object, configured_issuer: str) -> ProviderMetadata:
@@ -101,6 +102,7 @@ class ProviderMetadata:
             token_endpoint_auth_signing_algorithms=_names(
                 document, "token_endpoint_auth_signing_alg_values_supported", ()
             ),
+            dpop_signing_algorithms=_names(document, "dpop_signing_alg_values_supported", ()),
             **endpoints,
         )
 

@@ -21,9 +21,11 @@ import httpx2
 from authlib.oauth2.rfc6749.parameters import prepare_token_request
 
 from .._version import __version__
-from .answers import DEVICE_CODE_GRANT, MAX_ANSWER_BYTES, DeviceAuthorization, TokenResponse
+from .answers import DEVICE_CODE_GRANT, DeviceAuthorization, TokenResponse
 from .client_auth import ClientAuth
-from .errors import AnswerLost, AnswerUnusable, OAuthError, ProviderUnavailable
+from .dpop import AUTO, REQUIRE, DpopKey, Nonces, is_bound, key_for
+from .errors import AnswerLost, OAuthError, ProviderMisfit, ProviderUnavailable
+from .http_answers import json_of, oauth_error, read_bounded
 from .id_tokens import SET_THE_CLOCK, IdTokenChecker, clock_off
 from .metadata import (
     METADATA_REFRESH_SECONDS,
@@ -51,9 +53,12 @@ class Provider:
         *,
         clock: Callable[[], float] = time.monotonic,
         client_auth: ClientAuth | None = None,
+        dpop: str = AUTO,
     ) -> None:
         self.issuer = issuer
         self.client_id = client_id
+        self.dpop = dpop  # the `dpop` setting: auto, require or off (oidc.dpop)
+        self._nonces = Nonces()
         self._client_auth = client_auth or ClientAuth(client_id)  # a public client by default
         self._http = http or httpx2.AsyncClient(
             timeout=HTTP_TIMEOUT_SECONDS,
@@ -133,10 +138,21 @@ class Provider:
             self._metadata_due, self._metadata_read_at + METADATA_RETRY_SECONDS
         )
 
+    async def new_dpop_key(self) -> DpopKey | None:
+        """A key pair for a new sign-in's tokens, as the `dpop` setting and discovery say.
+
+        None: no DPoP here. ProviderMisfit when `require` meets a provider without it.
+        """
+        offered = (await self.metadata()).dpop_signing_algorithms
+        return key_for(self.dpop, offered, f"the provider {self.issuer}")
+
     async def exchange_code(
-        self, code: str, redirect_uri: str, code_verifier: str
+        self, code: str, redirect_uri: str, code_verifier: str, dpop: DpopKey | None = None
     ) -> TokenResponse:
-        """Redeem an authorization code (RFC 6749 4.1.3 with RFC 7636's code_verifier)."""
+        """Redeem an authorization code (RFC 6749 4.1.3 with RFC 7636's code_verifier).
+
+        `dpop`: the key the tokens are bound to (RFC 9449), as at each request below.
+        """
         body = prepare_token_request(
             "authorization_code",
             code=code,
@@ -144,7 +160,7 @@ class Provider:
             client_id=self.client_id,
             code_verifier=code_verifier,
         )
-        return await self._token_request(body)
+        return await self._token_request(body, dpop=dpop)
 
     async def refresh(
         self,
@@ -153,6 +169,7 @@ class Provider:
         resource: str | None = None,
         *,
         answer_within: float | None = None,
+        dpop: DpopKey | None = None,
     ) -> TokenResponse:
         """Trade a refresh token for a new access token (RFC 6749 section 6).
 
@@ -166,7 +183,7 @@ class Provider:
             scope=scope,
             resource=resource,
         )
-        return await self._token_request(body, answer_within)
+        return await self._token_request(body, answer_within, dpop)
 
     async def device_authorization(
         self, scope: str, extra: dict[str, str] | None = None
@@ -180,7 +197,7 @@ class Provider:
             await self._post_form(url, "device authorization", body)
         )
 
-    async def poll_device(self, device_code: str) -> TokenResponse:
+    async def poll_device(self, device_code: str, dpop: DpopKey | None = None) -> TokenResponse:
         """One poll of the token endpoint for a device code (RFC 8628 3.4).
 
         OAuthError carries authorization_pending, slow_down, access_denied or expired_token.
@@ -192,28 +209,31 @@ class Provider:
                 "client_id": self.client_id,
             }
         )
-        return await self._token_request(body)
+        return await self._token_request(body, dpop=dpop)
 
-    async def userinfo(self, access_token: str) -> dict[str, Any]:
-        """The user's claims; OAuthError("invalid_token") when the provider rejects the token."""
+    async def userinfo(self, access_token: str, dpop: DpopKey | None = None) -> dict[str, Any]:
+        """The user's claims; OAuthError("invalid_token") when the provider rejects the token.
+
+        `dpop`: the key a DPoP-bound token is sent with (None: a Bearer token).
+        """
         url = (await self.metadata()).userinfo_endpoint
         if not url:
             raise ProviderUnavailable("the provider has no userinfo endpoint")
-        response = await self._send("GET", url, "userinfo", bearer=access_token)
+        response = await self._send("GET", url, "userinfo", bearer=access_token, dpop=dpop)
         if response.status_code in (401, 403):
             raise OAuthError("invalid_token", "the provider rejected the access token", 401)
-        claims = _json_of(response, "userinfo")
+        claims = json_of(response, "userinfo")
         if not isinstance(claims, dict):
             raise ProviderUnavailable("the userinfo response is not a JSON object")
         return claims
 
-    async def revoke(self, token: str, hint: str) -> bool:
+    async def revoke(self, token: str, hint: str, dpop: DpopKey | None = None) -> bool:
         """Revoke a token (RFC 7009) if the provider offers it; False when it does not."""
         url = (await self.metadata()).revocation_endpoint
         if not url:
             return False
         body = urlencode({"token": token, "token_type_hint": hint})
-        response = await self._send_form(url, "revocation", body)
+        response = await self._send_form(url, "revocation", body, dpop=dpop)
         if response.status_code >= 400:
             raise ProviderUnavailable(f"revocation answered HTTP {response.status_code}")
         return True
@@ -223,21 +243,41 @@ class Provider:
         metadata = await self.metadata()
         return await self._id_tokens.validate(id_token, nonce, metadata, self.clock_offset)
 
-    async def _token_request(self, body: str, answer_within: float | None = None) -> TokenResponse:
+    async def _token_request(
+        self, body: str, answer_within: float | None = None, dpop: DpopKey | None = None
+    ) -> TokenResponse:
         url = (await self.metadata()).token_endpoint
-        return TokenResponse.from_json(await self._post_form(url, "token", body, answer_within))
+        answer = await self._post_form(url, "token", body, answer_within, dpop)
+        tokens = TokenResponse.from_json(answer)
+        if dpop is not None and self.dpop == REQUIRE and not is_bound(tokens.token_type):
+            raise ProviderMisfit(
+                "dpop is require, but the provider answered a DPoP proof with a"
+                f" {tokens.token_type} token, bound to no key; enable DPoP for this client there"
+            )
+        return tokens
 
     async def _post_form(
-        self, url: str, what: str, body: str, answer_within: float | None = None
+        self,
+        url: str,
+        what: str,
+        body: str,
+        answer_within: float | None = None,
+        dpop: DpopKey | None = None,
     ) -> Any:
         """POST a form as this client; the JSON answer, or OAuthError, or ProviderUnavailable."""
-        response = await self._send_form(url, what, body, answer_within)
+        response = await self._send_form(url, what, body, answer_within, dpop=dpop)
         if 400 <= response.status_code < 500:
-            raise _oauth_error(response)
-        return _json_of(response, what)
+            raise oauth_error(response)
+        return json_of(response, what)
 
     async def _send_form(
-        self, url: str, what: str, body: str, answer_within: float | None = None
+        self,
+        url: str,
+        what: str,
+        body: str,
+        answer_within: float | None = None,
+        *,
+        dpop: DpopKey | None = None,
     ) -> httpx2.Response:
         """POST a form authenticated as this client (see client_auth.py).
 
@@ -253,10 +293,11 @@ class Provider:
             content=content,
             headers={"Content-Type": "application/x-www-form-urlencoded", **headers},
             answer_within=answer_within,
+            dpop=dpop,
         )
-        if 400 <= response.status_code < 500 and _oauth_error(response).error == "invalid_client":
+        if 400 <= response.status_code < 500 and oauth_error(response).error == "invalid_client":
             if self._client_auth.form_instead(method, metadata):  # once: the form is now chosen
-                retried = await self._send_form(url, what, body, answer_within)
+                retried = await self._send_form(url, what, body, answer_within, dpop=dpop)
                 if retried.status_code < 400:
                     log.info(
                         "client authentication works with client_secret_post",
@@ -283,7 +324,7 @@ class Provider:
                 )
 
     async def _get_json(self, url: str, what: str) -> Any:
-        return _json_of(await self._send("GET", url, what), what)
+        return json_of(await self._send("GET", url, what), what)
 
     async def _send(
         self,
@@ -295,6 +336,42 @@ class Provider:
         content: str | None = None,
         headers: dict[str, str] | None = None,
         answer_within: float | None = None,
+        dpop: DpopKey | None = None,
+    ) -> httpx2.Response:
+        """One request, with a DPoP proof when `dpop` is given (the token then sent as DPoP).
+
+        A use_dpop_nonce refusal (RFC 9449 8, 9) is answered once with the nonce given.
+        """
+
+        def signed() -> dict[str, str]:
+            sent = {**(headers or {})}
+            if dpop is not None:
+                nonce = self._nonces.get(url)
+                sent["DPoP"] = dpop.proof(method, url, access_token=bearer, nonce=nonce)
+            if bearer is not None:
+                sent["Authorization"] = f"{'DPoP' if dpop else 'Bearer'} {bearer}"
+            return sent
+
+        response = await self._exchange(
+            method, url, what, content=content, headers=signed(), answer_within=answer_within
+        )
+        if dpop is not None and self._nonces.learn(url, response):
+            log.debug("the server asked for a DPoP nonce: once more", extra={"what": what})
+            response = await self._exchange(
+                method, url, what, content=content, headers=signed(), answer_within=answer_within
+            )
+            self._nonces.learn(url, response)
+        return response
+
+    async def _exchange(
+        self,
+        method: str,
+        url: str,
+        what: str,
+        *,
+        content: str | None,
+        headers: dict[str, str],
+        answer_within: float | None,
     ) -> httpx2.Response:
         """One request and its whole answer; AnswerLost if it may have arrived but no answer did.
 
@@ -302,9 +379,7 @@ class Provider:
         HTTP_TIMEOUT_SECONDS): a body still trickling in is read while that lasts, and
         only then given up. An answer over MAX_ANSWER_BYTES is not read further.
         """
-        headers = {"Accept": "application/json", **(headers or {})}
-        if bearer is not None:
-            headers["Authorization"] = f"Bearer {bearer}"
+        headers = {"Accept": "application/json", **headers}
         total = HTTP_TIMEOUT_SECONDS if answer_within is None else answer_within
         request = self._http.build_request(
             method,
@@ -317,7 +392,7 @@ class Provider:
             async with asyncio.timeout(total):
                 streamed = await self._http.send(request, stream=True)
                 try:
-                    body = await _read_bounded(streamed, what)
+                    body = await read_bounded(streamed, what)
                 finally:
                     await streamed.aclose()
         except TimeoutError:
@@ -340,64 +415,3 @@ class Provider:
         if response.status_code == 404 and what not in ("discovery", OAUTH_METADATA):
             self._endpoint_gone()
         return response
-
-
-async def _read_bounded(response: httpx2.Response, what: str) -> bytes:
-    """The answer's body (decoded), refused once it is over MAX_ANSWER_BYTES.
-
-    Refused as unusable when the provider answered (see _from_the_provider), else as
-    not answering usefully.
-    """
-    refusal = AnswerUnusable if _from_the_provider(response) else ProviderUnavailable
-    too_large = f"the {what} endpoint's answer is over {MAX_ANSWER_BYTES // 1024} KiB"
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
-        raise refusal(too_large)
-    body = bytearray()
-    async for chunk in response.aiter_bytes():
-        body += chunk
-        if len(body) > MAX_ANSWER_BYTES:
-            raise refusal(too_large)
-    return bytes(body)
-
-
-def _json_of(response: httpx2.Response, what: str) -> Any:
-    if response.status_code >= 400:
-        raise ProviderUnavailable(f"the {what} endpoint answered HTTP {response.status_code}")
-    try:
-        return response.json()
-    except ValueError:
-        raise (AnswerUnusable if _from_the_provider(response) else ProviderUnavailable)(
-            f"the {what} endpoint answered something that is not JSON"
-            f" ({response.headers.get('content-type', 'no content type')!r:.60})"
-        ) from None
-
-
-def _from_the_provider(response: httpx2.Response) -> bool:
-    """Whether a success answer comes from the provider, which then acted on the request.
-
-    OAuth endpoints answer JSON (RFC 6749 5.1); a success of another type (an HTML
-    page from a captive portal or a proxy) is taken as never having reached it, so a
-    hotel's login page cannot put a refresh token in doubt.
-    """
-    media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
-    return response.is_success and (
-        media_type == "application/json" or media_type.endswith("+json")
-    )
-
-
-def _oauth_error(response: httpx2.Response) -> OAuthError:
-    try:
-        body = response.json()
-    except ValueError:
-        body = {}
-    if not isinstance(body, dict):
-        body = {}
-    error = body.get("error")
-    description = body.get("error_description")
-    unnamed = "invalid_client" if response.status_code == 401 else "invalid_request"  # RFC 6749 5.2
-    return OAuthError(
-        error if isinstance(error, str) else unnamed,
-        description if isinstance(description, str) else "",
-        response.status_code,
-    )

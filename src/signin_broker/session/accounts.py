@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..identities import AccountId
+from ..oidc.dpop import DpopKey, is_bound
 from .limits import ScopedTokens
 from .schedule import refresh_early_fraction
 from .tokens import TokenSet
@@ -153,6 +154,8 @@ class Account:
     revalidate_at: float = 0.0
     early_fraction: float = field(default_factory=refresh_early_fraction)
     client_id: str = ""  # the client its tokens were issued to ("": the provider's main one)
+    # The key its tokens are bound to (RFC 9449), made at sign-in; None: Bearer tokens.
+    dpop_key: DpopKey | None = field(default=None, repr=False)
     # Its provider, resolved once as it enters the registry (a sign-in or a restore).
     link: ProviderLink | None = field(default=None, repr=False, compare=False)
 
@@ -160,6 +163,10 @@ class Account:
     def client(self) -> ProviderClient | None:
         """The client that renews its tokens; None before it is in the registry."""
         return self.link.client_for(self.client_id) if self.link is not None else None
+
+    def dpop_for(self, tokens: TokenSet) -> DpopKey | None:
+        """The key to send these tokens' access token with; None for a Bearer token."""
+        return self.dpop_key if is_bound(tokens.token_type) else None
 
     @property
     def refresh_at(self) -> float:
@@ -181,6 +188,7 @@ class Account:
             "username": info.pop("username"),
             "account": info,
             "tokens": self.tokens.to_record(),
+            **({"dpop_key": self.dpop_key.to_record()} if self.dpop_key else {}),
         }
 
     @classmethod
@@ -199,4 +207,5 @@ class Account:
             ),
             tokens=TokenSet.from_record(record["tokens"]),
             client_id=str(record.get("client_id", "")),
+            dpop_key=DpopKey.from_record(record.get("dpop_key")),
         )

@@ -74,7 +74,8 @@ class DeviceFlow:
         DeviceGrantEnded (refused, expired), IdTokenInvalid or ProviderUnavailable else.
         """
         deadline = time.monotonic() + max(0.0, started.expires_at - time.time())
-        async for step in device_flow.polled(self._provider, grant, deadline):
+        key = await self._provider.new_dpop_key()
+        async for step in device_flow.polled(self._provider, grant, deadline, dpop=key):
             if isinstance(step, SlowerPolling):
                 progress(f"the provider asked for slower polling: every {step.interval} s")
                 continue
@@ -86,5 +87,6 @@ class DeviceFlow:
                 started.workspace_id,
                 self.alias,
                 self._provider.client_id,
+                key,
             )
         raise DeviceGrantEnded("expired_token", "the code expired before it was used")

@@ -70,7 +70,7 @@ class SessionLifecycle:
             account, EventKind.SIGNED_OUT, "signed out", actor or daemon_actor()
         )
         client = account.client
-        revocation, error = await revoke(client, account.tokens)
+        revocation, error = await revoke(client, account.tokens, account.dpop_key)
         logout_url = await self.logout_url(page_url, account.tokens.id_token, account.info.id)
         return SignOutResult(True, logout_url, revocation, error)
 
@@ -89,7 +89,7 @@ class SessionLifecycle:
         account = self._registry.resolve(account_id, entitlement)
         await self._audit.record_now(audit_rows.removed(actor, account.info.id))
         await self._registry.end(account, EventKind.SIGNED_OUT, "the account was removed", actor)
-        await revoke(account.client, account.tokens)
+        await revoke(account.client, account.tokens, account.dpop_key)
         await self._audit.forget_account(account.info.id)
         try:
             await self._names.forget(account.info.id)

@@ -16,6 +16,7 @@ from ..store.audit import Actor, AuditEntry
 
 if TYPE_CHECKING:
     from ..oidc.answers import TokenResponse
+    from ..oidc.dpop import DpopKey
     from ..oidc.metadata import ProviderMetadata
 
 
@@ -79,13 +80,17 @@ class ProviderClient(Protocol):
         resource: str | None = None,
         *,
         answer_within: float | None = None,
+        dpop: DpopKey | None = None,
     ) -> TokenResponse:
-        """New tokens for a refresh token (RFC 6749 section 6); a narrower scope or a resource."""
+        """New tokens for a refresh token (RFC 6749 section 6); a narrower scope or a resource.
 
-    async def userinfo(self, access_token: str) -> dict[str, Any]:
+        `dpop`: the key the account's tokens are bound to (RFC 9449), for each proof.
+        """
+
+    async def userinfo(self, access_token: str, dpop: DpopKey | None = None) -> dict[str, Any]:
         """The user's claims; OAuthError("invalid_token") when the token is refused."""
 
-    async def revoke(self, token: str, hint: str) -> bool:
+    async def revoke(self, token: str, hint: str, dpop: DpopKey | None = None) -> bool:
         """Revoke a token (RFC 7009); False when the provider offers no revocation."""
 
     async def close(self) -> None:

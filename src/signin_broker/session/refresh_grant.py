@@ -85,6 +85,7 @@ class RefreshGrant:
                     scope=scope,
                     resource=resource,
                     answer_within=REFRESH_ANSWER_SECONDS,
+                    dpop=account.dpop_key,
                 )
         except AnswerUnusable as error:
             if error.refresh_token is None:
@@ -174,7 +175,7 @@ class RefreshGrant:
         client = account.client
         assert client is not None  # noqa: S101 - it answered a refresh
         try:
-            await client.userinfo(account.tokens.access_token)
+            await client.userinfo(account.tokens.access_token, account.dpop_for(account.tokens))
         except OAuthError:
             return True
         except ProviderUnavailable:

@@ -218,7 +218,7 @@ class TokenKeeper:
             if not self._registry.is_current(
                 account
             ):  # signed out while the provider took its time
-                await revoke(account.client, renewed)
+                await revoke(account.client, renewed, account.dpop_key)
                 return renewed
             await self._registry.persist(account, renewed)
             account.tokens = renewed
@@ -290,7 +290,11 @@ class TokenKeeper:
         rotated = account.tokens.rotated(response)
         if not self._registry.is_current(account):  # signed out while the provider took its time
             client = account.client
-            await revoke(client, replace(token, refresh_token=rotated.refresh_token))
+            await revoke(
+                client,
+                replace(token, refresh_token=rotated.refresh_token),
+                account.dpop_key,
+            )
             raise SignInRequired
         await self._registry.persist(account, rotated)
         account.tokens = rotated
@@ -384,7 +388,7 @@ class TokenKeeper:
             return  # a provider no longer configured: its accounts are not restored
         started = time.perf_counter()
         try:
-            await client.userinfo(account.tokens.access_token)
+            await client.userinfo(account.tokens.access_token, account.dpop_for(account.tokens))
             rejected = False
         except ProviderUnavailable as error:
             self._health.failed(account, str(error))

@@ -9,16 +9,20 @@ from ..oidc.errors import ProviderUnavailable
 from .accounts import Revocation
 
 if TYPE_CHECKING:
+    from ..oidc.dpop import DpopKey
     from .ports import ProviderClient
     from .tokens import TokenSet
 
 log = logging.getLogger(__name__)
 
 
-async def revoke(client: ProviderClient | None, tokens: TokenSet) -> tuple[Revocation, str]:
+async def revoke(
+    client: ProviderClient | None, tokens: TokenSet, dpop: DpopKey | None = None
+) -> tuple[Revocation, str]:
     """Revoke the refresh and access token; what the provider did, and why it failed.
 
-    None for a client: the account's provider is no longer configured.
+    None for a client: the account's provider is no longer configured. `dpop`: the
+    key the tokens are bound to, whose proof goes with each request.
     """
     if client is None:
         return Revocation.FAILED, "its identity provider is no longer configured"
@@ -30,7 +34,7 @@ async def revoke(client: ProviderClient | None, tokens: TokenSet) -> tuple[Revoc
         if token is None:
             continue
         try:
-            offered = await client.revoke(token, hint)
+            offered = await client.revoke(token, hint, dpop)
         except ProviderUnavailable as error:
             log.warning("could not revoke a token at the provider", extra={"reason": str(error)})
             failure = failure or str(error)

@@ -33,6 +33,7 @@ from ..oidc.errors import (
     OAuthError,
     ProviderUnavailable,
 )
+from ..oidc.dpop import is_bound
 from ..oidc.failures import failure_of
 from ..store.audit import Actor
 from . import audit_rows
@@ -340,6 +341,7 @@ class SignIns:
             tokens=tokens,
             apps=previous.apps if previous else {},
             client_id=signed_in.client_id,
+            dpop_key=signed_in.dpop_key,
         )
         account.revalidate_at = next_revalidation(now, self._revalidate_seconds)
         await self._registry.add(account)
@@ -362,7 +364,9 @@ class SignIns:
         if "name" in claims and "email" in claims:
             return claims
         try:
-            extra = await link.client.userinfo(signed_in.tokens.access_token)
+            tokens = signed_in.tokens
+            bound = signed_in.dpop_key if is_bound(tokens.token_type) else None
+            extra = await link.client.userinfo(tokens.access_token, bound)
         except (OAuthError, ProviderUnavailable) as error:
             log.info("userinfo not available for the profile", extra={"reason": str(error)})
             return claims

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..oidc.answers import TokenResponse
 from ..oidc.code_flow import AuthorizationRequest, SignInSecrets
+from ..oidc.dpop import DpopKey
 from ..oidc.provider import Provider
 
 
@@ -36,6 +37,7 @@ class SignedIn:
     workspace_id: str = ""
     provider: str = ""  # the alias of the provider it signed in at ("" the main one)
     client_id: str = ""  # the client the tokens were issued to
+    dpop_key: DpopKey | None = field(default=None, repr=False)  # the key they are bound to
 
 
 class SignInFlow:
@@ -73,7 +75,11 @@ class SignInFlow:
         over the daemon's own setting.
         """
         request = AuthorizationRequest.new(
-            self._source, redirect_uri, await self._provider.metadata(), workspace_id
+            self._source,
+            redirect_uri,
+            await self._provider.metadata(),
+            workspace_id,
+            await self._provider.new_dpop_key(),
         )
         url = request.url(
             self._provider.client_id,
@@ -92,4 +98,5 @@ class SignInFlow:
             pending.request.workspace_id,
             self.alias,
             self._provider.client_id,
+            pending.request.dpop_key,
         )

@@ -1,0 +1,179 @@
+"""DPoP (RFC 9449): an account's key pair, the proofs it signs, and the servers' nonces.
+
+A token bound to a key (its `cnf.jkt`) is worthless without a fresh proof signed by
+that key for each request, so a copy of it, or of the refresh token, is no use on
+another machine. The private half stays in the daemon: stored with the account's
+other secrets, never logged (the repr names only the thumbprint), never handed out.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from .errors import ProviderMisfit
+from .jose import eddsa_by_its_old_name
+
+if TYPE_CHECKING:
+    import httpx2
+
+AUTO, REQUIRE, OFF = "auto", "require", "off"
+MODES = (AUTO, REQUIRE, OFF)  # the `dpop` setting
+PROOF_TYPE = "dpop+jwt"
+USE_DPOP_NONCE = "use_dpop_nonce"
+TOKEN_TYPE = "DPoP"  # noqa: S105 - how a bound token is presented (RFC 9449 7.1)
+# The algorithms this broker's keys sign with, the preferred first (EdDSA: Ed25519).
+ALGORITHMS = ("EdDSA", "ES256")
+MAX_ORIGINS = 64  # the nonces remembered, one per server origin
+
+
+def htu(url: str) -> str:
+    """A URL as a proof's `htu` names it: without query and fragment (RFC 9449 4.2)."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+
+
+def access_token_hash(access_token: str) -> str:
+    """The proof's `ath`: base64url of the access token's SHA-256 (RFC 9449 4.2)."""
+    digest = hashlib.sha256(access_token.encode("ascii")).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def is_bound(token_type: str) -> bool:
+    """Whether a token of this type must be sent with a proof."""
+    return token_type.lower() == TOKEN_TYPE.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class DpopKey:
+    """One account's DPoP key pair; signs proofs. Its private JWK is kept out of repr."""
+
+    algorithm: str
+    jwk: dict[str, Any] = field(repr=False)  # the private key, as a JWK
+    thumbprint: str = ""  # its RFC 7638 SHA-256 thumbprint: the tokens' cnf.jkt
+
+    @classmethod
+    def generate(cls, algorithm: str) -> DpopKey:
+        """A fresh key pair for one of ALGORITHMS."""
+        from joserfc.jwk import ECKey, OKPKey
+
+        key = (
+            OKPKey.generate_key("Ed25519") if algorithm == "EdDSA" else ECKey.generate_key("P-256")
+        )
+        return cls(algorithm, dict(key.as_dict(private=True)), key.thumbprint())
+
+    @classmethod
+    def from_record(cls, record: object) -> DpopKey | None:
+        """Back from to_record(); None for no key (an account signed in without DPoP)."""
+        if not isinstance(record, dict):
+            return None
+        algorithm, jwk, thumbprint = record.get("alg"), record.get("jwk"), record.get("jkt")
+        if algorithm not in ALGORITHMS or not isinstance(jwk, dict) or not thumbprint:
+            raise ValueError("the stored DPoP key is not one")
+        return cls(algorithm, jwk, str(thumbprint))  # joserfc is loaded at its first proof
+
+    def to_record(self) -> dict[str, Any]:
+        """The key as the encrypted account state keeps it."""
+        return {"alg": self.algorithm, "jwk": self.jwk, "jkt": self.thumbprint}
+
+    def public_jwk(self) -> dict[str, Any]:
+        """The public half, as each proof's header carries it."""
+        return {name: value for name, value in self.jwk.items() if name != "d"}
+
+    def proof(
+        self,
+        method: str,
+        url: str,
+        *,
+        access_token: str | None = None,
+        nonce: str | None = None,
+        now: float | None = None,
+    ) -> str:
+        """A DPoP proof JWT for one request (RFC 9449 4.2): fresh jti and iat.
+
+        `access_token`: the token sent with it to a resource (its hash is `ath`);
+        `nonce`: what the server asked for last.
+        """
+        from joserfc import jwt
+        from joserfc.jwk import import_key
+
+        claims: dict[str, Any] = {
+            "jti": secrets.token_urlsafe(16),
+            "htm": method,
+            "htu": htu(url),
+            "iat": int(time.time() if now is None else now),
+        }
+        if access_token is not None:
+            claims["ath"] = access_token_hash(access_token)
+        if nonce:
+            claims["nonce"] = nonce
+        header = {"typ": PROOF_TYPE, "alg": self.algorithm, "jwk": self.public_jwk()}
+        with eddsa_by_its_old_name():
+            return jwt.encode(header, claims, import_key(self.jwk), algorithms=[self.algorithm])
+
+
+def key_for(mode: str, offered: tuple[str, ...], where: str) -> DpopKey | None:
+    """A new key for a sign-in at a provider that offers these algorithms; None: no DPoP.
+
+    `require` with a provider that offers none of ALGORITHMS is ProviderMisfit.
+    """
+    if mode == OFF:
+        return None
+    usable = [algorithm for algorithm in ALGORITHMS if algorithm in offered]
+    if usable:
+        return DpopKey.generate(usable[0])
+    if mode == REQUIRE:
+        listed = ", ".join(offered) if offered else "no dpop_signing_alg_values_supported"
+        raise ProviderMisfit(
+            f"dpop is require, but {where} offers no DPoP algorithm this broker signs with"
+            f" ({', '.join(ALGORITHMS)}; its discovery document lists {listed}); set dpop"
+            " to auto or off for it, or enable DPoP at the provider"
+        )
+    return None
+
+
+class Nonces:
+    """The last DPoP nonce each server origin gave (RFC 9449 8, 9), for the next proof."""
+
+    def __init__(self) -> None:
+        self._by_origin: dict[str, str] = {}
+
+    def get(self, url: str) -> str | None:
+        """The nonce to put into a proof for this URL; None before the server gave one."""
+        return self._by_origin.get(_origin(url))
+
+    def learn(self, url: str, response: httpx2.Response) -> bool:
+        """Keep a nonce the answer gives; whether it asks to be sent again with that nonce."""
+        nonce = response.headers.get("dpop-nonce", "")
+        if nonce and nonce.isascii() and nonce.isprintable() and len(nonce) <= 512:
+            if len(self._by_origin) >= MAX_ORIGINS:
+                self._by_origin.pop(next(iter(self._by_origin)))
+            self._by_origin[_origin(url)] = nonce
+        else:
+            nonce = ""
+        return bool(nonce) and asks_for_nonce(response.status_code, response)
+
+
+def asks_for_nonce(status: int, response: httpx2.Response) -> bool:
+    """Whether an answer is a use_dpop_nonce error: the token endpoint's 400, a resource's 401."""
+    if status == 401:
+        challenge = response.headers.get("www-authenticate", "")
+        return challenge.lower().startswith("dpop") and USE_DPOP_NONCE in challenge
+    if status != 400:
+        return False
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("error") == USE_DPOP_NONCE
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower()
