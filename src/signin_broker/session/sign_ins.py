@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from ..identities import name_of
+from ..oidc.dpop import is_bound
 from ..oidc.errors import (
     DeviceGrantEnded,
     IdTokenInvalid,
@@ -33,7 +34,6 @@ from ..oidc.errors import (
     OAuthError,
     ProviderUnavailable,
 )
-from ..oidc.dpop import is_bound
 from ..oidc.failures import failure_of
 from ..store.audit import Actor
 from . import audit_rows
