@@ -246,7 +246,7 @@ async def _provider_link(settings: Settings, provider: ProviderSettings) -> Prov
     from ..session.signin import SignInFlow
 
     auth = await asyncio.to_thread(_client_auth, settings, provider, provider.client_id)
-    client = Provider(provider.issuer, provider.client_id, client_auth=auth)
+    client = Provider(provider.issuer, provider.client_id, client_auth=auth, dpop=provider.dpop)
     device_client = client
     if provider.device_client_id:
         # The files and method set are the main client's: the device client is public
@@ -262,7 +262,7 @@ async def _provider_link(settings: Settings, provider: ProviderSettings) -> Prov
             _client_auth, settings, device, provider.device_client_id
         )
         device_client = Provider(
-            provider.issuer, provider.device_client_id, client_auth=device_auth
+            provider.issuer, provider.device_client_id, client_auth=device_auth, dpop=provider.dpop
         )
     return ProviderLink(
         alias=provider.alias,

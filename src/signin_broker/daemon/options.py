@@ -18,7 +18,7 @@ from urllib.parse import unquote_plus, urlsplit
 
 from .. import locations
 from ..identities import MAIN_NAME
-from ..oidc import client_auth, credentials
+from ..oidc import client_auth, credentials, dpop
 from ..session.validation import check_authorize_params, check_provider, check_scope
 
 ENV_PREFIX = "SIGNIN_BROKER_"
@@ -35,6 +35,7 @@ PROVIDER_KEYS = (
     "client_assertion_audience",
     "scopes",
     "authorize_params",
+    "dpop",
 )
 REQUIRED_SCOPES = ("openid", "profile", "email")
 MAX_REVALIDATE_SECONDS = 60
@@ -86,6 +87,13 @@ def _client_auth(value: object) -> str:
     choice = _text(value).lower()
     if choice not in client_auth.CHOICES:
         raise ValueError(f"must be one of {', '.join(client_auth.CHOICES)}")
+    return choice
+
+
+def _dpop(value: object) -> str:
+    choice = _text(value).lower()
+    if choice not in dpop.MODES:
+        raise ValueError(f"must be one of {', '.join(dpop.MODES)}")
     return choice
 
 
@@ -325,6 +333,15 @@ OPTIONS: tuple[Option, ...] = (
         _authorize_params,
         dict,
         "PARAMS",
+    ),
+    Option(
+        "dpop",
+        "DPoP (RFC 9449): bind the tokens to a key pair kept here, so a copied token or"
+        " refresh token is worthless elsewhere: auto (where the provider's discovery lists"
+        " dpop_signing_alg_values_supported), require (refuse a provider without it) or off",
+        _dpop,
+        lambda: dpop.AUTO,
+        "MODE",
     ),
     Option(
         "scopes",
