@@ -35,6 +35,7 @@ class HttpExchange:
     headers: Headers
     query: list[tuple[str, str]]
     body: bytes
+    dpop_jkt: str | None = None  # the key of the request's checked DPoP proof, if it had one
 
     @property
     def form(self) -> list[tuple[str, str]]:
@@ -74,6 +75,7 @@ class AuthlibRequest(OAuth2Request):  # type: ignore[misc]
         self.payload = Parameters(exchange.parameters)
         self.resource: str | None = None  # RFC 8707, once a refresh grant has checked it
         self.workspace_id: str | None = None  # once an authorization request has checked it
+        self.dpop_jkt = exchange.dpop_jkt  # the tokens issued are bound to it
         self._exchange = exchange
 
     @property

@@ -215,6 +215,8 @@ class RefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
     def authenticate_refresh_token(self, refresh_token: str) -> RefreshCredential | None:
         store: StubStore = self.server.store
         token = store.by_refresh_token(refresh_token)
+        if token is not None and token.jkt is not None and token.jkt != self.request.dpop_jkt:
+            return None  # bound to a key (RFC 9449 5): worthless without its proof
         if token is not None and not token.refresh_is_usable():
             store.refresh_reused(token)
         return RefreshCredential(token) if token and token.refresh_is_usable() else None

@@ -20,6 +20,8 @@ from typing import Self
 
 from .broken_answers import BROKEN_ANSWERS
 from .device_knobs import DeviceSignIns
+from .dpop import ALGORITHMS as DPOP_ALGORITHMS
+from .dpop import StubDpop
 from .loopback import Address, Serving, halt, listen, loopback_host, serve
 from .models import (
     CLIENT_AUTH_METHODS,
@@ -68,6 +70,8 @@ class StubProvider(DeviceSignIns):
         offline_access_needs_consent: bool = False,
         token_endpoint_auth_methods: Sequence[str] | None = None,
         refresh_reuse_ends_grant: bool = False,
+        dpop: bool = False,
+        dpop_nonce: bool = False,
     ) -> None:
         self.users = tuple(users) if users is not None else (DEFAULT_USER,)
         self.clients = tuple(clients) if clients is not None else (DEFAULT_CLIENT,)
@@ -98,6 +102,11 @@ class StubProvider(DeviceSignIns):
         self.iss_parameter = iss_parameter
         self.offline_access_needs_consent = offline_access_needs_consent
         self.admin_token = secrets.token_urlsafe(32)
+        # RFC 9449 (read at start): DPoP offered, a proof's token bound to its key; and a
+        # nonce demanded in every proof (read at each request; dpop_state.new_nonce()).
+        self.dpop = dpop
+        self.dpop_nonce = dpop_nonce
+        self.dpop_state = StubDpop(lambda: self.dpop_nonce)
         _check_settings(self)
         self._store = StubStore(self.users, self.clients)
         # RFC 9700 4.14.2, as panva's oidc-provider does: a spent refresh token sent again
@@ -335,6 +344,7 @@ class StubProvider(DeviceSignIns):
                 ),
                 offline_access_needs_consent=self.offline_access_needs_consent,
                 client_assertion_audiences=(address.base_url + self.paths.token, site.issuer),
+                dpop=self.dpop_state if self.dpop else None,
             )
             pauses = Pauses()
             app = build_app(authorization, self._store, site, pauses)
@@ -354,6 +364,7 @@ class StubProvider(DeviceSignIns):
             self.oauth_metadata_only,
             self.iss_parameter,
             auth_methods=self.token_endpoint_auth_methods,
+            dpop_algorithms=tuple(DPOP_ALGORITHMS) if self.dpop else (),
         )
 
 

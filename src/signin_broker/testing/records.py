@@ -109,6 +109,7 @@ class IssuedToken(TokenMixin):  # type: ignore[misc]
     audience: str | None = None  # the RFC 8707 resource the access token is for
     refresh_expires_at: float | None = None  # None: the refresh token never expires
     workspace_id: str | None = None  # the sign-in's workspace, kept through every rotation
+    jkt: str | None = None  # the DPoP key both tokens are bound to (RFC 9449); None: Bearer
     access_revoked: bool = False
     refresh_revoked: bool = False
 

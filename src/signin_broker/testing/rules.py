@@ -26,6 +26,10 @@ OFFLINE_ACCESS = "offline_access"
 SUPPORTED_SCOPES = ["openid", "profile", "email", OFFLINE_ACCESS]
 GRANT_TYPES = ["authorization_code", "refresh_token", DEVICE_CODE_GRANT_TYPE]
 SIGNING_ALGORITHM = "RS256"
+CLAIMS_SUPPORTED = [
+    *("sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "at_hash", "name"),
+    *("preferred_username", "email", "email_verified", "workspace_id"),
+]
 FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
 OPAQUE_TOKEN_BYTES = 32
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}

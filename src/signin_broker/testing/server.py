@@ -16,6 +16,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from authlib.oauth2.rfc6749 import (
@@ -34,6 +35,7 @@ from joserfc.jwk import KeySet
 from starlette.responses import JSONResponse, Response
 
 from .claims import DeviceIdTokens, IdTokens, user_claims
+from .dpop import INVALID_PROOF, TOKEN_TYPE, DpopRefusal, StubDpop
 from .exchanges import AuthlibRequest, HttpExchange, JsonBody
 from .grants import (
     Client,
@@ -131,9 +133,11 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         *,
         offline_access_needs_consent: bool = False,
         client_assertion_audiences: Sequence[str] = (),
+        dpop: StubDpop | None = None,
     ) -> None:
         super().__init__(scopes_supported=SUPPORTED_SCOPES)
         self.store = store
+        self.dpop = dpop  # None: DPoP not offered, a DPoP header ignored
         self.device = device
         # As a default panva oidc-provider: offline_access is dropped from a sign-in
         # without prompt=consent, and a refresh token is issued only with offline_access.
@@ -194,6 +198,8 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         now = time.time()
         scope = token.get("scope", "")
         refresh_seconds = self._refresh_token_seconds()
+        if request.dpop_jkt is not None:
+            token["token_type"] = TOKEN_TYPE  # the answer's, as the same dict
         self.store.save_token(
             IssuedToken(
                 access_token=token["access_token"],
@@ -206,6 +212,7 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
                 audience=audience,
                 refresh_expires_at=None if refresh_seconds is None else now + refresh_seconds,
                 workspace_id=workspace_id,
+                jkt=request.dpop_jkt,
             )
         )
 
@@ -245,9 +252,25 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         return response
 
     def token_response(self, exchange: HttpExchange) -> Response:
-        """Answer a token request (authorization_code, refresh_token or device_code)."""
+        """Answer a token request (authorization_code, refresh_token or device_code).
+
+        With DPoP offered, a request with a proof gets tokens bound to its key.
+        """
+        try:
+            exchange = self._with_dpop(exchange)
+        except DpopRefusal as refusal:
+            assert self.dpop is not None  # noqa: S101 - only it refuses
+            return self.dpop.token_refusal(refusal)
         response: Response = self.create_token_response(exchange)
         return response
+
+    def _with_dpop(self, exchange: HttpExchange) -> HttpExchange:
+        """The exchange with the key of its DPoP proof, checked; as it was without one."""
+        proof = exchange.headers.get("dpop")
+        if self.dpop is None or proof is None:
+            return exchange
+        jkt = self.dpop.check(proof, exchange.method, exchange.url)
+        return replace(exchange, dpop_jkt=jkt)
 
     def device_authorization_response(self, exchange: HttpExchange) -> Response:
         """Answer an RFC 8628 device authorization request."""
@@ -255,7 +278,12 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         return response
 
     def revocation_response(self, exchange: HttpExchange) -> Response:
-        """Answer an RFC 7009 revocation request."""
+        """Answer an RFC 7009 revocation request (a DPoP proof sent with it must be valid)."""
+        try:
+            exchange = self._with_dpop(exchange)
+        except DpopRefusal as refusal:
+            assert self.dpop is not None  # noqa: S101 - only it refuses
+            return self.dpop.token_refusal(refusal)
         response: Response = self.create_endpoint_response("revocation", exchange)
         return response
 
@@ -269,7 +297,14 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         return response
 
     def userinfo_response(self, exchange: HttpExchange) -> Response:
-        """The claims the access token's scope grants, or 401 invalid_token."""
+        """The claims the access token's scope grants, or 401 invalid_token.
+
+        A DPoP-bound token is accepted only as DPoP, with a proof by its key (RFC 9449 7).
+        """
+        scheme, _, credential = exchange.headers.get("authorization", "").partition(" ")
+        bound = self.store.by_access_token(credential.strip())
+        if self.dpop is not None and (scheme.lower() == "dpop" or (bound and bound.jkt)):
+            return self._dpop_userinfo(exchange, scheme, credential.strip(), bound)
         try:
             try:
                 token: IssuedToken = self._access_tokens.validate_request(
@@ -279,5 +314,27 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
                 raise InvalidTokenError() from missing
         except OAuth2Error as error:
             return self.error_response(error)
+        user = self.store.users[token.sub]
+        return JSONResponse(user_claims(user, token.scope, token.workspace_id), headers=NO_STORE)
+
+    def _dpop_userinfo(
+        self, exchange: HttpExchange, scheme: str, credential: str, token: IssuedToken | None
+    ) -> Response:
+        """Userinfo for a token sent as DPoP, or for a bound one sent otherwise (refused)."""
+        assert self.dpop is not None  # noqa: S101 - checked by the caller
+        if token is None or token.is_expired() or token.is_revoked():
+            return self.dpop.resource_refusal("invalid_token", "the access token is not valid")
+        if scheme.lower() != "dpop" or token.jkt is None:
+            return self.dpop.resource_refusal(
+                "invalid_token", "a DPoP-bound token must be sent as DPoP, with a proof"
+            )
+        try:
+            jkt = self.dpop.check(
+                exchange.headers.get("dpop"), exchange.method, exchange.url, credential
+            )
+        except DpopRefusal as refusal:
+            return self.dpop.resource_refusal(refusal.error, refusal.description)
+        if jkt != token.jkt:
+            return self.dpop.resource_refusal(INVALID_PROOF, "the proof's key is not the token's")
         user = self.store.users[token.sub]
         return JSONResponse(user_claims(user, token.scope, token.workspace_id), headers=NO_STORE)

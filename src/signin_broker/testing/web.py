@@ -31,7 +31,14 @@ from .exchanges import HttpExchange, parse_form
 from .ledger import SecretLedger
 from .models import RecordedRequest, StubPaths, StubUser
 from .pauses import Pauses
-from .rules import ASSERTION_ALGORITHMS, GRANT_TYPES, NO_STORE, SIGNING_ALGORITHM, SUPPORTED_SCOPES
+from .rules import (
+    ASSERTION_ALGORITHMS,
+    CLAIMS_SUPPORTED,
+    GRANT_TYPES,
+    NO_STORE,
+    SIGNING_ALGORITHM,
+    SUPPORTED_SCOPES,
+)
 from .server import StubAuthorizationServer
 from .store import Outage, StubStore
 
@@ -46,21 +53,6 @@ MAX_BODY_BYTES = 1 << 20
 CONSENT_FIELDS = ("sub", "deny")  # what the consent page's buttons add to the request
 GARBAGE_BODY = "<html>upstream error</html>"  # what a broken proxy in front might answer
 CLIENT_LEFT = 499  # logged for a request dropped because its client went away meanwhile
-CLAIMS_SUPPORTED = [
-    "sub",
-    "iss",
-    "aud",
-    "exp",
-    "iat",
-    "auth_time",
-    "nonce",
-    "at_hash",
-    "name",
-    "preferred_username",
-    "email",
-    "email_verified",
-    "workspace_id",
-]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +68,7 @@ class Site:
     oauth_metadata_only: tuple[str, ...] = ()  # fields left out of the OpenID document
     iss_parameter: bool = False  # RFC 9207: advertised, and `iss` in authorization responses
     auth_methods: tuple[str, ...] = ("none",)  # the client authentication methods advertised
+    dpop_algorithms: tuple[str, ...] = ()  # RFC 9449's dpop_signing_alg_values_supported
 
     @property
     def issuer(self) -> str:
@@ -131,6 +124,11 @@ def oauth_metadata_document(site: Site) -> dict[str, object]:
         "subject_types_supported": ["public"],
         "claims_supported": CLAIMS_SUPPORTED,
         **(iss_parameter if site.iss_parameter else {}),
+        **(
+            {"dpop_signing_alg_values_supported": list(dpop)}
+            if (dpop := site.dpop_algorithms)
+            else {}
+        ),
     }
 
 
