@@ -7,7 +7,9 @@
 
 As with the httpx one (signin_broker.httpx): the token is asked for per request, and
 on a 401 the broker is told it was refused, renews it, and the request is sent once
-more with the new token (the way requests' own digest auth answers a 401). Install
+more with the new token (the way requests' own digest auth answers a 401). A
+DPoP-bound token goes with a proof for each request, and a `use_dpop_nonce`
+challenge is answered once with the server's nonce. Install
 with `pip install signin-broker[requests]`.
 """
 
@@ -20,7 +22,7 @@ import requests
 from requests.auth import AuthBase
 
 from .client import BrokerClient
-from .client._http_auth import TokenRequest
+from .client._http_auth import TokenRequest, attach
 
 # The requests sent once more after a 401: a second 401 on one of them stands.
 _RESENT: weakref.WeakSet[requests.PreparedRequest] = weakref.WeakSet()
@@ -32,30 +34,31 @@ class BrokerAuth(TokenRequest, AuthBase):
     _broker: BrokerClient | None = None
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
-        request.headers["Authorization"] = self._token().authorization
+        attach(request.headers, self._token(request))
         request.hooks["response"].append(self._once_more_on_401)
         return request
 
-    def _token(self, *, refused: bool = False) -> Any:
+    def _token(self, request: requests.PreparedRequest, *, refused: bool = False) -> Any:
         if self._broker is None:
             self._broker = BrokerClient(self.socket_path, timeout=self.timeout)
-        return self.ask(self._broker, refused=refused)
+        return self.ask(self._broker, str(request.method), str(request.url), refused=refused)
 
     def _once_more_on_401(self, response: requests.Response, **send: Any) -> requests.Response:
         sent = response.request
-        if response.status_code != requests.codes.unauthorized or sent in _RESENT:
+        again = self.again(response.status_code, response.headers, str(sent.url))
+        if again is None or sent in _RESENT:
             return response  # a second 401 stands
-        renewed = self._token(refused=True)
-        if sent.headers.get("Authorization") == renewed.authorization:
+        renewed = self._token(sent, **again)
+        if again["refused"] and sent.headers.get("Authorization") == renewed.authorization:
             return response  # the daemon kept the token: nothing new to try
         response.content  # noqa: B018 - consume, so the connection can be reused
         response.close()
-        again = sent.copy()
-        again.headers["Authorization"] = renewed.authorization
-        _RESENT.add(again)
-        retried: requests.Response = response.connection.send(again, **send)
+        again_sent = sent.copy()
+        attach(again_sent.headers, renewed)
+        _RESENT.add(again_sent)
+        retried: requests.Response = response.connection.send(again_sent, **send)
         retried.history.append(response)
-        retried.request = again
+        retried.request = again_sent
         return retried
 
     def close(self) -> None:

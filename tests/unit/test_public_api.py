@@ -38,6 +38,7 @@ def test_client_exports() -> None:
             "BrokerError",
             "Caller",
             "DaemonNotRunning",
+            "DpopProof",
             "EndedSession",
             "Event",
             "EventKind",
@@ -57,3 +58,9 @@ def test_token_repr_never_shows_the_secret() -> None:
     token = signin_broker.Token("secret-value", "Bearer", 1, ("openid",), "user:1")
     assert "secret-value" not in repr(token)
     assert token.authorization == "Bearer secret-value"
+
+
+def test_dpop_proof_repr_never_shows_the_token_or_the_proof() -> None:
+    proof = signin_broker.client.DpopProof("proof-jwt", "secret-value", "DPoP", 1, (), "user:1")
+    assert "secret-value" not in repr(proof) and "proof-jwt" not in repr(proof)
+    assert proof.headers == {"Authorization": "DPoP secret-value", "DPoP": "proof-jwt"}

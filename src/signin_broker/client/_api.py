@@ -21,6 +21,7 @@ from ._models import (
     AppDecision,
     AppList,
     AuditEvent,
+    DpopProof,
     Event,
     SignInStart,
     SignOutResult,
@@ -165,6 +166,35 @@ class BrokerApi:
             min_ttl_seconds=min_ttl_seconds,
             audience=audience,
             id_token=id_token,
+            refused=refused,
+        )
+
+    @unary("SignDpopProof", DpopProof.from_proto)
+    def sign_dpop_proof(
+        method: str,
+        url: str,
+        account: str = "",
+        *,
+        scopes: Iterable[str] = (),
+        min_ttl_seconds: int = 0,
+        audience: str = "",
+        nonce: str = "",
+        refused: bool = False,
+    ) -> pb.SignDpopProofRequest:
+        """A token of `account` with a DPoP proof (RFC 9449) for one `method` `url` request.
+
+        The token is the one get_token() gives for the same arguments; send the result's
+        `headers`. `nonce`: what the server asked for in its DPoP-Nonce header. For a
+        token that is not DPoP-bound the proof is "" and token_type "Bearer".
+        """
+        return pb.SignDpopProofRequest(
+            method=method,
+            url=url,
+            account=account,
+            scopes=list(scopes),
+            min_ttl_seconds=min_ttl_seconds,
+            audience=audience,
+            nonce=nonce,
             refused=refused,
         )
 

@@ -1,7 +1,8 @@
 """What the HTTP clients' auths (signin_broker.httpx, .httpx2, .requests) share.
 
-Which token they ask for (account, scopes, audience) and from which broker; each auth
-adds how its library attaches the token and sends a request once more after a 401.
+Which token they ask for (account, scopes, audience) and from which broker, with a
+DPoP proof where the token is bound, and when to ask again; each auth adds how its
+library attaches the token and sends a request once more after a 401.
 httpx and httpx2 (Pydantic's fork of httpx 0.28) run one auth-flow protocol: their
 two auths are HttpxFlows on each library's own Auth class.
 """
@@ -9,16 +10,23 @@ two auths are HttpxFlows on each library's own Auth class.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, Generator, Iterable
+from collections.abc import AsyncGenerator, Generator, Iterable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from ._channel import DEFAULT_TIMEOUT_SECONDS
 
 UNAUTHORIZED = 401
+MAX_NONCES = 64  # the DPoP nonces remembered, one per server origin
 
 
 class TokenRequest:
-    """The token an auth asks for, from the broker at `socket_path` (default: the SDK's)."""
+    """The token an auth asks for, from the broker at `socket_path` (default: the SDK's).
+
+    It is asked for with the request's method and URL (SignDpopProof): a DPoP-bound
+    token (RFC 9449) comes with its proof, a Bearer token alone. A server's
+    `DPoP-Nonce` is kept for its origin and put into the next proofs.
+    """
 
     def __init__(
         self,
@@ -31,12 +39,51 @@ class TokenRequest:
     ) -> None:
         self.account, self.scopes, self.audience = account, tuple(scopes), audience
         self.socket_path, self.timeout = socket_path, timeout
+        self._nonces: dict[str, str] = {}
 
-    def ask(self, client: Any, *, refused: bool = False) -> Any:
-        """The token (or, from the asyncio client, its awaitable); `refused` after a 401."""
-        return client.get_token(
-            self.account, scopes=self.scopes, audience=self.audience, refused=refused
+    def ask(self, client: Any, method: str, url: str, *, refused: bool = False) -> Any:
+        """Token and proof (from the asyncio client: an awaitable); `refused` after a 401."""
+        return client.sign_dpop_proof(
+            method,
+            url,
+            self.account,
+            scopes=self.scopes,
+            audience=self.audience,
+            nonce=self._nonces.get(_origin(url), ""),
+            refused=refused,
         )
+
+    def again(self, status: int, headers: Mapping[str, str], url: str) -> dict[str, bool] | None:
+        """How to ask once more after this answer: with the nonce it gave, or renewed; None: not.
+
+        A `use_dpop_nonce` challenge (a 401 with `WWW-Authenticate: DPoP`) is answered
+        with the nonce the server gave; any other 401 with a renewed token.
+        """
+        nonce = headers.get("dpop-nonce", "")
+        if nonce and nonce.isascii() and nonce.isprintable() and len(nonce) <= 512:
+            if len(self._nonces) >= MAX_NONCES:
+                self._nonces.pop(next(iter(self._nonces)))
+            self._nonces[_origin(url)] = nonce
+        if status != UNAUTHORIZED:
+            return None
+        challenge = headers.get("www-authenticate", "")
+        if nonce and challenge.lower().startswith("dpop") and "use_dpop_nonce" in challenge:
+            return {"refused": False}
+        return {"refused": True}
+
+
+def attach(headers: Any, sent: Any) -> None:
+    """Put a token (and its DPoP proof, if it has one) on a request's headers."""
+    headers["Authorization"] = sent.authorization
+    if sent.dpop:
+        headers["DPoP"] = sent.dpop
+    else:
+        headers.pop("DPoP", None)
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower()
 
 
 class HttpxFlows(TokenRequest):
@@ -50,19 +97,21 @@ class HttpxFlows(TokenRequest):
     _async: Any = None  # an AsyncBrokerClient, likewise
 
     def sync_auth_flow(self, request: Any) -> Generator[Any, Any, None]:
-        """Send the request with the token; after a 401, once more with a renewed one."""
+        """Send the request with the token; after a 401, once more (renewed, or with a nonce)."""
         if self._sync is None:
             from ._sync import BrokerClient
 
             self._sync = BrokerClient(self.socket_path, timeout=self.timeout)
         request.read()
-        sent = self.ask(self._sync)
-        request.headers["Authorization"] = sent.authorization
+        method, url = request.method, str(request.url)
+        sent = self.ask(self._sync, method, url)
+        attach(request.headers, sent)
         response = yield request
-        if response.status_code == UNAUTHORIZED:
-            renewed = self.ask(self._sync, refused=True)
-            if renewed.access_token != sent.access_token:
-                request.headers["Authorization"] = renewed.authorization
+        again = self.again(response.status_code, response.headers, url)
+        if again is not None:
+            renewed = self.ask(self._sync, method, url, **again)
+            if not again["refused"] or renewed.access_token != sent.access_token:
+                attach(request.headers, renewed)
                 yield request
 
     async def async_auth_flow(self, request: Any) -> AsyncGenerator[Any, Any]:
@@ -72,13 +121,15 @@ class HttpxFlows(TokenRequest):
 
             self._async = AsyncBrokerClient(self.socket_path, timeout=self.timeout)
         await request.aread()
-        sent = await self.ask(self._async)
-        request.headers["Authorization"] = sent.authorization
+        method, url = request.method, str(request.url)
+        sent = await self.ask(self._async, method, url)
+        attach(request.headers, sent)
         response = yield request
-        if response.status_code == UNAUTHORIZED:
-            renewed = await self.ask(self._async, refused=True)
-            if renewed.access_token != sent.access_token:
-                request.headers["Authorization"] = renewed.authorization
+        again = self.again(response.status_code, response.headers, url)
+        if again is not None:
+            renewed = await self.ask(self._async, method, url, **again)
+            if not again["refused"] or renewed.access_token != sent.access_token:
+                attach(request.headers, renewed)
                 yield request
 
     def close(self) -> None:

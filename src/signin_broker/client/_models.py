@@ -173,6 +173,31 @@ class Token(Model, message=pb.GetTokenResponse, secret=("access_token", "id_toke
         return self.expires_at_unix - time.time()
 
 
+class DpopProof(Model, message=pb.SignDpopProofResponse, secret=("access_token", "dpop")):
+    """A token with a DPoP proof (RFC 9449) for one request; its repr leaves the secrets out.
+
+    Send `headers` with that one request (method and URL as asked): a proof is
+    single-use, and a DPoP-bound token is refused without one.
+    """
+
+    dpop: str  # the DPoP header's value; "" for a token that is not bound (Bearer)
+    access_token: str
+    token_type: str
+    expires_at_unix: int
+    scopes: tuple[str, ...]
+    account: str
+
+    @property
+    def authorization(self) -> str:
+        """The value of the Authorization header: "DPoP eyJ..." (or "Bearer ...")."""
+        return f"{self.token_type} {self.access_token}"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """Authorization, and DPoP when the token is bound."""
+        return {"Authorization": self.authorization, **({"DPoP": self.dpop} if self.dpop else {})}
+
+
 class Caller(Model, message=pb.Caller):
     """A process as the daemon's kernel check saw it."""
 

@@ -24,6 +24,7 @@ from ..session.providers import Providers
 from ..store.aliases import AliasFile
 from ..v1 import broker_pb2
 from .api.account_calls import AccountCalls
+from .api.dpop_calls import DpopCalls
 from .api.json_calls import JsonCalls
 from .api.manager_calls import ManagerCalls
 from .api.reflection import with_reflection
@@ -90,6 +91,7 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
         TokenBrokerServicer(session, info, apps, audit),
         AccountCalls(session, info, apps, audit),
         ManagerCalls(session, apps, audit),
+        DpopCalls(session, apps),
     ]
     connections = ConnectionTable()
     serving = ServiceStatus()

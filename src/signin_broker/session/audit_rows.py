@@ -53,6 +53,17 @@ def token_issued(
     return AuditEntry(actor, Action.ISSUE_TOKEN, "token", account, payload=payload, repeat_of=grant)
 
 
+def dpop_proof_signed(actor: Actor, account: str, origin: str, expires_at: int) -> AuditEntry:
+    """DPoP proofs signed for an app's requests to one server (`origin`) with one token.
+
+    Each proof is a repeat of the first for that server and token: the log grows with
+    the servers an app reaches, not with its requests.
+    """
+    grant = f"dpop\0{actor.app}\0{account}\0{origin}\0{expires_at}"
+    payload = {"dpop_proofs_for": origin, "expires_at": expires_at}
+    return AuditEntry(actor, Action.ISSUE_TOKEN, "token", account, payload=payload, repeat_of=grant)
+
+
 def app_decided(
     actor: Actor, app: str, decision: str, accounts: Sequence[str], *, kept: bool, id_token: bool
 ) -> AuditEntry:

@@ -16,10 +16,12 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
+from ..oidc.dpop import is_bound
 from ..store.audit import Actor
 from . import audit_rows
-from .accounts import EVERYTHING, AccountInfo, AppUse, Entitlement, SignInState
+from .accounts import EVERYTHING, AccountInfo, AppUse, Entitlement, IssuedToken, SignInState
 from .events import EndedSession, EventBus
 from .lifecycle import SessionLifecycle
 from .names import AccountNames
@@ -126,6 +128,45 @@ class SessionManager:
             await link.client.close()
             if link.device_client is not link.client:
                 await link.device_client.close()
+
+    async def dpop_proof(
+        self,
+        account_id: str,
+        scopes: list[str],
+        min_ttl: int,
+        *,
+        method: str,
+        url: str,
+        nonce: str = "",
+        audience: str = "",
+        actor: Actor,
+        entitlement: Entitlement = EVERYTHING,
+        refused: bool = False,
+    ) -> tuple[IssuedToken, str]:
+        """A token as get_token gives it, and a DPoP proof for one request with it.
+
+        The proof ("" for a token that is not DPoP-bound) names the method, the URL,
+        the token's hash and the server's nonce; the account's key never leaves here.
+        """
+        token = await self.get_token(
+            account_id,
+            scopes,
+            min_ttl,
+            audience=audience,
+            actor=actor,
+            entitlement=entitlement,
+            refused=refused,
+        )
+        key = self._registry.resolve(token.account, entitlement).dpop_key
+        if key is None or not is_bound(token.token_type):
+            return token, ""
+        proof = key.proof(method, url, access_token=token.access_token, nonce=nonce or None)
+        parts = urlsplit(url)
+        origin = f"{parts.scheme}://{parts.netloc}".lower()
+        self._audit.record(
+            audit_rows.dpop_proof_signed(actor, token.account, origin, token.expires_at)
+        )
+        return token, proof
 
     # -- accounts by name ----------------------------------------------------------------
 

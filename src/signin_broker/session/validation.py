@@ -52,6 +52,34 @@ def check_audience(audience: str) -> str:
     return audience
 
 
+HTTP_METHOD = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,32}")  # an RFC 9110 token
+MAX_URL_LENGTH = 4096
+
+
+def check_http_method(method: str) -> str:
+    """The method of a request a DPoP proof is for: an HTTP token such as GET."""
+    if not HTTP_METHOD.fullmatch(method):
+        raise ValueError("method must be an HTTP method such as GET or POST (1 to 32 characters)")
+    return method
+
+
+def check_request_url(url: str) -> str:
+    """The URL of a request a DPoP proof is for: absolute http(s), no fragment, bounded."""
+    parts = urlsplit(url) if url.isascii() and url.isprintable() and " " not in url else None
+    if (
+        parts is None
+        or len(url) > MAX_URL_LENGTH
+        or parts.scheme.lower() not in ("http", "https")
+        or not parts.hostname
+        or "#" in url
+    ):
+        raise ValueError(
+            f"url must be an absolute http:// or https:// URL of at most {MAX_URL_LENGTH}"
+            " characters, without a fragment"
+        )
+    return url
+
+
 WORKSPACE_ID = re.compile(r"[0-9]{1,18}")
 
 

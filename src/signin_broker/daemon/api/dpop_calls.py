@@ -1,0 +1,70 @@
+"""SignDpopProof: a DPoP proof (RFC 9449) for one request of an app, with the token it binds.
+
+The account's key stays in the daemon; the app gets the proof and the access token
+in one call. The token is chosen, renewed, refused and audited as GetToken's.
+"""
+
+from __future__ import annotations
+
+from ...session.manager import SessionManager
+from ...session.validation import (
+    MAX_MIN_TTL_SECONDS,
+    check_account,
+    check_audience,
+    check_http_method,
+    check_request_url,
+    check_scopes,
+)
+from ...v1 import broker_pb2 as pb
+from ..apps.gate import AppGate
+from .messages import actor_of
+from .statuses import InvalidRequest, checked, unary
+from .transport import current_caller
+
+MAX_NONCE_LENGTH = 512
+
+
+class DpopCalls:
+    """SignDpopProof for the verified caller, within what its app policy lets it have."""
+
+    def __init__(self, session: SessionManager, apps: AppGate) -> None:
+        self._session = session
+        self._apps = apps
+
+    @unary
+    async def SignDpopProof(self, request: pb.SignDpopProofRequest) -> pb.SignDpopProofResponse:
+        """Check the request, then sign a proof with the key of the token's account."""
+        account = checked(check_account, request.account)
+        scopes = checked(check_scopes, list(request.scopes))
+        if not 0 <= request.min_ttl_seconds <= MAX_MIN_TTL_SECONDS:
+            raise InvalidRequest(f"min_ttl_seconds must be between 0 and {MAX_MIN_TTL_SECONDS}")
+        audience = checked(check_audience, request.audience)
+        method = checked(check_http_method, request.method)
+        url = checked(check_request_url, request.url)
+        nonce = request.nonce
+        if len(nonce) > MAX_NONCE_LENGTH or not (nonce.isascii() and nonce.isprintable()):
+            raise InvalidRequest(
+                f"nonce must be at most {MAX_NONCE_LENGTH} printable ASCII characters"
+            )
+        caller = current_caller()
+        entitlement = await self._apps.admit(caller)
+        token, proof = await self._session.dpop_proof(
+            self._session.account_named(account, entitlement),
+            scopes,
+            request.min_ttl_seconds,
+            method=method,
+            url=url,
+            nonce=nonce,
+            audience=audience,
+            actor=actor_of(caller),
+            entitlement=entitlement,
+            refused=request.refused,
+        )
+        return pb.SignDpopProofResponse(
+            dpop=proof,
+            access_token=token.access_token,
+            token_type=token.token_type,
+            expires_at_unix=token.expires_at,
+            scopes=token.scopes,
+            account=token.account,
+        )
