@@ -31,6 +31,10 @@ with BrokerClient(socket_path, timeout=120) as broker:
             token = broker.get_token(rest[0] if rest else "", scopes=rest[1:])
             result = {"account": token.account, "scopes": list(token.scopes),
                       "access_token": token.access_token}
+        elif action == "dpop":  # account, method, URL
+            proof = broker.sign_dpop_proof(rest[1], rest[2], rest[0])
+            result = {"account": proof.account, "token_type": proof.token_type,
+                      "dpop": proof.dpop, "access_token": proof.access_token}
         elif action == "accounts":
             result = {"accounts": [account.id for account in broker.accounts()]}
         elif action == "status":

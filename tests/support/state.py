@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from signin_broker.testing.daemon import DaemonProcess
 
@@ -20,3 +22,22 @@ def keyring_has(daemon: DaemonProcess, name: str) -> bool:
         [sys.executable, "-c", code], env=daemon.env, capture_output=True, text=True, check=True
     )
     return result.stdout.strip() == "True"
+
+
+def decrypted_record(daemon: DaemonProcess, account: str) -> dict[str, Any]:
+    """An account's record as the daemon keeps it, decrypted with the key in its keyring."""
+    state = daemon.socket_path.parent / "state" / "signin-broker"
+    code = (
+        "import json, sys; from pathlib import Path\n"
+        "from signin_broker.store.keys import open_key_store\n"
+        "from signin_broker.store.vault import Vault\n"
+        "state = Path(sys.argv[1])\n"
+        "vault = Vault(state / 'accounts', open_key_store('keyring', state))\n"
+        "print(json.dumps(vault.load(sys.argv[2])))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(state), account],
+        env=daemon.env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    record: dict[str, Any] = json.loads(result.stdout)
+    return record

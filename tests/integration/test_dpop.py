@@ -1,0 +1,129 @@
+"""DPoP (RFC 9449) against the stub provider: tokens bound to the daemon's key, end to end.
+
+One stub offering DPoP and one daemon signed in to it serve the whole module; each
+test leaves the session signed in for the next.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+
+import httpx
+import httpx2
+import pytest
+
+from signin_broker.client import BrokerClient
+from signin_broker.httpx import BrokerAuth
+from signin_broker.testing import StubProvider
+from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
+from support.signin import signed_in_daemon
+from support.state import decrypted_record
+
+ACCOUNT = "user:1001"
+
+
+@pytest.fixture(scope="module")
+def stub() -> Iterator[StubProvider]:
+    with StubProvider(dpop=True) as provider:
+        yield provider
+
+
+@pytest.fixture(scope="module")
+def daemon(stub: StubProvider) -> Iterator[DaemonProcess]:
+    folder = short_temp_dir()
+    daemon = signed_in_daemon(stub, folder / "run" / "broker.sock")
+    yield daemon
+    daemon.stop()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def nonces(stub: StubProvider) -> Iterator[None]:
+    """The stub demands a DPoP nonce, a fresh one, while the test runs."""
+    stub.dpop_nonce = True
+    stub.dpop_state.new_nonce()
+    yield
+    stub.dpop_nonce = False
+
+
+def userinfo_url(stub: StubProvider) -> str:
+    return stub.base_url + stub.paths.userinfo
+
+
+def test_the_sign_in_binds_the_tokens_to_the_daemons_key(
+    stub: StubProvider, daemon: DaemonProcess
+) -> None:
+    exchange = stub.token_requests("authorization_code")[-1]
+    assert exchange.headers.get("dpop"), "the code was redeemed without a proof"
+    with BrokerClient(daemon.socket_path) as broker:
+        token = broker.get_token()
+        assert token.token_type == "DPoP"
+        as_bearer = httpx.get(
+            userinfo_url(stub), headers={"Authorization": f"Bearer {token.access_token}"}
+        )
+        assert as_bearer.status_code == 401
+        proof = broker.sign_dpop_proof("GET", userinfo_url(stub))
+    assert proof.access_token == token.access_token and proof.dpop
+    assert httpx.get(userinfo_url(stub), headers=proof.headers).json()["sub"] == "1001"
+
+
+def test_renewals_answer_the_providers_nonce(
+    stub: StubProvider, daemon: DaemonProcess, nonces: None
+) -> None:
+    challenged = stub.dpop_state.nonce_challenges
+    with BrokerClient(daemon.socket_path) as broker:
+        before = broker.get_token()
+        renewed = broker.get_token(refused=True)  # a server refused it: renewed at once
+    assert renewed.access_token != before.access_token and renewed.token_type == "DPoP"
+    assert stub.dpop_state.nonce_challenges == challenged + 1  # one challenge, one retry
+    refresh = stub.token_requests("refresh_token")
+    assert len(refresh) == 2 and refresh[0].headers["dpop"] != refresh[1].headers["dpop"]
+
+
+def test_the_http_auth_answers_a_resource_servers_nonce(
+    stub: StubProvider, daemon: DaemonProcess, nonces: None
+) -> None:
+    challenged = stub.dpop_state.nonce_challenges
+    auth = BrokerAuth(socket_path=daemon.socket_path)
+    with httpx.Client(auth=auth) as http:
+        first = http.get(userinfo_url(stub))
+        second = http.get(userinfo_url(stub))  # the nonce is known by now
+    auth.close()
+    assert (first.status_code, second.status_code) == (200, 200)
+    assert first.json()["sub"] == "1001"
+    assert stub.dpop_state.nonce_challenges == challenged + 1
+
+
+def test_a_refresh_token_copied_from_the_state_is_worthless_alone(
+    stub: StubProvider, daemon: DaemonProcess
+) -> None:
+    record = decrypted_record(daemon, ACCOUNT)
+    assert record["dpop_key"]["jwk"]["d"], "the key is kept with the account"
+    token_url = stub.base_url + stub.paths.token
+    stolen = {
+        "grant_type": "refresh_token",
+        "refresh_token": record["tokens"]["refresh_token"],
+        "client_id": "signin-broker",
+    }
+    answer = httpx2.post(token_url, data=stolen)
+    assert (answer.status_code, answer.json()["error"]) == (400, "invalid_grant")
+    with BrokerClient(daemon.socket_path) as broker:  # the daemon's own copy still works
+        assert broker.get_token(refused=True).token_type == "DPoP"
+
+
+def test_the_key_survives_a_restart_and_sign_out_revokes_with_a_proof(
+    stub: StubProvider, daemon: DaemonProcess
+) -> None:
+    daemon.stop()
+    restarted = DaemonProcess(daemon.socket_path, "--issuer", stub.issuer).start()
+    with BrokerClient(restarted.socket_path) as broker:
+        renewed = broker.get_token(refused=True)  # renewed with the stored key's proof
+        proof = broker.sign_dpop_proof("GET", userinfo_url(stub))
+        assert renewed.token_type == "DPoP"
+        assert httpx.get(userinfo_url(stub), headers=proof.headers).status_code == 200
+        stub.clear_requests()
+        assert broker.sign_out().revocation.name == "REVOKED"
+    revocations = [r for r in stub.requests if r.path == stub.paths.revocation]
+    assert revocations and all(r.headers.get("dpop") for r in revocations)
+    assert stub.access_token_info(renewed.access_token)["active"] is False
