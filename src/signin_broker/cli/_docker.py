@@ -67,7 +67,7 @@ def _answer(args: argparse.Namespace, server: str, settings: dict[str, object]) 
     if args.operation == "erase":  # docker sends no secret to compare: tell the daemon
         renew(args)
         return 0
-    secret = fetch(args)["access_token"]
+    secret = fetch(args, tool="docker")["access_token"]
     json.dump({"ServerURL": server, "Username": settings["username"], "Secret": secret}, sys.stdout)
     return 0
 

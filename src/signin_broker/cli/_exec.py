@@ -13,6 +13,7 @@ import os
 from ._failures import EXIT_USAGE, complain
 from ._token import DEFAULT_ENV_NAME, Refused, add_request_options, fetch, shell_name
 
+TOKEN_TYPE_ENV = "SIGNIN_BROKER_TOKEN_TYPE"  # noqa: S105 - a variable's name
 NOT_FOUND = 127
 NOT_RUNNABLE = 126
 
@@ -23,7 +24,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "--env",
         default=DEFAULT_ENV_NAME,
         metavar="NAME",
-        help=f"the variable that carries the token (default {DEFAULT_ENV_NAME})",
+        help=f"the variable that carries the token (default {DEFAULT_ENV_NAME}); its type goes"
+        f" into {TOKEN_TYPE_ENV}: Bearer, or DPoP for a token bound to the daemon's key, which"
+        " the command must send with a proof per request: `signin-broker token --format dpop"
+        " --method M --url U` prints both headers, and the SDK's HTTP auths add them",
     )
     parser.add_argument(
         "argv", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to run, after --"
@@ -43,7 +47,13 @@ def exec_command(args: argparse.Namespace) -> int:
         issued = fetch(args)
     except Refused as refusal:
         return refusal.status
-    environment = {**os.environ, args.env: str(issued["access_token"])}
+    # A DPoP-bound token (RFC 9449) is no use alone: the child asks for each request's
+    # proof itself (`signin-broker token --format dpop`, the SDK, its HTTP auths).
+    environment = {
+        **os.environ,
+        args.env: str(issued["access_token"]),
+        TOKEN_TYPE_ENV: str(issued.get("token_type", "Bearer")),
+    }
     try:
         os.execvpe(command[0], command, environment)  # noqa: S606 - the user's own command
     except FileNotFoundError:

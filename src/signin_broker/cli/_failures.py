@@ -52,6 +52,17 @@ def not_signed_in(reason: str) -> int:
     return EXIT_NOT_SIGNED_IN
 
 
+def dpop_bound(tool: str) -> int:
+    """The token is DPoP-bound (RFC 9449) and `tool` can send no proof: say what to change."""
+    complain(
+        f"{tool} cannot send DPoP proofs, and this account's tokens are DPoP-bound (its"
+        " provider's `dpop` setting is auto or require, and the provider offers DPoP). To use"
+        f' {tool}, set dpop = "off" for that provider (SIGNIN_BROKER_DPOP, or `dpop` in'
+        " config.toml or its [providers.<alias>] table), restart the daemon and sign in again"
+    )
+    return EXIT_FAILED
+
+
 def refused(code: str, reason: str) -> int:
     """The daemon refused the request: its status (lower case) and its words."""
     complain(f"{code}: {reason}")

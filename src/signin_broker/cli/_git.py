@@ -47,7 +47,7 @@ def git_credential(args: argparse.Namespace) -> int:
     if args.operation == "store" or not _may_receive_a_token(request):
         return 0
     try:
-        issued = fetch(args)
+        issued = fetch(args, tool="git")
     except Refused:
         return 0  # said on stderr; git goes on to its next helper or prompt
     token = str(issued["access_token"])

@@ -15,7 +15,15 @@ from _socket import AF_UNIX, SOCK_STREAM
 from _socket import socket as unix_socket
 
 from ..locations import resolve_socket
-from ._failures import EXIT_FAILED, EXIT_USAGE, complain, not_running, not_signed_in, refused
+from ._failures import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    complain,
+    dpop_bound,
+    not_running,
+    not_signed_in,
+    refused,
+)
 from ._json_codec import dumps, loads
 
 TYPE_CHECKING = False  # not typing's: see signin_broker/__init__.py
@@ -40,9 +48,13 @@ if TYPE_CHECKING:
         format: str
         id_token: bool
         env_name: str
+        method: str
+        url: str
+        nonce: str
 
 
 GET_TOKEN = "/signin_broker.v1.TokenBroker/GetToken"  # noqa: S105 - a path
+SIGN_DPOP_PROOF = "/signin_broker.v1.TokenBroker/SignDpopProof"
 MAX_ANSWER_BYTES = 1 << 20
 # kubectl names the ExecCredential version it wants in KUBERNETES_EXEC_INFO.
 EXEC_CREDENTIAL_VERSIONS = (
@@ -51,8 +63,9 @@ EXEC_CREDENTIAL_VERSIONS = (
 )
 
 
-FORMATS = ("bare", "header", "json", "env", "exec-credential")
+FORMATS = ("bare", "header", "json", "env", "exec-credential", "dpop")
 DEFAULT_ENV_NAME = "SIGNIN_BROKER_TOKEN"
+HEADER_TOOL = "`--format header` (`--format dpop --method M --url U` can)"
 
 
 def add_request_options(parser: argparse.ArgumentParser, min_ttl: int = 0) -> None:
@@ -91,7 +104,16 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         default="bare",
         help="bare: the token alone (default); header: an Authorization header line;"
         " json: the token and its details; env: an `export NAME=...` line for eval;"
-        " exec-credential: a Kubernetes ExecCredential, for kubectl's exec plugin",
+        " exec-credential: a Kubernetes ExecCredential, for kubectl's exec plugin;"
+        " dpop: the Authorization and DPoP header lines of one request (--method, --url)"
+        " with a DPoP-bound token (RFC 9449)",
+    )
+    parser.add_argument(
+        "--method", default="", help="--format dpop: the request's HTTP method, such as GET"
+    )
+    parser.add_argument("--url", default="", help="--format dpop: the request's absolute URL")
+    parser.add_argument(
+        "--nonce", default="", help="--format dpop: the nonce the server gave (DPoP-Nonce)"
     )
     parser.add_argument(
         "--id-token",
@@ -156,8 +178,13 @@ def json_call(path: str, method: str, body: bytes, timeout: float) -> tuple[int,
     return status, rest[:length]
 
 
-def fetch(args: TokenRequest, **request: object) -> dict[str, object]:
-    """GetToken with the command's options (and these fields); Refused says why not."""
+def fetch(
+    args: TokenRequest, *, tool: str = "", call: str = GET_TOKEN, **request: object
+) -> dict[str, object]:
+    """GetToken (or `call`) with the command's options and these fields; Refused says why not.
+
+    `tool`: what the token is for, which cannot send a DPoP-bound one (Refused then).
+    """
     path = resolve_socket(args.socket)
     body = {
         "account": args.account,
@@ -167,7 +194,7 @@ def fetch(args: TokenRequest, **request: object) -> dict[str, object]:
         **request,
     }
     try:
-        status, answer = json_call(path, GET_TOKEN, dumps(body).encode(), args.timeout)
+        status, answer = json_call(path, call, dumps(body).encode(), args.timeout)
         issued = loads(answer or b"{}")
     except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
         raise Refused(not_running(path)) from None
@@ -178,6 +205,8 @@ def fetch(args: TokenRequest, **request: object) -> dict[str, object]:
         raise Refused(not_signed_in(issued.get("error", "")))
     if status != 200:
         raise Refused(refused(issued.get("code", "unknown"), issued.get("error", "")))
+    if tool and str(issued.get("token_type", "")).lower() == "dpop":
+        raise Refused(dpop_bound(tool))
     return dict(issued)
 
 
@@ -203,6 +232,16 @@ def token(args: TokenCommand) -> int:
     if form == "env" and not shell_name(args.env_name):
         complain(f"--env-name must be a shell variable name, not {args.env_name!r}")
         return EXIT_USAGE
+    dpop = args.format == "dpop"
+    if (
+        (not (args.method and args.url) or args.id_token)
+        if dpop
+        else (args.method or args.url or args.nonce)
+    ):
+        complain("--format dpop takes --method and --url (and --nonce), and they go with it only")
+        return EXIT_USAGE
+    if dpop:
+        return _dpop_headers(args)
     version = ""
     if form == "exec-credential":
         try:
@@ -211,7 +250,8 @@ def token(args: TokenCommand) -> int:
             complain(str(error))
             return EXIT_USAGE
     try:
-        issued = fetch(args, id_token=args.id_token)
+        tool = {"header": HEADER_TOOL, "exec-credential": "kubectl"}.get(form, "")
+        issued = fetch(args, tool=tool, id_token=args.id_token)
     except Refused as refusal:
         return refusal.status
     secret, expires = _presented(issued, args.id_token)
@@ -239,6 +279,25 @@ def token(args: TokenCommand) -> int:
         print(dumps(exec_credential(version, secret, expires)))
     else:
         print(secret)
+    return 0
+
+
+def _dpop_headers(args: TokenCommand) -> int:
+    """Print a request's Authorization and DPoP header lines (--json: with the token's details)."""
+    try:
+        issued = fetch(
+            args, call=SIGN_DPOP_PROOF, method=args.method, url=args.url, nonce=args.nonce
+        )
+    except Refused as refusal:
+        return refusal.status
+    authorization = f"{issued.get('token_type', '')} {issued.get('access_token', '')}"
+    proof = str(issued.get("dpop", ""))
+    if args.json:
+        print(dumps({**issued, "authorization": authorization}))
+        return 0
+    print(f"Authorization: {authorization}")
+    if proof:
+        print(f"DPoP: {proof}")
     return 0
 
 

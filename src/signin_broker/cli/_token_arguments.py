@@ -34,6 +34,9 @@ class TokenArguments:
         self.format = "bare"
         self.id_token = False
         self.env_name = DEFAULT_ENV_NAME
+        self.method = ""
+        self.url = ""
+        self.nonce = ""
 
 
 def _format(value: str) -> str:
@@ -57,6 +60,9 @@ TOKEN_OPTIONS: dict[str, tuple[str, Callable[[str], object] | None]] = {
     "--format": ("format", _format),
     "--id-token": ("id_token", None),
     "--env-name": ("env_name", str),
+    "--method": ("method", str),
+    "--url": ("url", str),
+    "--nonce": ("nonce", str),
 }
 
 

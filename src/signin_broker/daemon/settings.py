@@ -39,6 +39,7 @@ OTHER_VARIABLES = frozenset(
     {
         ENV_PREFIX + "CONFIG",  # the daemon's --config
         ENV_PREFIX + "TOKEN",  # where `exec` and `token --format env` put a token
+        ENV_PREFIX + "TOKEN_TYPE",  # and `exec` its type: Bearer, or DPoP (a proof per request)
         ENV_PREFIX + "BROWSER",  # the browser `signin-broker login` opens
         ENV_PREFIX + "CONFORMANCE_ADMIN_TOKEN",  # the conformance runner's provider admin
     }
