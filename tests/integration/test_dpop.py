@@ -17,6 +17,7 @@ from signin_broker.client import BrokerClient
 from signin_broker.httpx import BrokerAuth
 from signin_broker.testing import StubProvider
 from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
+from support.commands import signin_broker
 from support.signin import signed_in_daemon
 from support.state import decrypted_record
 
@@ -110,6 +111,27 @@ def test_a_refresh_token_copied_from_the_state_is_worthless_alone(
     assert (answer.status_code, answer.json()["error"]) == (400, "invalid_grant")
     with BrokerClient(daemon.socket_path) as broker:  # the daemon's own copy still works
         assert broker.get_token(refused=True).token_type == "DPoP"
+
+
+def test_the_cli_prints_both_headers_and_tools_that_cannot_send_them_say_why(
+    stub: StubProvider, daemon: DaemonProcess
+) -> None:
+    socket = ("--socket", str(daemon.socket_path))
+    url = userinfo_url(stub)
+    printed = signin_broker(*socket, "token", "--format", "dpop", "--method", "GET", "--url", url)
+    assert printed.returncode == 0, printed.stderr
+    headers = dict(line.split(": ", 1) for line in printed.stdout.splitlines())
+    assert headers["Authorization"].startswith("DPoP ") and headers["DPoP"]
+    assert httpx.get(url, headers=headers).status_code == 200
+    lacking = signin_broker(*socket, "token", "--format", "dpop", "--method", "GET")
+    assert lacking.returncode == 2 and "--url" in lacking.stderr
+    for refused in (
+        signin_broker(*socket, "git-credential", "get", input_text="protocol=https\nhost=x\n\n"),
+        signin_broker(*socket, "token", "--format", "exec-credential"),
+        signin_broker(*socket, "token", "--format", "header"),
+    ):
+        assert "cannot send DPoP proofs" in refused.stderr and 'dpop = "off"' in refused.stderr
+        assert "DPoP " not in refused.stdout
 
 
 def test_the_key_survives_a_restart_and_sign_out_revokes_with_a_proof(

@@ -11,11 +11,15 @@ BIN = Path(sys.executable).parent
 
 
 def signin_broker(
-    *args: str, timeout: float = 30, env: dict[str, str] | None = None
+    *args: str,
+    timeout: float = 30,
+    env: dict[str, str] | None = None,
+    input_text: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run `signin-broker ARGS` to completion, capturing its output; env adds to the environment."""
     return subprocess.run(
         [str(BIN / "signin-broker"), *args],
+        input=input_text,
         capture_output=True,
         text=True,
         timeout=timeout,
