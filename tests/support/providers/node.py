@@ -32,6 +32,7 @@ SOURCE = Path(__file__).parent / "oidc_provider"
 CACHE = Path(__file__).parents[3] / ".cache" / "interop"
 NPM_TIMEOUT_SECONDS = 300
 MIN_NODE_MAJOR = 20
+DPOP_CLIENT_ID = CLIENT_ID + "-dpop"  # registered with dpop_bound_access_tokens
 
 
 class NodeOidcProvider(RealProvider):
@@ -39,7 +40,9 @@ class NodeOidcProvider(RealProvider):
     version = json.loads((SOURCE / "package.json").read_text())["dependencies"]["oidc-provider"]
     credentials: ClassVar[dict[str, str]] = {"login": "alice", "password": "any"}
     # A refresh token only for offline_access (OIDC Core 11), which needs prompt=consent.
-    daemon_settings: ClassVar[dict[str, str]] = {"scopes": "offline_access"}
+    # DPoP is on at this provider, so `dpop = auto` would bind every token: the shared
+    # checks send tokens as Bearer, and DPOP_CLIENT_ID's own tests use DPoP.
+    daemon_settings: ClassVar[dict[str, str]] = {"scopes": "offline_access", "dpop": "off"}
 
     @staticmethod
     def installed() -> Path:
@@ -71,6 +74,8 @@ class NodeOidcProvider(RealProvider):
         key.ensure_kid()
         settings = {
             "client_id": CLIENT_ID,
+            "dpop_client_id": DPOP_CLIENT_ID,
+            "dpop_nonce_secret": secrets.token_urlsafe(32),
             "redirect_uris": [REDIRECT_URI],
             "signing_key": dict(key.as_dict(private=True)),
             "cookie_key": secrets.token_urlsafe(32),

@@ -7,6 +7,11 @@
 // {"event":"token","grant_type":...,"status":...,"refresh_token":true|false} for
 // every token request, so a test can count refresh grants. No secret is printed.
 //
+// Two clients: settings.client_id, and settings.dpop_client_id, registered with
+// dpop_bound_access_tokens (RFC 9449 10.2), which must present a DPoP proof at every
+// token request. DPoP is on (the package's default) with nonces (nonceSecret), and
+// every proof must carry the provider's current nonce (requireNonce).
+//
 // Sign-in uses the package's own development interactions (any login, any password,
 // then a consent page), which a scripted browser completes with two form posts.
 //
@@ -28,20 +33,31 @@ const server = createServer();
 await new Promise((resolve) => { server.listen(0, '127.0.0.1', resolve); });
 const issuer = `http://127.0.0.1:${server.address().port}`;
 
+const client = {
+  client_id: settings.client_id,
+  application_type: 'native', // RFC 8252: any port of a loopback redirect URI
+  token_endpoint_auth_method: 'none',
+  grant_types: ['authorization_code', 'refresh_token'],
+  response_types: ['code'],
+  redirect_uris: settings.redirect_uris,
+};
 const provider = new Provider(issuer, {
-  clients: [{
-    client_id: settings.client_id,
-    application_type: 'native', // RFC 8252: any port of a loopback redirect URI
-    token_endpoint_auth_method: 'none',
-    grant_types: ['authorization_code', 'refresh_token'],
-    response_types: ['code'],
-    redirect_uris: settings.redirect_uris,
-  }],
+  clients: [
+    client,
+    { ...client, client_id: settings.dpop_client_id, dpop_bound_access_tokens: true },
+  ],
   jwks: { keys: [settings.signing_key] },
   cookies: { keys: [settings.cookie_key] },
   ttl: { AccessToken: settings.access_token_ttl },
   claims: { profile: ['name'], email: ['email', 'email_verified'] },
-  features: { revocation: { enabled: true } },
+  features: {
+    revocation: { enabled: true },
+    dPoP: {
+      enabled: true,
+      nonceSecret: Buffer.from(settings.dpop_nonce_secret, 'base64url'),
+      requireNonce: () => true,
+    },
+  },
   async findAccount(_ctx, sub) {
     return {
       accountId: sub,
