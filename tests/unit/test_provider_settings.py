@@ -94,3 +94,19 @@ def test_account_ids_carry_the_alias_of_a_provider_other_than_the_main_one() -> 
 def test_client_secrets_of_the_same_client_id_at_two_providers_do_not_collide() -> None:
     assert secret_name("signin-broker") == "client:signin-broker:secret"
     assert secret_name("signin-broker", "work") == "client:work/signin-broker:secret"
+
+
+def test_dpop_is_a_setting_of_each_provider(tmp_path: Path) -> None:
+    text = (
+        'issuer = "https://idp.example"\ndpop = "require"\n'
+        '[providers.work]\nissuer = "https://work.example"\ndpop = "off"\n'
+        '[providers.home]\nissuer = "https://home.example"\n'
+    )
+    main, work, home = settings_of(tmp_path, text).providers
+    assert (main.dpop, work.dpop, home.dpop) == ("require", "off", "auto")
+    flagged = load(["--issuer", "https://idp.example", "--dpop", "OFF"], environ={})
+    assert flagged.main.dpop == "off"
+    from_env = load(["--issuer", "https://idp.example"], environ={"SIGNIN_BROKER_DPOP": "require"})
+    assert from_env.main.dpop == "require"
+    with pytest.raises(SettingsError, match=r"dpop \(\[providers.work\].*must be one of auto"):
+        settings_of(tmp_path, '[providers.work]\nissuer = "https://w.example"\ndpop = "on"\n')
