@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import httpx2
@@ -16,6 +17,7 @@ import pytest
 from signin_broker.client import BrokerClient
 from signin_broker.httpx import BrokerAuth
 from signin_broker.testing import StubProvider
+from signin_broker.testing.browser import Browser
 from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
 from support.commands import signin_broker
 from support.signin import signed_in_daemon
@@ -149,3 +151,19 @@ def test_the_key_survives_a_restart_and_sign_out_revokes_with_a_proof(
     revocations = [r for r in stub.requests if r.path == stub.paths.revocation]
     assert revocations and all(r.headers.get("dpop") for r in revocations)
     assert stub.access_token_info(renewed.access_token)["active"] is False
+
+
+def test_require_at_a_provider_without_dpop_says_so_at_sign_in(folder: Path) -> None:
+    with (
+        StubProvider() as plain,
+        DaemonProcess(
+            folder / "run" / "broker.sock", "--issuer", plain.issuer, "--dpop", "require"
+        ) as daemon,
+        BrokerClient(daemon.socket_path) as broker,
+        Browser() as browser,
+    ):
+        page = browser.get(broker.begin_sign_in().url)
+    assert page.status_code == 502
+    assert "dpop is require, but the provider" in page.text
+    assert "no dpop_signing_alg_values_supported" in page.text
+    assert not plain.token_requests()
