@@ -9,6 +9,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from signin_broker.oidc.answers import TokenResponse
 from signin_broker.oidc.code_flow import RandomSecrets
+from signin_broker.oidc.dpop import DpopKey
 from signin_broker.oidc.errors import OAuthError
 from signin_broker.oidc.metadata import ProviderMetadata
 from signin_broker.session.accounts import Account, AccountInfo
@@ -65,6 +66,7 @@ class ScriptedProvider:
         resource: str | None = None,
         *,
         answer_within: float | None = None,
+        dpop: DpopKey | None = None,
     ) -> TokenResponse:
         self.refreshes.append(refresh_token)
         self.answer_within.append(answer_within)
@@ -80,13 +82,13 @@ class ScriptedProvider:
         scopes = tuple(scope.split()) if scope else None
         return TokenResponse(f"at-{n}", "Bearer", self.lifetime, rotated, None, scopes)
 
-    async def userinfo(self, access_token: str) -> dict[str, Any]:
+    async def userinfo(self, access_token: str, dpop: DpopKey | None = None) -> dict[str, Any]:
         self.userinfo_calls += 1
         if self.rejects_token or access_token in self.revoked:
             raise OAuthError("invalid_token", "the provider rejected the access token", 401)
         return {"sub": "1001"}
 
-    async def revoke(self, token: str, hint: str) -> bool:
+    async def revoke(self, token: str, hint: str, dpop: DpopKey | None = None) -> bool:
         self.revoked.append(token)
         return True
 

@@ -46,6 +46,7 @@ CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "set_account_alias": (("work", "alice@example.com"), {}),
     "audit_events": ((), {"account": "user:1", "limit": 5}),
     "watch_events": ((), {"timeout": 3.0}),
+    "sign_dpop_proof": (("GET", "https://api.example/me", "user:1"), {"nonce": "n"}),
 }
 
 

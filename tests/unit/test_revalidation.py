@@ -10,6 +10,7 @@ import asyncio
 
 import pytest
 
+from signin_broker.oidc.dpop import DpopKey
 from signin_broker.session import schedule
 from signin_broker.session.tokens import TokenSet
 from support.clocks import FakeClock
@@ -24,9 +25,9 @@ class TimedProvider(ScriptedProvider):
         self.clock = clock
         self.asked_at: list[float] = []
 
-    async def userinfo(self, access_token: str) -> dict[str, object]:
+    async def userinfo(self, access_token: str, dpop: DpopKey | None = None) -> dict[str, object]:
         self.asked_at.append(self.clock())
-        return await super().userinfo(access_token)
+        return await super().userinfo(access_token, dpop)
 
 
 def test_at_the_default_60_s_a_session_costs_one_request_a_minute_and_each_comes_in_time(
