@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncGenerator, Generator, Iterable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from ._channel import DEFAULT_TIMEOUT_SECONDS
 
@@ -42,10 +42,15 @@ class TokenRequest:
         self._nonces: dict[str, str] = {}
 
     def ask(self, client: Any, method: str, url: str, *, refused: bool = False) -> Any:
-        """Token and proof (from the asyncio client: an awaitable); `refused` after a 401."""
+        """Token and proof (from the asyncio client: an awaitable); `refused` after a 401.
+
+        The URL goes without its query and fragment, which a proof leaves out anyway
+        (RFC 9449 4.2): nothing of a query reaches the daemon or its audit.
+        """
+        parts = urlsplit(url)
         return client.sign_dpop_proof(
             method,
-            url,
+            urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")),
             self.account,
             scopes=self.scopes,
             audience=self.audience,

@@ -7,17 +7,10 @@ in one call. The token is chosen, renewed, refused and audited as GetToken's.
 from __future__ import annotations
 
 from ...session.manager import SessionManager
-from ...session.validation import (
-    MAX_MIN_TTL_SECONDS,
-    check_account,
-    check_audience,
-    check_http_method,
-    check_request_url,
-    check_scopes,
-)
+from ...session.validation import check_http_method, check_request_url
 from ...v1 import broker_pb2 as pb
 from ..apps.gate import AppGate
-from .messages import actor_of
+from .messages import actor_of, token_terms
 from .statuses import InvalidRequest, checked, unary
 from .transport import current_caller
 
@@ -34,11 +27,7 @@ class DpopCalls:
     @unary
     async def SignDpopProof(self, request: pb.SignDpopProofRequest) -> pb.SignDpopProofResponse:
         """Check the request, then sign a proof with the key of the token's account."""
-        account = checked(check_account, request.account)
-        scopes = checked(check_scopes, list(request.scopes))
-        if not 0 <= request.min_ttl_seconds <= MAX_MIN_TTL_SECONDS:
-            raise InvalidRequest(f"min_ttl_seconds must be between 0 and {MAX_MIN_TTL_SECONDS}")
-        audience = checked(check_audience, request.audience)
+        account, scopes, audience = token_terms(request)
         method = checked(check_http_method, request.method)
         url = checked(check_request_url, request.url)
         nonce = request.nonce

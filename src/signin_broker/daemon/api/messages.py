@@ -7,11 +7,13 @@ import json
 from ...session.accounts import AccountInfo, AppUse, Revocation, SignInState
 from ...session.events import EventKind
 from ...session.providers import ProviderLink
+from ...session.validation import MAX_MIN_TTL_SECONDS, check_account, check_audience, check_scopes
 from ...store.audit import Actor, AuditRow
 from ...v1 import broker_pb2 as pb
 from ..apps.gate import AppView
 from ..apps.policy import Decision
 from ..callers.identity import Caller
+from .statuses import InvalidRequest, checked
 
 DECISION = {
     Decision.ALLOW: pb.APP_DECISION_ALLOW,
@@ -117,3 +119,14 @@ def provider_message(link: ProviderLink) -> pb.Provider:
         clock_problem=link.client.clock_problem,
         setting_sources=link.setting_sources,
     )
+
+
+def token_terms(
+    request: pb.GetTokenRequest | pb.SignDpopProofRequest,
+) -> tuple[str, list[str], str]:
+    """The account, scopes and audience a token request names, checked with its min_ttl."""
+    account = checked(check_account, request.account)
+    scopes = checked(check_scopes, list(request.scopes))
+    if not 0 <= request.min_ttl_seconds <= MAX_MIN_TTL_SECONDS:
+        raise InvalidRequest(f"min_ttl_seconds must be between 0 and {MAX_MIN_TTL_SECONDS}")
+    return account, scopes, checked(check_audience, request.audience)

@@ -23,12 +23,6 @@ from ...session.errors import (
 )
 from ...session.events import SessionEvent, WatcherDropped
 from ...session.manager import SessionManager
-from ...session.validation import (
-    MAX_MIN_TTL_SECONDS,
-    check_account,
-    check_audience,
-    check_scopes,
-)
 from ...v1 import broker_pb2 as pb
 from ..apps.gate import AppGate
 from ..audit_trail import AuditTrail
@@ -41,9 +35,10 @@ from .messages import (
     account_message,
     actor_of,
     provider_message,
+    token_terms,
 )
 from .service_info import DaemonInfo
-from .statuses import InvalidRequest, checked, status_of, unary
+from .statuses import status_of, unary
 from .transport import current_caller
 
 
@@ -65,11 +60,7 @@ class TokenBrokerServicer:
     @unary
     async def GetToken(self, request: pb.GetTokenRequest) -> pb.GetTokenResponse:
         """Check the request, then return a token from the session manager."""
-        account = checked(check_account, request.account)
-        scopes = checked(check_scopes, list(request.scopes))
-        if not 0 <= request.min_ttl_seconds <= MAX_MIN_TTL_SECONDS:
-            raise InvalidRequest(f"min_ttl_seconds must be between 0 and {MAX_MIN_TTL_SECONDS}")
-        audience = checked(check_audience, request.audience)
+        account, scopes, audience = token_terms(request)
         caller = current_caller()
         entitlement = await self._apps.admit(caller)
         token = await self._session.get_token(
