@@ -14,12 +14,13 @@ import httpx
 import httpx2
 import pytest
 
-from signin_broker.client import BrokerClient
+from signin_broker.client import BrokerClient, EventKind
 from signin_broker.httpx import BrokerAuth
 from signin_broker.testing import StubProvider
 from signin_broker.testing.browser import Browser
 from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
 from support.commands import signin_broker
+from support.events import watching
 from support.signin import signed_in_daemon
 from support.state import decrypted_record
 
@@ -28,7 +29,7 @@ ACCOUNT = "user:1001"
 
 @pytest.fixture(scope="module")
 def stub() -> Iterator[StubProvider]:
-    with StubProvider(dpop=True) as provider:
+    with StubProvider(dpop=True, device_interval=1) as provider:
         yield provider
 
 
@@ -134,6 +135,22 @@ def test_the_cli_prints_both_headers_and_tools_that_cannot_send_them_say_why(
     ):
         assert "cannot send DPoP proofs" in refused.stderr and 'dpop = "off"' in refused.stderr
         assert "DPoP " not in refused.stdout
+
+
+def test_a_device_sign_in_polls_with_proofs_and_binds_a_new_key(
+    stub: StubProvider, daemon: DaemonProcess
+) -> None:
+    with BrokerClient(daemon.socket_path) as broker:
+        before = broker.get_token()
+        with watching(daemon.socket_path) as events:
+            started = broker.begin_sign_in(device=True, account=ACCOUNT)
+            stub.approve_device(started.user_code)
+            assert events.wait_for(EventKind.SIGNED_IN, timeout=15).account == ACCOUNT
+        after = broker.sign_dpop_proof("GET", userinfo_url(stub))
+    polls = stub.token_requests("urn:ietf:params:oauth:grant-type:device_code")
+    assert polls and all(poll.headers.get("dpop") for poll in polls)
+    assert after.token_type == "DPoP" and after.access_token != before.access_token
+    assert httpx.get(userinfo_url(stub), headers=after.headers).status_code == 200
 
 
 def test_the_key_survives_a_restart_and_sign_out_revokes_with_a_proof(
