@@ -280,6 +280,7 @@ async def _provider_link(settings: Settings, provider: ProviderSettings) -> Prov
         ),
         device=DeviceFlow(device_client, provider.scopes, provider.alias),
         setting_sources=provider.sources,
+        dpop=provider.dpop,
     )
 
 

@@ -118,6 +118,7 @@ def provider_message(link: ProviderLink) -> pb.Provider:
         device_client_id="" if link.device_client is link.client else device_client_id,
         clock_problem=link.client.clock_problem,
         setting_sources=link.setting_sources,
+        dpop=link.dpop,
     )
 
 
