@@ -6,16 +6,20 @@ test leaves the session signed in for the next.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import httpx2
 import pytest
+import requests
 
 from signin_broker.client import BrokerClient, EventKind
 from signin_broker.httpx import BrokerAuth
+from signin_broker.httpx2 import BrokerAuth as Httpx2Auth
+from signin_broker.requests import BrokerAuth as RequestsAuth
 from signin_broker.testing import StubProvider
 from signin_broker.testing.browser import Browser
 from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
@@ -96,6 +100,41 @@ def test_the_http_auth_answers_a_resource_servers_nonce(
     auth.close()
     assert (first.status_code, second.status_code) == (200, 200)
     assert first.json()["sub"] == "1001"
+    assert stub.dpop_state.nonce_challenges == challenged + 1
+
+
+def with_requests(url: str, socket_path: Path) -> int:
+    auth = RequestsAuth(socket_path=socket_path)
+    answer = requests.get(url, auth=auth, timeout=10)
+    auth.close()
+    return answer.status_code
+
+
+def with_httpx2(url: str, socket_path: Path) -> int:
+    auth = Httpx2Auth(socket_path=socket_path)
+    with httpx2.Client(auth=auth) as http:
+        status = http.get(url).status_code
+    auth.close()
+    return status
+
+
+def with_async_httpx(url: str, socket_path: Path) -> int:
+    async def run() -> int:
+        auth = BrokerAuth(socket_path=socket_path)
+        async with httpx.AsyncClient(auth=auth) as http:
+            status = (await http.get(url)).status_code
+        await auth.aclose()
+        return status
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("fetch", [with_requests, with_httpx2, with_async_httpx])
+def test_each_http_auth_sends_a_proof_and_answers_a_nonce_challenge(
+    stub: StubProvider, daemon: DaemonProcess, nonces: None, fetch: Callable[[str, Path], int]
+) -> None:
+    challenged = stub.dpop_state.nonce_challenges
+    assert fetch(userinfo_url(stub), daemon.socket_path) == 200
     assert stub.dpop_state.nonce_challenges == challenged + 1
 
 
