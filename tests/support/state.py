@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from signin_broker.testing.daemon import DaemonProcess
+from signin_broker.testing.ledger import SecretLedger
 
 
 def state_files(socket_path: Path) -> list[Path]:
@@ -40,4 +41,6 @@ def decrypted_record(daemon: DaemonProcess, account: str) -> dict[str, Any]:
         env=daemon.env, capture_output=True, text=True, check=True,
     )  # fmt: skip
     record: dict[str, Any] = json.loads(result.stdout)
+    key = (record.get("dpop_key") or {}).get("jwk", {})
+    SecretLedger.note(key.get("d"))  # searched for in every daemon's log at the suite's end
     return record
