@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import httpx2
@@ -72,8 +74,24 @@ def test_the_sign_in_binds_the_tokens_to_the_daemons_key(
         )
         assert as_bearer.status_code == 401
         proof = broker.sign_dpop_proof("GET", userinfo_url(stub))
+        again = broker.sign_dpop_proof("GET", userinfo_url(stub) + "?page=2")
+        assert again.dpop != proof.dpop
+        rows = wait_for_rows(broker, "dpop_proofs_for", times=2)
     assert proof.access_token == token.access_token and proof.dpop
     assert httpx.get(userinfo_url(stub), headers=proof.headers).json()["sub"] == "1001"
+    assert [row.target_account for row in rows] == [ACCOUNT]
+    assert stub.base_url in rows[0].payload_json and rows[0].times == 2  # one row per server
+
+
+def wait_for_rows(broker: BrokerClient, key: str, times: int) -> list[Any]:
+    """The audit rows whose payload has `key`, once they count `times` (written behind)."""
+    deadline = time.monotonic() + 10
+    while True:
+        rows = [row for row in broker.audit_events() if f'"{key}"' in row.payload_json]
+        if sum(row.times for row in rows) >= times:
+            return rows
+        assert time.monotonic() < deadline, f"audit rows {rows}"
+        time.sleep(0.05)
 
 
 def test_renewals_answer_the_providers_nonce(
@@ -134,7 +152,8 @@ def test_each_http_auth_sends_a_proof_and_answers_a_nonce_challenge(
     stub: StubProvider, daemon: DaemonProcess, nonces: None, fetch: Callable[[str, Path], int]
 ) -> None:
     challenged = stub.dpop_state.nonce_challenges
-    assert fetch(userinfo_url(stub), daemon.socket_path) == 200
+    # a query and a fragment reach neither the proof nor the daemon (RFC 9449 4.2)
+    assert fetch(userinfo_url(stub) + "?probe=1#part", daemon.socket_path) == 200
     assert stub.dpop_state.nonce_challenges == challenged + 1
 
 
@@ -143,6 +162,8 @@ def test_a_refresh_token_copied_from_the_state_is_worthless_alone(
 ) -> None:
     record = decrypted_record(daemon, ACCOUNT)
     assert record["dpop_key"]["jwk"]["d"], "the key is kept with the account"
+    authorize = [r for r in stub.requests if r.path == stub.paths.authorize][-1]
+    assert authorize.params["dpop_jkt"] == record["dpop_key"]["jkt"]  # the code bound to it
     token_url = stub.base_url + stub.paths.token
     stolen = {
         "grant_type": "refresh_token",

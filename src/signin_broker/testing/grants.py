@@ -152,8 +152,16 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
                 auth_time=int(now),
                 expires_at=now + AUTHORIZATION_CODE_SECONDS,
                 workspace_id=request.workspace_id,
+                dpop_jkt=parameters.get("dpop_jkt") or None,
             )
         )
+
+    def validate_token_request(self) -> None:
+        """Check the request as authlib does; a code bound to a DPoP key needs its proof."""
+        super().validate_token_request()
+        bound = self.request.authorization_code.dpop_jkt
+        if bound is not None and bound != self.request.dpop_jkt:
+            raise InvalidGrantError("The code is bound to another DPoP key (dpop_jkt).")
 
     def generate_token(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """A refresh token only with offline_access, if the server insists on that."""

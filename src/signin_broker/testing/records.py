@@ -33,6 +33,7 @@ class AuthorizationCode(AuthorizationCodeMixin):  # type: ignore[misc]
     auth_time: int
     expires_at: float
     workspace_id: str | None = None
+    dpop_jkt: str | None = None  # RFC 9449 10: only a proof by this key redeems it
 
     def get_redirect_uri(self) -> str:
         """The redirect URI the code was delivered to; the token request must repeat it."""
