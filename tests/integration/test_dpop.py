@@ -240,6 +240,9 @@ def test_require_at_a_provider_without_dpop_says_so_at_sign_in(folder: Path) -> 
         Browser() as browser,
     ):
         page = browser.get(broker.begin_sign_in().url)
+        env = {**daemon.env, "SIGNIN_BROKER_ISSUER": plain.issuer, "SIGNIN_BROKER_DPOP": "require"}
+        doctor = signin_broker("--socket", str(daemon.socket_path), "doctor", "--json", env=env)
+    assert doctor.returncode != 0 and "dpop is require, but the provider" in doctor.stdout
     assert page.status_code == 502
     assert "dpop is require, but the provider" in page.text
     assert "no dpop_signing_alg_values_supported" in page.text

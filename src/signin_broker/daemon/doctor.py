@@ -25,7 +25,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..identities import name_of
-from ..oidc.errors import ProviderUnavailable
+from ..oidc.dpop import DpopKey
+from ..oidc.errors import ProviderMisfit, ProviderUnavailable
 from ..oidc.provider import CLOCK_NOTICED_SECONDS, Provider
 from ..store.files import UnsafeStorage, check_private_folder
 from ..store.keys import KeyStoreUnavailable, open_key_store
@@ -84,9 +85,10 @@ def socket_folder(settings: Settings) -> Finding:
 async def _provider(provider: ProviderSettings) -> list[Finding]:
     """Discovery from the issuer, which also reaches the provider and reads its clock."""
     name = f"provider {name_of(provider.alias)}"
-    client = Provider(provider.issuer, provider.client_id)
+    client = Provider(provider.issuer, provider.client_id, dpop=provider.dpop)
     try:
         metadata = await client.metadata()
+        dpop = await _dpop_key(client)
     except ProviderUnavailable as error:
         return [
             _said(
@@ -101,12 +103,24 @@ async def _provider(provider: ProviderSettings) -> list[Finding]:
         ]  # fmt: skip
     finally:
         await client.close()
+    if isinstance(dpop, ProviderMisfit):  # dpop = require, and the provider offers none
+        misfit = _said("provider", name, FAIL, str(dpop), "sign-in is refused until fixed")
+        return [misfit, _clock(client, provider)]
     found = Finding(
         "provider", name, OK,
         f"{provider.issuer} answers; token endpoint {metadata.token_endpoint}"
-        + ("" if metadata.device_authorization_endpoint else "; it offers no device sign-in"),
+        + ("" if metadata.device_authorization_endpoint else "; it offers no device sign-in")
+        + (f"; tokens bound to a key by DPoP ({dpop.algorithm})" if dpop else ""),
     )  # fmt: skip
     return [found, _clock(client, provider)]
+
+
+async def _dpop_key(client: Provider) -> DpopKey | ProviderMisfit | None:
+    """What a sign-in would bind its tokens to (the dpop setting), or why it is refused."""
+    try:
+        return await client.new_dpop_key()
+    except ProviderMisfit as misfit:
+        return misfit
 
 
 def _clock(client: Provider, provider: ProviderSettings) -> Finding:
