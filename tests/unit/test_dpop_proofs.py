@@ -32,7 +32,7 @@ def claims_of(proof: str, key: DpopKey) -> tuple[dict[str, Any], dict[str, Any]]
 def test_a_proof_names_one_request_and_carries_only_the_public_key(algorithm: str) -> None:
     key = DpopKey.generate(algorithm)
     proof = key.proof(
-        "POST", "https://api.example.com/a/b?q=1#frag", access_token="at-1", nonce="n-1"
+        "POST", "https://me:pw@api.example.com/a/b?q=1#frag", access_token="at-1", nonce="n-1"
     )
     header, claims = claims_of(proof, key)
     assert header["typ"] == "dpop+jwt" and header["alg"] == algorithm
@@ -70,9 +70,8 @@ def test_a_nonce_is_kept_per_origin_and_a_challenge_recognised() -> None:
     granted = httpx2.Response(200, headers={"DPoP-Nonce": "n-1"})
     assert nonces.learn(url, granted) is False and nonces.get("https://api.example.com/z") == "n-1"
     assert nonces.get("https://other.example.com/") is None
-    challenge = httpx2.Response(
-        401, headers={"DPoP-Nonce": "n-2", "WWW-Authenticate": 'DPoP error="use_dpop_nonce"'}
-    )
+    both = 'Bearer realm="api", DPoP algs="ES256", error="use_dpop_nonce"'  # RFC 9449 7.2
+    challenge = httpx2.Response(401, headers={"DPoP-Nonce": "n-2", "WWW-Authenticate": both})
     assert nonces.learn(url, challenge) is True and nonces.get(url) == "n-2"
     token = httpx2.Response(400, headers={"DPoP-Nonce": "n-3"}, json={"error": "use_dpop_nonce"})
     assert nonces.learn(url, token) is True

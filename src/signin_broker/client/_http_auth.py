@@ -44,13 +44,13 @@ class TokenRequest:
     def ask(self, client: Any, method: str, url: str, *, refused: bool = False) -> Any:
         """Token and proof (from the asyncio client: an awaitable); `refused` after a 401.
 
-        The URL goes without its query and fragment, which a proof leaves out anyway
-        (RFC 9449 4.2): nothing of a query reaches the daemon or its audit.
+        The URL goes without its query, fragment and user:password@, which a proof
+        leaves out anyway (RFC 9449 4.2): none of them reaches the daemon or its audit.
         """
         parts = urlsplit(url)
         return client.sign_dpop_proof(
             method,
-            urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")),
+            urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", "")),
             self.account,
             scopes=self.scopes,
             audience=self.audience,
@@ -71,8 +71,8 @@ class TokenRequest:
             self._nonces[_origin(url)] = nonce
         if status != UNAUTHORIZED:
             return None
-        challenge = headers.get("www-authenticate", "")
-        if nonce and challenge.lower().startswith("dpop") and "use_dpop_nonce" in challenge:
+        # A DPoP challenge may follow a Bearer one in the same header (RFC 9449 7.2).
+        if nonce and "use_dpop_nonce" in headers.get("www-authenticate", ""):
             return {"refused": False}
         return {"refused": True}
 

@@ -34,9 +34,12 @@ MAX_ORIGINS = 64  # the nonces remembered, one per server origin
 
 
 def htu(url: str) -> str:
-    """A URL as a proof's `htu` names it: without query and fragment (RFC 9449 4.2)."""
+    """A URL as a proof's `htu` names it: without query and fragment (RFC 9449 4.2).
+
+    Any user:password@ goes too: a proof travels in the clear, and no server compares it.
+    """
     parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
 
 
 def access_token_hash(access_token: str) -> str:
@@ -162,9 +165,9 @@ class Nonces:
 
 def asks_for_nonce(status: int, response: httpx2.Response) -> bool:
     """Whether an answer is a use_dpop_nonce error: the token endpoint's 400, a resource's 401."""
-    if status == 401:
-        challenge = response.headers.get("www-authenticate", "")
-        return challenge.lower().startswith("dpop") and USE_DPOP_NONCE in challenge
+    if status == 401:  # a resource server (RFC 9449 9); its DPoP challenge may follow a
+        # Bearer one in the same header (RFC 9449 7.2)
+        return USE_DPOP_NONCE in response.headers.get("www-authenticate", "")
     if status != 400:
         return False
     try:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from ..oidc.dpop import is_bound
+from ..oidc.dpop import htu, is_bound
 from ..store.audit import Actor
 from . import audit_rows
 from .accounts import EVERYTHING, AccountInfo, AppUse, Entitlement, IssuedToken, SignInState
@@ -161,7 +161,7 @@ class SessionManager:
         if key is None or not is_bound(token.token_type):
             return token, ""
         proof = key.proof(method, url, access_token=token.access_token, nonce=nonce or None)
-        parts = urlsplit(url)
+        parts = urlsplit(htu(url))  # no user:password@ in the audit
         origin = f"{parts.scheme}://{parts.netloc}".lower()
         self._audit.record(
             audit_rows.dpop_proof_signed(actor, token.account, origin, token.expires_at)

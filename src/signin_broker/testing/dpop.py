@@ -48,7 +48,8 @@ class DpopRefusal(Exception):
 def htu(url: str) -> str:
     """A URL as a proof names it: no query or fragment, the host in lower case."""
     parts = urlsplit(url)
-    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path or "/", "", ""))
+    where = parts.netloc.rpartition("@")[2].lower()
+    return urlunsplit((parts.scheme.lower(), where, parts.path or "/", "", ""))
 
 
 def token_hash(access_token: str) -> str:
