@@ -200,6 +200,7 @@ def test_the_cli_prints_both_headers_and_tools_that_cannot_send_them_say_why(
 def test_a_device_sign_in_polls_with_proofs_and_binds_a_new_key(
     stub: StubProvider, daemon: DaemonProcess
 ) -> None:
+    old_key = decrypted_record(daemon, ACCOUNT)["dpop_key"]["jkt"]
     with BrokerClient(daemon.socket_path) as broker:
         before = broker.get_token()
         with watching(daemon.socket_path) as events:
@@ -210,6 +211,7 @@ def test_a_device_sign_in_polls_with_proofs_and_binds_a_new_key(
     polls = stub.token_requests("urn:ietf:params:oauth:grant-type:device_code")
     assert polls and all(poll.headers.get("dpop") for poll in polls)
     assert after.token_type == "DPoP" and after.access_token != before.access_token
+    assert decrypted_record(daemon, ACCOUNT)["dpop_key"]["jkt"] != old_key
     assert httpx.get(userinfo_url(stub), headers=after.headers).status_code == 200
 
 
