@@ -241,7 +241,7 @@ class ProviderStatus(
     clock_problem: str = ""  # how far this device's clock is off the provider's; "" if not
     # Where each setting that is not a default was set: {"issuer": "from /etc/xdg/..."}.
     setting_sources: Mapping[str, str] = MappingProxyType({})
-    dpop: str = "auto"  # the `dpop` setting: auto, require or off (RFC 9449)
+    dpop: str = ""  # the `dpop` setting: auto, require or off (RFC 9449); "": not said
 
 
 class EndedSession(Model, message=pb.EndedSession):
