@@ -69,6 +69,7 @@ def test_the_sign_in_binds_the_tokens_to_the_daemons_key(
     with BrokerClient(daemon.socket_path) as broker:
         token = broker.get_token()
         assert token.token_type == "DPoP"
+        assert [provider.dpop for provider in broker.status().providers] == ["auto"]
         as_bearer = httpx.get(
             userinfo_url(stub), headers={"Authorization": f"Bearer {token.access_token}"}
         )
