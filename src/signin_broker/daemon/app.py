@@ -142,7 +142,8 @@ async def _start_sessions(
     GetToken meanwhile waits for the restore, not for a sign-in). The page loads when a
     browser first comes (web/on_demand.py); its port is bound already.
     """
-    await asyncio.to_thread(_import_all, _OAUTH_STACK)
+    keyring = ("keyring",) if settings.key_store == "keyring" else ()
+    await asyncio.to_thread(_import_all, _OAUTH_STACK + keyring)
     store, storage = await asyncio.to_thread(_open_store, settings)
     links = [await _provider_link(settings, provider) for provider in settings.providers]
     aliases = AliasFile(settings.state_dir / "aliases.json")
@@ -155,13 +156,13 @@ async def _start_sessions(
     return keeper, page
 
 
-# What sign-in, renewal and the store need, loaded in a worker thread after "ready".
+# What sign-in, renewal and the store need, loaded in a worker thread after "ready"
+# (and keyring with key_store = "keyring": 1.5 MB that a key file does without).
 _OAUTH_STACK = (
     "signin_broker.oidc.provider",
     "signin_broker.session.signin",
     "signin_broker.session.device",
     "signin_broker.store.vault",
-    "keyring",
 )
 
 
