@@ -20,7 +20,7 @@ from typing import Self
 
 from .broken_answers import BROKEN_ANSWERS
 from .device_knobs import DeviceSignIns
-from .loopback import Address, Serving, halt, listen, loopback_host, serve
+from .loopback import Address, Serving, Tls, halt, listen, loopback_host, serve
 from .models import (
     CLIENT_AUTH_METHODS,
     DEFAULT_CLIENT,
@@ -68,6 +68,7 @@ class StubProvider(DeviceSignIns):
         offline_access_needs_consent: bool = False,
         token_endpoint_auth_methods: Sequence[str] | None = None,
         refresh_reuse_ends_grant: bool = False,
+        tls: Tls | None = None,
     ) -> None:
         self.users = tuple(users) if users is not None else (DEFAULT_USER,)
         self.clients = tuple(clients) if clients is not None else (DEFAULT_CLIENT,)
@@ -98,6 +99,7 @@ class StubProvider(DeviceSignIns):
         self.iss_parameter = iss_parameter
         self.offline_access_needs_consent = offline_access_needs_consent
         self.admin_token = secrets.token_urlsafe(32)
+        self.tls = tls  # serve https with this certificate (read at start)
         _check_settings(self)
         self._store = StubStore(self.users, self.clients)
         # RFC 9700 4.14.2, as panva's oidc-provider does: a spent refresh token sent again
@@ -116,7 +118,7 @@ class StubProvider(DeviceSignIns):
             listening = listen(bind_host, port)
             bound_port = listening.getsockname()[1]
             url_host = f"[{bind_host}]" if ":" in bind_host else bind_host
-            base_url = f"http://{url_host}:{bound_port}"
+            base_url = f"{'https' if self.tls else 'http'}://{url_host}:{bound_port}"
             address = Address(bind_host, bound_port, base_url, base_url + self.issuer_path)
             self._serving = self._serve(listening, address)
             self._address = address
@@ -341,7 +343,7 @@ class StubProvider(DeviceSignIns):
         except BaseException:
             listening.close()
             raise
-        return serve(app, listening, f"stub-provider {address.base_url}", pauses)
+        return serve(app, listening, f"stub-provider {address.base_url}", pauses, self.tls)
 
     def _site(self, address: Address) -> Site:
         return Site(
