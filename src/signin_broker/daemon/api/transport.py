@@ -38,6 +38,7 @@ from h2.connection import H2Connection
 
 from ..callers.identity import Caller, identify_caller
 from ..logs import Throttled
+from .batched_writes import BatchedWrites
 from .json_calls import JsonCalls, JsonConnection
 
 log = logging.getLogger(__name__)
@@ -195,7 +196,7 @@ class CheckedProtocol(H2Protocol):
             data, self._first = self._first + data, b""
             if data.startswith(H2_PREFACE_START):
                 self._h2 = True
-                super().connection_made(self._transport)
+                super().connection_made(BatchedWrites(self._transport))
                 super().data_received(data)
             else:
                 self._json = JsonConnection(self._transport, self._json_calls, _active_call)
