@@ -167,12 +167,15 @@ class CheckedProtocol(H2Protocol):
         self._h2 = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        connection = self._gate.check(transport)
+        # Every write goes through the batch, closes too (the table's, at the daemon's
+        # stop), so that a close never overtakes the last frames written before it.
+        batched = BatchedWrites(cast(asyncio.Transport, transport))
+        connection = self._gate.check(batched)
         if connection is None:
-            cast(asyncio.Transport, transport).abort()  # nothing of the caller's is read
+            batched.abort()  # nothing of the caller's is read
             return
         self._connection = connection
-        self._transport = cast(asyncio.Transport, transport)
+        self._transport = batched
 
     def data_received(self, data: bytes) -> None:
         if self._connection is None or self._transport is None:
@@ -196,7 +199,7 @@ class CheckedProtocol(H2Protocol):
             data, self._first = self._first + data, b""
             if data.startswith(H2_PREFACE_START):
                 self._h2 = True
-                super().connection_made(BatchedWrites(self._transport))
+                super().connection_made(self._transport)
                 super().data_received(data)
             else:
                 self._json = JsonConnection(self._transport, self._json_calls, _active_call)
