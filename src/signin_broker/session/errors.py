@@ -72,6 +72,13 @@ class ScopesNotAllowed(SessionError):
         )
 
 
+class AudienceNotAllowed(SessionError):
+    """The caller is limited to tokens of one audience (a forward's) and asked for another."""
+
+    def __init__(self, allowed: str) -> None:
+        super().__init__(f"this app may get tokens for the audience {allowed} only")
+
+
 class IdTokenNotAllowed(SessionError):
     """The caller asked for the ID token, which its app rule does not allow."""
 
