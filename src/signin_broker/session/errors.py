@@ -83,10 +83,10 @@ class IdTokenNotAllowed(SessionError):
     """The caller asked for the ID token, which its app rule does not allow."""
 
     def __init__(self, app: str) -> None:
-        super().__init__(
-            "this app may not have the ID token; the user can allow it with"
-            f" `signin-broker apps allow {app} --id-token`"
-        )
+        how = f"`signin-broker apps allow {app} --id-token`"
+        if app.startswith("forward:"):  # a forward's policy is fixed when it is opened
+            how = f"a forward opened with --id-token (signin-broker forward --name {app[8:]} ...)"
+        super().__init__(f"this app may not have the ID token; the user can allow it with {how}")
 
 
 class IdTokenUnavailable(SessionError):
