@@ -51,8 +51,7 @@ class ForwardSocket:
         try:
             self.listening.bind(os.fspath(path))
             path.chmod(0o600)  # before listen(): until then every connect() is refused
-            info = os.lstat(path)
-            self._identity = (info.st_dev, info.st_ino)
+            self._identity = _identity(os.lstat(path))
             self.listening.listen(BACKLOG)
             self.listening.setblocking(False)
         except OSError as error:
@@ -62,9 +61,13 @@ class ForwardSocket:
     def remove(self) -> None:
         """Unlink the socket file, unless something else took its place meanwhile."""
         with contextlib.suppress(OSError):
-            info = os.lstat(self.path)
-            if (info.st_dev, info.st_ino) == self._identity:
+            if _identity(os.lstat(self.path)) == self._identity:
                 self.path.unlink()
+
+
+def _identity(info: os.stat_result) -> tuple[int, int, int, int]:
+    """What tells the socket bound from a file put in its place (inode numbers are reused)."""
+    return (info.st_dev, info.st_ino, info.st_ctime_ns, stat.S_IFMT(info.st_mode))
 
 
 def _prepare_folder(path: Path, *, own_folder: bool) -> None:
