@@ -232,7 +232,9 @@ def test_through_ssh_the_far_side_gets_tokens_and_nothing_else(
 
         # Closing refuses at once: an open connection, and the next request.
         with BrokerClient(remote, timeout=5) as client:
-            assert client.get_token().account == ALICE_ID
+            assert client.get_token(scopes=["email"], app_hint="far-app on box").scopes == (
+                "email",
+            )
             closed = on_host(host, "forward", "--close", "ssh")
             assert closed.returncode == 0, closed.stderr
             refused_from = time.monotonic()
@@ -242,8 +244,11 @@ def test_through_ssh_the_far_side_gets_tokens_and_nothing_else(
         assert far.run("token").returncode != 0
         assert not forward.exists()
 
+    # The audit names the forward; what the far side said of itself is a hint beside it.
     rows = json.loads(on_host(host, "audit", "--json", "--app", "forward:ssh").stdout)
-    assert {row["action"] for row in rows} >= {"issue_token"}
+    hints = {row["payload"].get("hint", "") for row in rows if row["action"] == "issue_token"}
+    assert any(hint.startswith("says 'far-app on box', peer /") for hint in hints), rows
+    assert all("peer" in hint for hint in hints), hints
 
 
 # -- a container's view: mount and PID namespaces of its own ---------------------------------

@@ -150,6 +150,7 @@ class BrokerApi:
         audience: str = "",
         id_token: bool = False,
         refused: bool = False,
+        app_hint: str = "",
     ) -> pb.GetTokenRequest:
         """An access token of `account` (default account when empty).
 
@@ -159,6 +160,8 @@ class BrokerApi:
         down-scoped token, which the daemon keeps while it is valid. `id_token` asks
         for the account's ID token too: only an app the user allowed it gets it.
         `refused`: a server refused the last token (HTTP 401); the daemon renews it.
+        `app_hint`: what this app says it is, kept in the audit as a hint when it calls
+        through a forward (never identity: the daemon identifies callers itself).
         """
         return pb.GetTokenRequest(
             account=account,
@@ -167,6 +170,7 @@ class BrokerApi:
             audience=audience,
             id_token=id_token,
             refused=refused,
+            app_hint=app_hint,
         )
 
     @unary("GetStatus", Status.from_proto)

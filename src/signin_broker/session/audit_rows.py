@@ -50,6 +50,8 @@ def token_issued(
         payload["audience"] = audience
     if id_token:  # (a key naming a token would be refused as a secret)
         payload["with"] = "ID token"
+    if actor.hint:
+        payload["hint"] = actor.hint
     return AuditEntry(actor, Action.ISSUE_TOKEN, "token", account, payload=payload, repeat_of=grant)
 
 
