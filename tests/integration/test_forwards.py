@@ -301,6 +301,12 @@ def test_a_namespaced_process_with_only_the_forward_gets_down_scoped_tokens(
     assert far.run("token").returncode != 0
     assert not forward.exists()
 
+    # A scope the account was never granted gives nothing, never the sign-in's whole token.
+    ungranted = open_forward(host, "ungranted", "--scope", "offline_access")
+    refused = FarSide(["env", f"SIGNIN_BROKER_SOCKET={ungranted}"]).run("token")
+    assert refused.returncode == 1 and "failed_precondition" in refused.stderr, refused.stderr
+    on_host(host, "forward", "--close", "ungranted")
+
 
 def test_with_confirm_a_boxed_request_waits_for_the_persons_answer(
     host: DaemonProcess, box: Path
