@@ -15,60 +15,6 @@ import time
 from ..client import BrokerClient, Forward, Status
 from ._output import duration, key_values, moment, print_json, table
 
-DEFAULT_TTL_SECONDS = 8 * 3600  # a working day; a forward never stays open unasked
-
-
-def add_options(parser: argparse.ArgumentParser) -> None:
-    """The forward command's options."""
-    what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument("--name", help="open a forward of this name (lower-case letters, digits)")
-    what.add_argument("--close", metavar="NAME", help="close the forward of this name now")
-    what.add_argument("--list", action="store_true", help="list the open forwards and their use")
-    parser.add_argument(
-        "--ttl",
-        type=int,
-        default=DEFAULT_TTL_SECONDS,
-        metavar="SECONDS",
-        help=f"close it by itself after this long (default {DEFAULT_TTL_SECONDS})",
-    )
-    parser.add_argument(
-        "--account",
-        dest="accounts",
-        action="append",
-        default=[],
-        metavar="ACCOUNT",
-        help="give tokens of this account (id, alias, e-mail or login); repeat for more;"
-        " default: the default account",
-    )
-    parser.add_argument(
-        "--all-accounts", action="store_true", help="give tokens of every signed-in account"
-    )
-    parser.add_argument(
-        "--scope",
-        dest="scopes",
-        action="append",
-        default=[],
-        metavar="SCOPE",
-        help="tokens carry at most this scope (down-scoped); repeat for more",
-    )
-    parser.add_argument("--audience", default="", metavar="URI", help="every token is for this")
-    parser.add_argument(
-        "--confirm",
-        action="store_true",
-        help="each new connection's first request waits for `signin-broker apps allow --once"
-        " forward:NAME`",
-    )
-    parser.add_argument(
-        "--id-token", action="store_true", help="give the ID token too when asked (never else)"
-    )
-    parser.add_argument(
-        "--forward-socket",
-        default="",
-        metavar="PATH",
-        help="put its socket here (in a folder of yours only you can write to);"
-        " default: $XDG_RUNTIME_DIR/signin-broker/forwards/NAME.sock",
-    )
-
 
 def forward(client: BrokerClient, args: argparse.Namespace) -> int:
     """Open, close or list forwards."""

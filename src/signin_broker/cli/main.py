@@ -250,7 +250,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
     ),
     "forward": (
         "open a forward: a socket for an SSH session, container or sandbox that gets tokens only",
-        _lean_options("_forward"),
+        _sdk_options("forward"),
         _forward,
     ),
     "tui": (

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ...locations import MAX_SOCKET_PATH_BYTES
 from ...store.files import UnsafeStorage, check_private_folder, private_folder
+from .instance import InstanceError, remove_stale_socket
 
 FORWARDS_FOLDER = "forwards"
 BACKLOG = 64
@@ -74,7 +75,10 @@ def _prepare_folder(path: Path, *, own_folder: bool) -> None:
     """Make the default folder private, or check the person's; clear the way for the socket."""
     if own_folder:
         private_folder(path.parent, with_ancestors=True)
-        _remove_stale_socket(path)
+        try:
+            remove_stale_socket(path)  # left by an earlier daemon, in the daemon's own folder
+        except InstanceError as error:
+            raise ForwardSocketError(str(error)) from None
         return
     if not path.is_absolute():
         raise ForwardSocketError(f"the forward's socket path must be absolute, not {path}")
@@ -86,14 +90,3 @@ def _prepare_folder(path: Path, *, own_folder: bool) -> None:
     check_private_folder(folder)
     if os.path.lexists(path):
         raise ForwardSocketError(f"{path} exists; remove it or choose another --socket")
-
-
-def _remove_stale_socket(path: Path) -> None:
-    """A socket left in the daemon's own forwards folder by an earlier daemon goes."""
-    try:
-        info = path.lstat()
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(info.st_mode):
-        raise ForwardSocketError(f"{path} exists and is not a socket; move it away")
-    path.unlink()
