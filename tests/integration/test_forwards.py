@@ -77,9 +77,10 @@ class FarSide:
         self.received: list[str] = []
         self.given: set[str] = set()  # the access tokens it was handed
 
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str, given: str = "") -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
             [*self._command, str(BIN / "signin-broker"), *args],
+            input=given,
             capture_output=True,
             text=True,
             timeout=60,
@@ -291,6 +292,9 @@ def test_a_namespaced_process_with_only_the_forward_gets_down_scoped_tokens(
     assert issued["scopes"] == ["read"]
     info = stub.access_token_info(str(issued["access_token"]))
     assert info is not None and info["scope"] == "read"
+    git = far.run("git-credential", "get", given="protocol=https\nhost=git.example.com\n\n")
+    assert git.returncode == 0 and "password=" in git.stdout, git.stderr
+    far.given.add(git.stdout.split("password=")[1].split()[0])
     wider = far.run("token", "--scope", "openid")
     assert wider.returncode == 1 and "permission_denied" in wider.stderr
     far.assert_only_tools_of_the_host_refused()
