@@ -46,7 +46,8 @@ class ForwardSocket:
         try:
             _prepare_folder(path, own_folder=own_folder)
         except UnsafeStorage as error:
-            raise ForwardSocketError(str(error).replace("--state-dir", "--socket")) from None
+            said = str(error).replace("--state-dir", "--forward-socket")  # store.files' words
+            raise ForwardSocketError(said) from None
         self.path = path
         self.listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -89,4 +90,4 @@ def _prepare_folder(path: Path, *, own_folder: bool) -> None:
         raise ForwardSocketError(f"{folder} is reached through a symlink; name the real folder")
     check_private_folder(folder)
     if os.path.lexists(path):
-        raise ForwardSocketError(f"{path} exists; remove it or choose another --socket")
+        raise ForwardSocketError(f"{path} exists; remove it or choose another --forward-socket")
