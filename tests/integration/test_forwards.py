@@ -11,9 +11,11 @@ secrets the stub issued: only the access tokens it was given may be there.
 from __future__ import annotations
 
 import contextlib
+import errno
 import getpass
 import json
 import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -32,6 +34,7 @@ from support.accounts import ALICE, ALICE_ID, BOB, BOB_ID, daemon_with_accounts
 from support.commands import BIN, signin_broker
 from support.identity import namespaces_available
 from support.leaks import SecretIndex
+from support.other_user import other_user, run_as
 from support.real import unavailable
 from support.waiting import eventually
 
@@ -367,3 +370,20 @@ def test_a_forward_closes_by_its_ttl_and_with_the_daemon(daemon: DaemonProcess) 
             with pytest.raises((BrokerError, DaemonNotRunning)):
                 through.status()
     assert not lasting.exists()
+
+
+def test_another_user_is_refused_by_a_forward_as_by_the_daemon(daemon: DaemonProcess) -> None:
+    """Its socket is 0600 in a 0700 folder; opened up by mistake, the uid check still holds."""
+    user = other_user()
+    opened = signin_broker(
+        "--socket", str(daemon.socket_path), "forward", "--name", "shut", "--all-accounts"
+    )
+    forward = Path(opened.stdout.strip())
+    assert run_as(user, forward, "connect") == {"connected": False, "errno": errno.EACCES}
+    for folder in (forward.parents[2], forward.parents[1], forward.parent):
+        folder.chmod(0o711)
+    forward.chmod(0o666)
+    assert run_as(user, forward, "connect") == {"connected": True}
+    assert run_as(user, forward, "status")["code"] == "UNAVAILABLE"  # closed unread
+    refusals = daemon.expect_log(msg="refused a caller of another user")
+    assert refusals[0]["caller_uid"] == pwd.getpwnam(user).pw_uid
