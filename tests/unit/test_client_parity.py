@@ -46,6 +46,9 @@ CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "set_account_alias": (("work", "alice@example.com"), {}),
     "audit_events": ((), {"account": "user:1", "limit": 5}),
     "watch_events": ((), {"timeout": 3.0}),
+    "open_forward": (("ci",), {"ttl_seconds": 60, "scopes": ["read"], "confirm": True}),
+    "close_forward": (("ci",), {}),
+    "forwards": ((), {}),
 }
 
 

@@ -24,6 +24,8 @@ from ..session.providers import Providers
 from ..store.aliases import AliasFile
 from ..v1 import broker_pb2
 from .api.account_calls import AccountCalls
+from .api.forward_calls import ForwardCalls
+from .api.forwards import ForwardHandlers, Forwards
 from .api.json_calls import JsonCalls
 from .api.manager_calls import ManagerCalls
 from .api.reflection import with_reflection
@@ -86,14 +88,21 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
         sign_in_url=web_url + BEGIN_PATH,
         started_by=_started_by(instance, notifier),
     )
-    servicers = [
-        TokenBrokerServicer(session, info, apps, audit),
-        AccountCalls(session, info, apps, audit),
-        ManagerCalls(session, apps, audit),
-    ]
+    forwards = Forwards(instance.socket_path, apps, os.geteuid())
+    forward_calls = ForwardCalls(session, forwards, apps, audit)
+    broker = ServiceHandlers(
+        [
+            TokenBrokerServicer(session, info, apps, audit),
+            AccountCalls(session, info, apps, audit),
+            ManagerCalls(session, apps, audit),
+            forward_calls,
+        ],
+        SERVICE,
+    )
+    forwards.start(ForwardHandlers(broker, forward_calls.reduced_status), forward_calls.closed)
     connections = ConnectionTable()
     serving = ServiceStatus()
-    server = _grpc_server(servicers, serving, TransportGate(os.geteuid(), connections))
+    server = _grpc_server(broker, serving, TransportGate(frozenset({os.geteuid()}), connections))
     await server.start(sock=instance.listening, backlog=LISTEN_BACKLOG)
     serving.set(True)
 
@@ -127,6 +136,7 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
     watchdog.cancel()
     log.info("stopping", extra={"connections": len(connections)})
     serving.set(False)
+    await forwards.close_all()  # their connections are refused at once, their sockets gone
     await stop(session, server, connections, page, [keeper, auditing, notices])
     notifier.close()
     log.info("stopped")
@@ -321,9 +331,8 @@ def _secrets_source(issuer: str) -> SignInSecrets:
 
 
 def _grpc_server(
-    servicers: list[object], serving: ServiceStatus, gate: TransportGate
+    broker: ServiceHandlers, serving: ServiceStatus, gate: TransportGate
 ) -> CheckedServer:
     """The gRPC server with our service, health and reflection, every connection checked."""
-    broker = ServiceHandlers(servicers, SERVICE)
     health = Health({broker: [serving]})
     return CheckedServer(with_reflection([broker, health]), gate, JsonCalls(broker.unary))

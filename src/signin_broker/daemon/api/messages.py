@@ -47,8 +47,13 @@ REVOCATION = {
 }
 
 
-def actor_of(caller: Caller) -> Actor:
-    return Actor(app=caller.app or f"pid {caller.pid}", uid=caller.uid, pid=caller.pid)
+def actor_of(caller: Caller, claimed: str = "") -> Actor:
+    """Who acts, for the audit; through a forward with hints of who is behind it."""
+    hint = ""
+    if caller.forward is not None:
+        said = [f"says {claimed!r}" if claimed else "", f"peer {caller.executable or '?'}"]
+        hint = ", ".join([*filter(None, said), f"pid {caller.pid}"])
+    return Actor(app=caller.app or f"pid {caller.pid}", uid=caller.uid, pid=caller.pid, hint=hint)
 
 
 def app_message(view: AppView, use: AppUse | None) -> pb.App:

@@ -46,6 +46,8 @@ from .service_info import DaemonInfo
 from .statuses import InvalidRequest, checked, status_of, unary
 from .transport import current_caller
 
+MAX_APP_HINT = 100  # a name and a host; the audit keeps it as said
+
 
 class TokenBrokerServicer:
     """What apps read: tokens, the status, accounts, a device sign-in's QR code, events.
@@ -70,6 +72,8 @@ class TokenBrokerServicer:
         if not 0 <= request.min_ttl_seconds <= MAX_MIN_TTL_SECONDS:
             raise InvalidRequest(f"min_ttl_seconds must be between 0 and {MAX_MIN_TTL_SECONDS}")
         audience = checked(check_audience, request.audience)
+        if len(request.app_hint) > MAX_APP_HINT or not request.app_hint.isprintable():
+            raise InvalidRequest(f"app_hint must be at most {MAX_APP_HINT} printable characters")
         caller = current_caller()
         entitlement = await self._apps.admit(caller)
         token = await self._session.get_token(
@@ -77,7 +81,7 @@ class TokenBrokerServicer:
             scopes,
             request.min_ttl_seconds,
             audience=audience,
-            actor=actor_of(caller),
+            actor=actor_of(caller, request.app_hint),
             entitlement=entitlement,
             id_token=request.id_token,
             refused=request.refused,
