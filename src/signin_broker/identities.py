@@ -73,16 +73,18 @@ class AppKind(StrEnum):
     PROGRAM = "program"
     FLATPAK = "flatpak"  # the app id in the sandbox's /.flatpak-info
     SNAP = "snap"  # the snap's name in its enforced AppArmor label
+    FORWARD = "forward"  # whatever connects on the forward's socket (its name)
 
 
-_SANDBOXES = {AppKind.FLATPAK.value, AppKind.SNAP.value}
+_SANDBOXES = {AppKind.FLATPAK.value, AppKind.SNAP.value, AppKind.FORWARD.value}
 
 
 @dataclass(frozen=True, slots=True)
 class AppId:
     """An app as the policy file, the audit and `signin-broker apps` name it.
 
-    A sandboxed app is `<kind>:<its id>` ("flatpak:org.example.App", "snap:name"); any
+    A sandboxed app is `<kind>:<its id>` ("flatpak:org.example.App", "snap:name"), and so
+    is every connection on a forward ("forward:name", the socket vouching for it); any
     other is its executable and, after a space, what an interpreter runs
     ("/usr/bin/python3 /home/alice/app.py"). Read here alone: a path may hold a colon,
     and only a known sandbox's prefix makes a sandbox.

@@ -34,7 +34,8 @@ class BrokerAuth(TokenRequest, AuthBase):
     _broker: BrokerClient | None = None
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
-        attach(request.headers, self._token(request))
+        sent = self._token(request)
+        attach(request.headers, sent if not self.unproven(sent) else self._token(request))
         request.hooks["response"].append(self._once_more_on_401)
         return request
 
@@ -49,6 +50,8 @@ class BrokerAuth(TokenRequest, AuthBase):
         if again is None or sent in _RESENT:
             return response  # a second 401 stands
         renewed = self._token(sent, **again)
+        if self.unproven(renewed):
+            renewed = self._token(sent)
         if again["refused"] and sent.headers.get("Authorization") == renewed.authorization:
             return response  # the daemon kept the token: nothing new to try
         response.content  # noqa: B018 - consume, so the connection can be reused

@@ -308,7 +308,7 @@ def test_discovery_lists_absolute_endpoints(shared_stub: StubProvider, http: htt
         "refresh_token",
         DEVICE_GRANT,
     ]
-    assert metadata["scopes_supported"] == ["openid", "profile", "email", "offline_access"]
+    assert metadata["scopes_supported"] == ["openid", "profile", "email", "offline_access", "read"]
     assert metadata["id_token_signing_alg_values_supported"] == ["RS256"]
     assert {"sub", "email", "name", "workspace_id"} <= set(metadata["claims_supported"])
 

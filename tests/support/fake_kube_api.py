@@ -8,19 +8,13 @@ webhook token authentication does.
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import json
 import ssl
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-
 from signin_broker.testing import StubProvider
+from support.certificates import self_signed
 from support.loopback_http import LoopbackServer, QuietHandler, honoured
 
 
@@ -32,7 +26,7 @@ class FakeKubeApi(LoopbackServer):
         self.tokens: list[str] = []
         self.certificate = folder / "kube-api.pem"
         key_file = folder / "kube-api.key"
-        _self_signed(self.certificate, key_file)
+        self_signed(self.certificate, key_file)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(self.certificate, key_file)
         super().__init__(self._handler(), tls=context)
@@ -57,35 +51,6 @@ class FakeKubeApi(LoopbackServer):
                 self.wfile.write(body)
 
         return Handler
-
-
-def _self_signed(certificate: Path, key_file: Path) -> None:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    issued = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    certificate.write_bytes(issued.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
 
 
 def kubeconfig(path: Path, api: FakeKubeApi, command: list[str], exec_api_version: str) -> Path:

@@ -47,6 +47,9 @@ CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "audit_events": ((), {"account": "user:1", "limit": 5}),
     "watch_events": ((), {"timeout": 3.0}),
     "sign_dpop_proof": (("GET", "https://api.example/me", "user:1"), {"nonce": "n"}),
+    "open_forward": (("ci",), {"ttl_seconds": 60, "scopes": ["read"], "confirm": True}),
+    "close_forward": (("ci",), {}),
+    "forwards": ((), {}),
 }
 
 

@@ -42,6 +42,7 @@ def test_client_exports() -> None:
             "EndedSession",
             "Event",
             "EventKind",
+            "Forward",
             "NotSignedIn",
             "ProviderStatus",
             "SignInStart",

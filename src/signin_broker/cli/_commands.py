@@ -47,6 +47,10 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
     info = client.status()
     if args.json:
         return print_json(info)
+    if info.forward is not None:  # asked through a forward: nothing of the host to show
+        from ._forward import print_status
+
+        return print_status(info, info.forward)
     caller = info.caller
     default = info.default
     providers = [

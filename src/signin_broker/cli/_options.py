@@ -152,6 +152,45 @@ def audit(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--before", type=int, default=0, metavar="ID", help="rows older than ID")
 
 
+FORWARD_TTL_SECONDS = 8 * 3600  # a working day; a forward never stays open unasked
+
+
+def forward(parser: argparse.ArgumentParser) -> None:
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--name", help="open a forward of this name (lower-case letters, digits)")
+    what.add_argument("--close", metavar="NAME", help="close the forward of this name now")
+    what.add_argument("--list", action="store_true", help="list the open forwards and their use")
+    parser.add_argument(
+        "--ttl",
+        type=int,
+        default=FORWARD_TTL_SECONDS,
+        metavar="SECONDS",
+        help=f"close it by itself after this long (default {FORWARD_TTL_SECONDS})",
+    )
+    _repeatable(parser, "--account", "give tokens of this account (default: the default one)")
+    parser.add_argument(
+        "--all-accounts", action="store_true", help="give tokens of every signed-in account"
+    )
+    _repeatable(parser, "--scope", "tokens carry at most this scope (down-scoped)")
+    parser.add_argument("--audience", default="", metavar="URI", help="every token is for this")
+    parser.add_argument(
+        "--confirm",
+        action="store_true",
+        help="each new connection's first request waits for `signin-broker apps allow --once"
+        " forward:NAME`",
+    )
+    parser.add_argument(
+        "--id-token", action="store_true", help="give the ID token too when asked (never else)"
+    )
+    parser.add_argument(
+        "--forward-socket",
+        default="",
+        metavar="PATH",
+        help="put its socket here (in a folder of yours only you can write to);"
+        " default: $XDG_RUNTIME_DIR/signin-broker/forwards/NAME.sock",
+    )
+
+
 def install_service(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dry-run", action="store_true", help="print the files and commands; change nothing"

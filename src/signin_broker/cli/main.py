@@ -185,6 +185,12 @@ def _doctor(client: BrokerClient, args: argparse.Namespace) -> int:
     return doctor(client, args)
 
 
+def _forward(client: BrokerClient, args: argparse.Namespace) -> int:
+    from ._forward import forward
+
+    return forward(client, args)
+
+
 def _command(name: str) -> Callable[..., int]:
     """A command of _commands, imported when it runs: it brings in the gRPC SDK."""
 
@@ -241,6 +247,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
         "show recent audit rows: who got tokens, what changed",
         _sdk_options("audit"),
         _command("audit"),
+    ),
+    "forward": (
+        "open a forward: a socket for an SSH session, container or sandbox that gets tokens only",
+        _sdk_options("forward"),
+        _forward,
     ),
     "tui": (
         "a full-screen terminal UI: accounts, sign-in with a code, apps waiting for you",

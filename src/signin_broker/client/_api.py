@@ -23,6 +23,7 @@ from ._models import (
     AuditEvent,
     DpopProof,
     Event,
+    Forward,
     SignInStart,
     SignOutResult,
     Status,
@@ -150,6 +151,7 @@ class BrokerApi:
         audience: str = "",
         id_token: bool = False,
         refused: bool = False,
+        app_hint: str = "",
     ) -> pb.GetTokenRequest:
         """An access token of `account` (default account when empty).
 
@@ -159,6 +161,8 @@ class BrokerApi:
         down-scoped token, which the daemon keeps while it is valid. `id_token` asks
         for the account's ID token too: only an app the user allowed it gets it.
         `refused`: a server refused the last token (HTTP 401); the daemon renews it.
+        `app_hint`: what this app says it is, kept in the audit as a hint when it calls
+        through a forward (never identity: the daemon identifies callers itself).
         """
         return pb.GetTokenRequest(
             account=account,
@@ -167,6 +171,7 @@ class BrokerApi:
             audience=audience,
             id_token=id_token,
             refused=refused,
+            app_hint=app_hint,
         )
 
     @unary("SignDpopProof", DpopProof.from_proto)
@@ -180,12 +185,14 @@ class BrokerApi:
         audience: str = "",
         nonce: str = "",
         refused: bool = False,
+        app_hint: str = "",
     ) -> pb.SignDpopProofRequest:
         """A token of `account` with a DPoP proof (RFC 9449) for one `method` `url` request.
 
         The token is the one get_token() gives for the same arguments; send the result's
         `headers`. `nonce`: what the server asked for in its DPoP-Nonce header. For a
         token that is not DPoP-bound the proof is "" and token_type "Bearer".
+        `app_hint`: as get_token()'s.
         """
         return pb.SignDpopProofRequest(
             method=method,
@@ -196,6 +203,7 @@ class BrokerApi:
             audience=audience,
             nonce=nonce,
             refused=refused,
+            app_hint=app_hint,
         )
 
     @unary("GetStatus", Status.from_proto)
@@ -311,6 +319,49 @@ class BrokerApi:
     ) -> pb.ListAuditEventsRequest:
         """Recent audit rows of the accounts this app may see, newest first."""
         return pb.ListAuditEventsRequest(account=account, app=app, limit=limit, before_id=before_id)
+
+    @unary("OpenForward", lambda response: Forward.from_proto(response.forward))
+    def open_forward(
+        name: str,
+        *,
+        ttl_seconds: int,
+        accounts: Iterable[str] = (),
+        all_accounts: bool = False,
+        scopes: Iterable[str] = (),
+        audience: str = "",
+        id_token: bool = False,
+        confirm: bool = False,
+        socket_path: str = "",
+    ) -> pb.OpenForwardRequest:
+        """Open a forward: a socket whose every connection gets only the tokens it allows.
+
+        `accounts` (none: the default account now; `all_accounts` for every one),
+        `scopes` (tokens down-scoped to them), `audience`, `id_token` and `confirm`
+        (each new connection's first request waits for the person's answer) are its
+        policy; it closes itself after `ttl_seconds`. `socket_path`: where its socket
+        goes (an absolute path in a folder of yours); empty for the runtime folder.
+        """
+        return pb.OpenForwardRequest(
+            name=name,
+            ttl_seconds=ttl_seconds,
+            accounts=list(accounts),
+            all_accounts=all_accounts,
+            scopes=list(scopes),
+            audience=audience,
+            id_token=id_token,
+            confirm=confirm,
+            socket_path=socket_path,
+        )
+
+    @unary("CloseForward", lambda response: Forward.from_proto(response.forward))
+    def close_forward(name: str) -> pb.CloseForwardRequest:
+        """Close a forward: its socket goes and its connections are refused at once."""
+        return pb.CloseForwardRequest(name=name)
+
+    @unary("ListForwards", lambda response: [Forward.from_proto(f) for f in response.forwards])
+    def forwards() -> pb.ListForwardsRequest:
+        """The open forwards, with their use."""
+        return pb.ListForwardsRequest()
 
     @stream("WatchEvents", Event.from_proto)
     def watch_events(*, timeout: float | None = None) -> tuple[pb.WatchEventsRequest, float | None]:

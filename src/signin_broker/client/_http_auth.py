@@ -23,8 +23,8 @@ MAX_NONCES = 64  # the DPoP nonces remembered, one per server origin
 class TokenRequest:
     """The token an auth asks for, from the broker at `socket_path` (default: the SDK's).
 
-    It is asked for with the request's method and URL (SignDpopProof): a DPoP-bound
-    token (RFC 9449) comes with its proof, a Bearer token alone. A server's
+    GetToken gives it; once it has been DPoP-bound (RFC 9449), it is asked for with
+    the request's method and URL (SignDpopProof), and comes with its proof. A server's
     `DPoP-Nonce` is kept for its origin and put into the next proofs.
     """
 
@@ -40,6 +40,7 @@ class TokenRequest:
         self.account, self.scopes, self.audience = account, tuple(scopes), audience
         self.socket_path, self.timeout = socket_path, timeout
         self._nonces: dict[str, str] = {}
+        self._bound = False  # the account's token was DPoP-bound: ask for proofs
 
     def ask(self, client: Any, method: str, url: str, *, refused: bool = False) -> Any:
         """Token and proof (from the asyncio client: an awaitable); `refused` after a 401.
@@ -47,6 +48,10 @@ class TokenRequest:
         The URL goes without its query, fragment and user:password@, which a proof
         leaves out anyway (RFC 9449 4.2): none of them reaches the daemon or its audit.
         """
+        if not self._bound:
+            return client.get_token(
+                self.account, scopes=self.scopes, audience=self.audience, refused=refused
+            )
         parts = urlsplit(url)
         return client.sign_dpop_proof(
             method,
@@ -57,6 +62,13 @@ class TokenRequest:
             nonce=self._nonces.get(_origin(url), ""),
             refused=refused,
         )
+
+    def unproven(self, sent: Any) -> bool:
+        """Whether a token is DPoP-bound and came without a proof: asked for again, with one."""
+        if getattr(sent, "dpop", None) is not None or sent.token_type.lower() != "dpop":
+            return False
+        self._bound = True
+        return True
 
     def again(self, status: int, headers: Mapping[str, str], url: str) -> dict[str, bool] | None:
         """How to ask once more after this answer: with the nonce it gave, or renewed; None: not.
@@ -80,7 +92,7 @@ class TokenRequest:
 def attach(headers: Any, sent: Any) -> None:
     """Put a token (and its DPoP proof, if it has one) on a request's headers."""
     headers["Authorization"] = sent.authorization
-    if sent.dpop:
+    if getattr(sent, "dpop", ""):
         headers["DPoP"] = sent.dpop
     else:
         headers.pop("DPoP", None)
@@ -110,11 +122,15 @@ class HttpxFlows(TokenRequest):
         request.read()
         method, url = request.method, str(request.url)
         sent = self.ask(self._sync, method, url)
+        if self.unproven(sent):
+            sent = self.ask(self._sync, method, url)
         attach(request.headers, sent)
         response = yield request
         again = self.again(response.status_code, response.headers, url)
         if again is not None:
             renewed = self.ask(self._sync, method, url, **again)
+            if self.unproven(renewed):
+                renewed = self.ask(self._sync, method, url)
             if not again["refused"] or renewed.access_token != sent.access_token:
                 attach(request.headers, renewed)
                 yield request
@@ -128,11 +144,15 @@ class HttpxFlows(TokenRequest):
         await request.aread()
         method, url = request.method, str(request.url)
         sent = await self.ask(self._async, method, url)
+        if self.unproven(sent):
+            sent = await self.ask(self._async, method, url)
         attach(request.headers, sent)
         response = yield request
         again = self.again(response.status_code, response.headers, url)
         if again is not None:
             renewed = await self.ask(self._async, method, url, **again)
+            if self.unproven(renewed):
+                renewed = await self.ask(self._async, method, url)
             if not again["refused"] or renewed.access_token != sent.access_token:
                 attach(request.headers, renewed)
                 yield request

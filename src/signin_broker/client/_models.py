@@ -254,12 +254,43 @@ class EndedSession(Model, message=pb.EndedSession):
     ended_at_unix: int
 
 
+class Forward(Model, message=pb.Forward):
+    """A forward: a socket of its own whose connections get the tokens it allows.
+
+    On the host (`forwards()`, `open_forward`) with its socket and use; read through a
+    forward (`Status.forward`), the host's details are left out.
+    """
+
+    name: str  # its connections are the app `forward:<name>`
+    socket_path: str
+    accounts: tuple[str, ...]  # the account ids it gives tokens of; empty: every account
+    scopes: tuple[str, ...]  # at most these (down-scoped); empty: the sign-in's
+    audience: str  # every token's audience (RFC 8707); "" for none
+    id_token: bool  # gives the ID token when asked
+    confirm: bool  # each new connection's first request waits for the person's answer
+    opened_at_unix: int
+    expires_at_unix: int  # when it closes itself
+    tokens_issued: int
+    last_used_unix: int  # 0 when it has given no token yet
+    connections: int  # open now
+    connections_total: int  # since it was opened
+    host: str  # the daemon's host name: what it is a forward of
+
+
+def _forward(message: pb.GetStatusResponse) -> Forward | None:
+    return Forward.from_proto(message.forward) if message.HasField("forward") else None
+
+
 def _default_account(message: pb.GetStatusResponse) -> Account | None:
     detail = message.default_account_detail
     return Account.from_proto(detail) if message.HasField("default_account_detail") else None
 
 
-class Status(Model, message=pb.GetStatusResponse, sources={"default": _default_account}):
+class Status(
+    Model,
+    message=pb.GetStatusResponse,
+    sources={"default": _default_account, "forward": _forward},
+):
     """The daemon and its sign-in state, as GetStatus reports them."""
 
     version: str
@@ -282,6 +313,7 @@ class Status(Model, message=pb.GetStatusResponse, sources={"default": _default_a
     providers: tuple[ProviderStatus, ...] = ()  # the configured ones, the default first
     ended_sessions: tuple[EndedSession, ...] = ()  # ended by themselves; sign in again
     storage_problem: str = ""  # why sessions cannot be saved now; "" when they can
+    forward: Forward | None = None  # set when asked through a forward: which one, of what
 
 
 def _is_device(message: pb.BeginSignInResponse) -> bool:

@@ -25,6 +25,8 @@ from ..store.aliases import AliasFile
 from ..v1 import broker_pb2
 from .api.account_calls import AccountCalls
 from .api.dpop_calls import DpopCalls
+from .api.forward_calls import ForwardCalls
+from .api.forwards import ForwardHandlers, Forwards
 from .api.json_calls import JsonCalls
 from .api.manager_calls import ManagerCalls
 from .api.reflection import with_reflection
@@ -87,15 +89,22 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
         sign_in_url=web_url + BEGIN_PATH,
         started_by=_started_by(instance, notifier),
     )
-    servicers = [
-        TokenBrokerServicer(session, info, apps, audit),
-        AccountCalls(session, info, apps, audit),
-        ManagerCalls(session, apps, audit),
-        DpopCalls(session, apps),
-    ]
+    forwards = Forwards(instance.socket_path, apps, os.geteuid())
+    forward_calls = ForwardCalls(session, forwards, apps, audit)
+    broker = ServiceHandlers(
+        [
+            TokenBrokerServicer(session, info, apps, audit),
+            AccountCalls(session, info, apps, audit),
+            ManagerCalls(session, apps, audit),
+            DpopCalls(session, apps),
+            forward_calls,
+        ],
+        SERVICE,
+    )
+    forwards.start(ForwardHandlers(broker, forward_calls.reduced_status), forward_calls.closed)
     connections = ConnectionTable()
     serving = ServiceStatus()
-    server = _grpc_server(servicers, serving, TransportGate(os.geteuid(), connections))
+    server = _grpc_server(broker, serving, TransportGate(frozenset({os.geteuid()}), connections))
     await server.start(sock=instance.listening, backlog=LISTEN_BACKLOG)
     serving.set(True)
 
@@ -129,6 +138,7 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
     watchdog.cancel()
     log.info("stopping", extra={"connections": len(connections)})
     serving.set(False)
+    await forwards.close_all()  # their connections are refused at once, their sockets gone
     await stop(session, server, connections, page, [keeper, auditing, notices])
     notifier.close()
     log.info("stopped")
@@ -144,7 +154,8 @@ async def _start_sessions(
     GetToken meanwhile waits for the restore, not for a sign-in). The page loads when a
     browser first comes (web/on_demand.py); its port is bound already.
     """
-    await asyncio.to_thread(_import_all, _OAUTH_STACK)
+    keyring = ("keyring",) if settings.key_store == "keyring" else ()
+    await asyncio.to_thread(_import_all, _OAUTH_STACK + keyring)
     store, storage = await asyncio.to_thread(_open_store, settings)
     links = [await _provider_link(settings, provider) for provider in settings.providers]
     aliases = AliasFile(settings.state_dir / "aliases.json")
@@ -157,13 +168,13 @@ async def _start_sessions(
     return keeper, page
 
 
-# What sign-in, renewal and the store need, loaded in a worker thread after "ready".
+# What sign-in, renewal and the store need, loaded in a worker thread after "ready"
+# (and keyring with key_store = "keyring": 1.5 MB that a key file does without).
 _OAUTH_STACK = (
     "signin_broker.oidc.provider",
     "signin_broker.session.signin",
     "signin_broker.session.device",
     "signin_broker.store.vault",
-    "keyring",
 )
 
 
@@ -323,9 +334,8 @@ def _secrets_source(issuer: str) -> SignInSecrets:
 
 
 def _grpc_server(
-    servicers: list[object], serving: ServiceStatus, gate: TransportGate
+    broker: ServiceHandlers, serving: ServiceStatus, gate: TransportGate
 ) -> CheckedServer:
     """The gRPC server with our service, health and reflection, every connection checked."""
-    broker = ServiceHandlers(servicers, SERVICE)
     health = Health({broker: [serving]})
     return CheckedServer(with_reflection([broker, health]), gate, JsonCalls(broker.unary))

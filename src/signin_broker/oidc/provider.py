@@ -35,6 +35,7 @@ from .metadata import (
     discovery_url,
     oauth_metadata_urls,
 )
+from .trust import failure_reason, verifying_context
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ class Provider:
             timeout=HTTP_TIMEOUT_SECONDS,
             follow_redirects=False,
             headers={"User-Agent": f"signin-broker/{__version__}"},
+            verify=verifying_context(),
         )
         self._clock = clock
         self._metadata: ProviderMetadata | None = None
@@ -402,7 +404,7 @@ class Provider:
                 error, (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout)
             )
             raise (ProviderUnavailable if unsent else AnswerLost)(
-                f"the {what} request failed: {type(error).__name__}"
+                f"the {what} request failed: {failure_reason(error)}"
             ) from None
         response = httpx2.Response(
             streamed.status_code, headers=streamed.headers, content=body, request=request

@@ -128,6 +128,7 @@ class Entitlement:
     accounts: frozenset[str] | None = None
     scopes: frozenset[str] | None = None
     id_token: bool = False  # may have the account's ID token as well (never by default)
+    audience: str = ""  # every token is for this audience (RFC 8707); "" for any the app names
 
     def sees(self, account: str) -> bool:
         """Whether the caller may see and use the account."""

@@ -50,6 +50,8 @@ def token_issued(
         payload["audience"] = audience
     if id_token:  # (a key naming a token would be refused as a secret)
         payload["with"] = "ID token"
+    if actor.hint:
+        payload["hint"] = actor.hint
     return AuditEntry(actor, Action.ISSUE_TOKEN, "token", account, payload=payload, repeat_of=grant)
 
 
@@ -98,3 +100,40 @@ def alias_removed(actor: Actor, account: str, alias: str) -> AuditEntry:
     """The person removed an alias of an account."""
     payload = {"alias": alias, "event": "alias removed"}
     return AuditEntry(actor, Action.UPDATE, "account", account, payload=payload)
+
+
+def forward_opened(
+    actor: Actor,
+    name: str,
+    accounts: Sequence[str] | None,
+    scopes: Sequence[str],
+    *,
+    audience: str,
+    id_token: bool,
+    confirm: bool,
+    ttl: int,
+    socket: str,
+) -> AuditEntry:
+    """The person opened a forward: what it lets through, for how long, and where."""
+    payload: dict[str, object] = {
+        "accounts": list(accounts) if accounts is not None else "all",
+        "scopes": list(scopes),
+        "ttl_seconds": ttl,
+        "socket": socket,
+        "confirm": confirm,
+    }
+    if audience:
+        payload["audience"] = audience
+    if id_token:
+        payload["with"] = "ID token"
+    return AuditEntry(
+        actor, Action.CREATE, "forward", resource_id=f"forward:{name}", payload=payload
+    )
+
+
+def forward_closed(actor: Actor, name: str, why: str, tokens: int, connections: int) -> AuditEntry:
+    """A forward closed (by the person, its TTL, or the daemon's stop), with its use."""
+    payload = {"event": why, "issued": tokens, "connections": connections}
+    return AuditEntry(
+        actor, Action.DELETE, "forward", resource_id=f"forward:{name}", payload=payload
+    )

@@ -72,14 +72,21 @@ class ScopesNotAllowed(SessionError):
         )
 
 
+class AudienceNotAllowed(SessionError):
+    """The caller is limited to tokens of one audience (a forward's) and asked for another."""
+
+    def __init__(self, allowed: str) -> None:
+        super().__init__(f"this app may get tokens for the audience {allowed} only")
+
+
 class IdTokenNotAllowed(SessionError):
     """The caller asked for the ID token, which its app rule does not allow."""
 
     def __init__(self, app: str) -> None:
-        super().__init__(
-            "this app may not have the ID token; the user can allow it with"
-            f" `signin-broker apps allow {app} --id-token`"
-        )
+        how = f"`signin-broker apps allow {app} --id-token`"
+        if app.startswith("forward:"):  # a forward's policy is fixed when it is opened
+            how = f"a forward opened with --id-token (signin-broker forward --name {app[8:]} ...)"
+        super().__init__(f"this app may not have the ID token; the user can allow it with {how}")
 
 
 class IdTokenUnavailable(SessionError):

@@ -26,6 +26,7 @@ from ..store.audit import Actor
 from .accounts import EVERYTHING, Account, Entitlement, IssuedToken
 from .clock import to_wall
 from .errors import (
+    AudienceNotAllowed,
     IdTokenNotAllowed,
     IdTokenUnavailable,
     ProviderRefused,
@@ -119,9 +120,15 @@ class TokenKeeper:
             raise ScopesNotAllowed(entitlement.scopes)
         if id_token and not entitlement.id_token:
             raise IdTokenNotAllowed(actor.app if actor is not None else "APP")
+        if entitlement.audience:
+            if audience not in ("", entitlement.audience):
+                raise AudienceNotAllowed(entitlement.audience)
+            audience = entitlement.audience
         account = self._registry.resolve(account_id, entitlement)
         if entitlement.scopes is not None and not scopes:
             scopes = sorted(entitlement.scopes & frozenset(account.tokens.scopes))
+            if not scopes:  # never the whole sign-in's token for want of a common scope
+                raise ScopeNotGranted(sorted(entitlement.scopes), account.info.id)
         missing = [scope for scope in scopes if scope not in account.tokens.scopes]
         if missing:
             raise ScopeNotGranted(missing, account.info.id)

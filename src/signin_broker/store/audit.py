@@ -160,6 +160,9 @@ class Actor:
     app: str
     uid: int
     pid: int = 0
+    # Through a forward: what the caller says of itself and what the kernel saw of the
+    # peer, recorded with its tokens' rows; never identity (the app is the forward).
+    hint: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .loopback import Tls
     from .models import RecordedRequest, StubClient, StubPaths, StubUser
     from .provider import StubProvider
 
@@ -36,9 +37,10 @@ _HOMES = {
     "StubPaths": "models",
     "StubUser": "models",
     "StubProvider": "provider",
+    "Tls": "loopback",
 }
 
-__all__ = ["RecordedRequest", "StubClient", "StubPaths", "StubProvider", "StubUser"]
+__all__ = ["RecordedRequest", "StubClient", "StubPaths", "StubProvider", "StubUser", "Tls"]
 
 
 def __getattr__(name: str) -> Any:

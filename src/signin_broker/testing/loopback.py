@@ -29,6 +29,14 @@ class Address:
 
 
 @dataclass(frozen=True, slots=True)
+class Tls:
+    """A certificate chain and its private key, both PEM files, to serve https with."""
+
+    certificate_file: str
+    key_file: str
+
+
+@dataclass(frozen=True, slots=True)
 class Serving:
     server: uvicorn.Server
     thread: threading.Thread
@@ -60,11 +68,19 @@ def listen(host: str, port: int) -> socket.socket:
     return listening
 
 
-def serve(app: Any, listening: socket.socket, name: str, pauses: Pauses) -> Serving:
+def serve(
+    app: Any, listening: socket.socket, name: str, pauses: Pauses, tls: Tls | None = None
+) -> Serving:
     """Serve an ASGI app on an already listening socket from a thread; closes it if that fails."""
     try:
         config = uvicorn.Config(
-            app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=1
+            app,
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=1,
+            ssl_certfile=tls.certificate_file if tls else None,
+            ssl_keyfile=tls.key_file if tls else None,
         )
         server = uvicorn.Server(config)
         thread = threading.Thread(

@@ -22,7 +22,7 @@ from .broken_answers import BROKEN_ANSWERS
 from .device_knobs import DeviceSignIns
 from .dpop import ALGORITHMS as DPOP_ALGORITHMS
 from .dpop import StubDpop
-from .loopback import Address, Serving, halt, listen, loopback_host, serve
+from .loopback import Address, Serving, Tls, halt, listen, loopback_host, serve
 from .models import (
     CLIENT_AUTH_METHODS,
     DEFAULT_CLIENT,
@@ -72,6 +72,7 @@ class StubProvider(DeviceSignIns):
         refresh_reuse_ends_grant: bool = False,
         dpop: bool = False,
         dpop_nonce: bool = False,
+        tls: Tls | None = None,
     ) -> None:
         self.users = tuple(users) if users is not None else (DEFAULT_USER,)
         self.clients = tuple(clients) if clients is not None else (DEFAULT_CLIENT,)
@@ -107,6 +108,7 @@ class StubProvider(DeviceSignIns):
         self.dpop = dpop
         self.dpop_nonce = dpop_nonce
         self.dpop_state = StubDpop(lambda: self.dpop_nonce)
+        self.tls = tls  # serve https with this certificate (read at start)
         _check_settings(self)
         self._store = StubStore(self.users, self.clients)
         # RFC 9700 4.14.2, as panva's oidc-provider does: a spent refresh token sent again
@@ -125,7 +127,7 @@ class StubProvider(DeviceSignIns):
             listening = listen(bind_host, port)
             bound_port = listening.getsockname()[1]
             url_host = f"[{bind_host}]" if ":" in bind_host else bind_host
-            base_url = f"http://{url_host}:{bound_port}"
+            base_url = f"{'https' if self.tls else 'http'}://{url_host}:{bound_port}"
             address = Address(bind_host, bound_port, base_url, base_url + self.issuer_path)
             self._serving = self._serve(listening, address)
             self._address = address
@@ -351,7 +353,7 @@ class StubProvider(DeviceSignIns):
         except BaseException:
             listening.close()
             raise
-        return serve(app, listening, f"stub-provider {address.base_url}", pauses)
+        return serve(app, listening, f"stub-provider {address.base_url}", pauses, self.tls)
 
     def _site(self, address: Address) -> Site:
         return Site(

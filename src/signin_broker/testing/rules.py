@@ -23,7 +23,8 @@ from .models import CLIENT_AUTH_METHODS
 from .records import DevicePoll
 
 OFFLINE_ACCESS = "offline_access"
-SUPPORTED_SCOPES = ["openid", "profile", "email", OFFLINE_ACCESS]
+API_SCOPE = "read"  # an API's scope beside OpenID's, as real providers have (down-scoping)
+SUPPORTED_SCOPES = ["openid", "profile", "email", OFFLINE_ACCESS, API_SCOPE]
 GRANT_TYPES = ["authorization_code", "refresh_token", DEVICE_CODE_GRANT_TYPE]
 SIGNING_ALGORITHM = "RS256"
 CLAIMS_SUPPORTED = [

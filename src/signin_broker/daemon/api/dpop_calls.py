@@ -45,7 +45,7 @@ class DpopCalls:
             url=url,
             nonce=nonce,
             audience=audience,
-            actor=actor_of(caller),
+            actor=actor_of(caller, request.app_hint),
             entitlement=entitlement,
             refused=request.refused,
         )

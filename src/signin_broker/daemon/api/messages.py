@@ -15,6 +15,8 @@ from ..apps.policy import Decision
 from ..callers.identity import Caller
 from .statuses import InvalidRequest, checked
 
+MAX_APP_HINT = 100  # a name and a host; the audit keeps it as said
+
 DECISION = {
     Decision.ALLOW: pb.APP_DECISION_ALLOW,
     Decision.DENY: pb.APP_DECISION_DENY,
@@ -49,8 +51,13 @@ REVOCATION = {
 }
 
 
-def actor_of(caller: Caller) -> Actor:
-    return Actor(app=caller.app or f"pid {caller.pid}", uid=caller.uid, pid=caller.pid)
+def actor_of(caller: Caller, claimed: str = "") -> Actor:
+    """Who acts, for the audit; through a forward with hints of who is behind it."""
+    hint = ""
+    if caller.forward is not None:
+        said = [f"says {claimed!r}" if claimed else "", f"peer {caller.executable or '?'}"]
+        hint = ", ".join([*filter(None, said), f"pid {caller.pid}"])
+    return Actor(app=caller.app or f"pid {caller.pid}", uid=caller.uid, pid=caller.pid, hint=hint)
 
 
 def app_message(view: AppView, use: AppUse | None) -> pb.App:
@@ -125,9 +132,14 @@ def provider_message(link: ProviderLink) -> pb.Provider:
 def token_terms(
     request: pb.GetTokenRequest | pb.SignDpopProofRequest,
 ) -> tuple[str, list[str], str]:
-    """The account, scopes and audience a token request names, checked with its min_ttl."""
+    """The account, scopes and audience a token request names, checked with its min_ttl.
+
+    Its app_hint (what an app behind a forward says it is) is checked too.
+    """
     account = checked(check_account, request.account)
     scopes = checked(check_scopes, list(request.scopes))
     if not 0 <= request.min_ttl_seconds <= MAX_MIN_TTL_SECONDS:
         raise InvalidRequest(f"min_ttl_seconds must be between 0 and {MAX_MIN_TTL_SECONDS}")
+    if len(request.app_hint) > MAX_APP_HINT or not request.app_hint.isprintable():
+        raise InvalidRequest(f"app_hint must be at most {MAX_APP_HINT} printable characters")
     return account, scopes, checked(check_audience, request.audience)

@@ -68,7 +68,7 @@ class TokenBrokerServicer:
             scopes,
             request.min_ttl_seconds,
             audience=audience,
-            actor=actor_of(caller),
+            actor=actor_of(caller, request.app_hint),
             entitlement=entitlement,
             id_token=request.id_token,
             refused=request.refused,

@@ -22,6 +22,7 @@ from grpclib.exceptions import GRPCError
 from ...session.errors import (
     AccountNotFound,
     AmbiguousAccount,
+    AudienceNotAllowed,
     IdTokenNotAllowed,
     IdTokenUnavailable,
     InvalidSignIn,
@@ -38,6 +39,7 @@ from ...session.errors import (
     UnknownAlias,
 )
 from ..apps.gate import AppDenied, NothingWaits, UnknownApp
+from .forwards import ForwardExists, ForwardNotFound
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +58,13 @@ _STATUS_OF: dict[type[SessionError], Status] = {
     TooManyNewTokens: Status.RESOURCE_EXHAUSTED,
     AppDenied: Status.PERMISSION_DENIED,
     ScopesNotAllowed: Status.PERMISSION_DENIED,
+    AudienceNotAllowed: Status.PERMISSION_DENIED,
     IdTokenNotAllowed: Status.PERMISSION_DENIED,
     IdTokenUnavailable: Status.FAILED_PRECONDITION,
     UnknownApp: Status.NOT_FOUND,
     NothingWaits: Status.FAILED_PRECONDITION,
+    ForwardExists: Status.ALREADY_EXISTS,
+    ForwardNotFound: Status.NOT_FOUND,
 }
 
 

@@ -22,6 +22,7 @@ import contextlib
 import contextvars
 import itertools
 import logging
+import socket
 import struct
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -38,6 +39,7 @@ from h2.connection import H2Connection
 
 from ..callers.identity import Caller, identify_caller
 from ..logs import Throttled
+from .batched_writes import BatchedWrites
 from .json_calls import JsonCalls, JsonConnection
 
 log = logging.getLogger(__name__)
@@ -166,12 +168,15 @@ class CheckedProtocol(H2Protocol):
         self._h2 = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        connection = self._gate.check(transport)
+        # Every write goes through the batch, closes too (the table's, at the daemon's
+        # stop), so that a close never overtakes the last frames written before it.
+        batched = BatchedWrites(cast(asyncio.Transport, transport))
+        connection = self._gate.check(batched)
         if connection is None:
-            cast(asyncio.Transport, transport).abort()  # nothing of the caller's is read
+            batched.abort()  # nothing of the caller's is read
             return
         self._connection = connection
-        self._transport = cast(asyncio.Transport, transport)
+        self._transport = batched
 
     def data_received(self, data: bytes) -> None:
         if self._connection is None or self._transport is None:
@@ -221,27 +226,45 @@ class CheckedProtocol(H2Protocol):
                 self._json.connection_lost()
 
 
-class TransportGate:
-    """Identifies each new connection and admits it, or not."""
+Identify = Callable[[socket.socket, int], Caller]
 
-    def __init__(self, allowed_uid: int, table: ConnectionTable) -> None:
-        self._allowed_uid = allowed_uid
+
+class TransportGate:
+    """Identifies each new connection and admits it, or not.
+
+    The main socket admits the daemon's user only, each caller identified by its
+    program; a forward's socket (forwards.py) admits the uids forwarded.forward_uids
+    names, each caller being the forward itself.
+    """
+
+    def __init__(
+        self,
+        allowed_uids: frozenset[int],
+        table: ConnectionTable,
+        identify: Identify = identify_caller,
+    ) -> None:
+        self._allowed_uids = allowed_uids
         self.table = table
+        self._identify = identify
         self._numbers = itertools.count(1)
+        self.admitted = 0  # connections let in so far
 
     def check(self, transport: asyncio.BaseTransport) -> CallerConnection | None:
         """The new connection, admitted with its caller; None when it must be closed unread."""
         number = next(self._numbers)
         try:
-            caller = identify_caller(transport.get_extra_info("socket"), number)
+            caller = self._identify(transport.get_extra_info("socket"), number)
         except OSError as error:
             _UNTOLD.warn(connection=number, reason=error.strerror)
             return None
-        if caller.uid != self._allowed_uid:
+        if caller.uid not in self._allowed_uids:
             _OTHER_UID.warn(caller_uid=caller.uid, caller_pid=caller.pid, connection=number)
             return None
         connection = CallerConnection(caller, transport)
-        return connection if self.table.admit(connection) else None
+        if not self.table.admit(connection):
+            return None
+        self.admitted += 1
+        return connection
 
 
 _CURRENT_CONNECTION: contextvars.ContextVar[CallerConnection] = contextvars.ContextVar("connection")
@@ -294,9 +317,9 @@ class ServiceHandlers:
             response_type = message_factory.GetMessageClass(method.output_type)
             behavior = _served_once(servicers, method.name)
             if method.server_streaming:
-                run, cardinality = self._streaming(behavior, request_type), Cardinality.UNARY_STREAM
+                run, cardinality = _streaming(behavior, request_type), Cardinality.UNARY_STREAM
             else:
-                run, cardinality = self._unary(behavior, request_type), Cardinality.UNARY_UNARY
+                run, cardinality = unary_handler(behavior, request_type), Cardinality.UNARY_UNARY
             path = f"/{service.full_name}/{method.name}"
             if not method.server_streaming:
                 self.unary[path] = (behavior, request_type)
@@ -306,29 +329,31 @@ class ServiceHandlers:
         """The handlers by path, as grpclib's Server asks for them."""
         return self._mapping
 
-    @staticmethod
-    def _unary(
-        behavior: Unary, request_type: type[Message]
-    ) -> Callable[[Stream[Any, Any]], Awaitable[None]]:
-        async def handle(stream: Stream[Any, Any]) -> None:
-            request = await _receive(stream, request_type)
-            with _active_call():
-                response = await behavior(request)
-            await stream.send_message(response)
 
-        return handle
+def unary_handler(
+    behavior: Unary, request_type: type[Message]
+) -> Callable[[Stream[Any, Any]], Awaitable[None]]:
+    """A grpclib handler that serves a unary method: the request read, bounded, then answered."""
 
-    @staticmethod
-    def _streaming(
-        behavior: Streaming, request_type: type[Message]
-    ) -> Callable[[Stream[Any, Any]], Awaitable[None]]:
-        async def handle(stream: Stream[Any, Any]) -> None:
-            request = await _receive(stream, request_type)
-            with _active_call():
-                async for response in behavior(request):
-                    await stream.send_message(response)
+    async def handle(stream: Stream[Any, Any]) -> None:
+        request = await _receive(stream, request_type)
+        with _active_call():
+            response = await behavior(request)
+        await stream.send_message(response)
 
-        return handle
+    return handle
+
+
+def _streaming(
+    behavior: Streaming, request_type: type[Message]
+) -> Callable[[Stream[Any, Any]], Awaitable[None]]:
+    async def handle(stream: Stream[Any, Any]) -> None:
+        request = await _receive(stream, request_type)
+        with _active_call():
+            async for response in behavior(request):
+                await stream.send_message(response)
+
+    return handle
 
 
 @contextlib.contextmanager

@@ -20,9 +20,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ...identities import AppId
+from ...identities import AppId, AppKind
 from ...session.accounts import NOTHING, Entitlement
 from ...session.errors import SessionError
+from ..callers.forwarded import ForwardConnection
 from ..callers.identity import Caller
 from ..callers.pins import Unpinnable, file_sha256, running_sha256
 from ..host.desktop import notify
@@ -41,6 +42,10 @@ class UnknownApp(SessionError):
 
 class NothingWaits(SessionError):
     """An answer for this request only, and no request of the app waits for one."""
+
+
+class FixedAtOpening(SessionError):
+    """A forward's policy is the one it was opened with: no rule of the policy file changes it."""
 
 
 @dataclass
@@ -106,6 +111,8 @@ class AppGate:
 
     async def visible(self, caller: Caller) -> Entitlement:
         """What the app may see in lists and events: nothing until it is allowed."""
+        if caller.forward is not None:
+            return caller.forward.grant.entitlement
         rule = self.rule_for(caller)
         if (
             not caller.identified
@@ -124,6 +131,8 @@ class AppGate:
         if not caller.identified:
             raise _unidentified(caller)
         record = self._record(caller)
+        if caller.forward is not None:
+            return await self._admit_forwarded(caller.forward, record)
         rule = self.rule_for(caller)
         if rule.decision is Decision.ASK:
             rule = replace(rule, decision=await self._ask(record))
@@ -137,14 +146,36 @@ class AppGate:
             raise AppDenied(refusal)
         return _entitlement(rule)
 
+    async def _admit_forwarded(
+        self, connection: ForwardConnection, record: AppRecord
+    ) -> Entitlement:
+        """A forward's connection gets the forward's grant; with confirm, once the person says so.
+
+        The policy file has no say: the person chose the forward's policy when opening it.
+        """
+        if not connection.confirmed:
+            if await self._ask(record) is not Decision.ALLOW:
+                raise AppDenied(f"the person refused this request through {record.id}")
+            connection.confirmed = True
+        return connection.grant.entitlement
+
+    def forward_closed(self, app: str) -> None:
+        """A forward closed: its waiting requests are refused, and it is forgotten."""
+        record = self._apps.pop(app, None)
+        if record is not None:
+            self._settle(record, Decision.DENY)
+
     async def readable(self, caller: Caller) -> Entitlement:
         """What an app may read (accounts, events, audit); PERMISSION_DENIED when denied.
 
         An app whose rule says ask reads nothing until the user allows it, without a
-        prompt: only a token request asks.
+        prompt: only a token request asks. A forward reads nothing (it serves GetToken
+        and its own status only: forwards.ALLOWED_ON_A_FORWARD); this holds behind that.
         """
         if not caller.identified:
             raise _unidentified(caller)
+        if caller.forward is not None:
+            raise AppDenied(f"{caller.app} may get tokens only")
         rule = self.rule_for(caller)
         if rule.decision is Decision.DENY:
             raise AppDenied(
@@ -165,6 +196,8 @@ class AppGate:
         """
         if not caller.identified:
             raise _unidentified(caller)
+        if caller.forward is not None:
+            raise AppDenied(f"{caller.app} may not manage the broker: a forward gets tokens only")
         if caller.app not in self.policy.rules:
             self.policy.refresh()
         if caller.app in self.policy.rules:
@@ -255,6 +288,11 @@ class AppGate:
     ) -> tuple[AppView, int]:
         """Record the user's decision (None removes the entry); answer the app's waiting calls."""
         record = self.find(named)
+        if AppId.parse(record.id).kind is AppKind.FORWARD:
+            raise FixedAtOpening(
+                f"{record.id}'s policy was chosen when it was opened; answer its waiting"
+                f" request with --once, or open it again (signin-broker forward)"
+            )
         rules = dict(self.policy.rules)
         if decision is None:
             rules.pop(record.id, None)

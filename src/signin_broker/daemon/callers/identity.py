@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...identities import AppId, AppKind
+from .forwarded import ForwardConnection, ForwardGrant
 from .peercred import open_peer_pidfd, read_peer_credentials
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ class Caller:
     script: str = ""  # what an interpreter runs (see script_of); "" for a native program
     sandbox: AppId | None = None  # the app id, when a sandbox vouches for it
     script_is_absolute: bool = True  # False: the script's path depends on the cwd at start
+    forward: ForwardConnection | None = None  # set on a forward's connection (forwarded.py)
     # The app's identity for policy and audit ("" when it could not be identified): the
     # sandbox's app id, else the program's. Written once: each call reads it several times.
     app: str = field(init=False)
@@ -89,6 +91,28 @@ def identify_caller(sock: socket.socket, connection: int) -> Caller:
     executable, script, sandbox, absolute = program
     return Caller(
         creds.uid, creds.gid, creds.pid, executable, connection, script, sandbox, absolute
+    )
+
+
+def identify_forwarded(sock: socket.socket, connection: int, grant: ForwardGrant) -> Caller:
+    """A connection on a forward: the app `forward:<name>`, whatever process it is.
+
+    The peer's program is read where the daemon may (a hint for the audit, never an
+    identity: through ssh it is the ssh client, in a container anything).
+    """
+    creds = read_peer_credentials(sock)
+    try:
+        hint = os.readlink(f"/proc/{creds.pid}/exe") if creds.pid else ""  # noqa: PTH115
+    except OSError:
+        hint = ""
+    return Caller(
+        creds.uid,
+        creds.gid,
+        creds.pid or 0,
+        hint,
+        connection,
+        sandbox=AppId(AppKind.FORWARD, grant.name),
+        forward=ForwardConnection(grant),
     )
 
 

@@ -66,7 +66,7 @@ def claim(socket_path: Path) -> Instance:
     lock_fd = _lock_folder(socket_path)
     try:
         _refuse_if_served(socket_path)
-        _remove_stale_socket(socket_path)  # stale: its owner died without cleaning up
+        remove_stale_socket(socket_path)  # stale: its owner died without cleaning up
         listening = _bind(socket_path)
     except BaseException:
         os.close(lock_fd)
@@ -196,7 +196,8 @@ def _refuse_if_served(socket_path: Path) -> None:
     raise AlreadyRunning(f"another process already serves {socket_path}; stop it first")
 
 
-def _remove_stale_socket(path: Path) -> None:
+def remove_stale_socket(path: Path) -> None:
+    """Remove a socket nobody serves any more; InstanceError when something else is there."""
     try:
         info = path.lstat()
     except FileNotFoundError:
