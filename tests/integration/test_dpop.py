@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -187,6 +188,9 @@ def test_the_cli_prints_both_headers_and_tools_that_cannot_send_them_say_why(
     headers = dict(line.split(": ", 1) for line in printed.stdout.splitlines())
     assert headers["Authorization"].startswith("DPoP ") and headers["DPoP"]
     assert httpx.get(url, headers=headers).status_code == 200
+    show_type = "import os; print(os.environ['SIGNIN_BROKER_TOKEN_TYPE'])"
+    child = signin_broker(*socket, "exec", "--", sys.executable, "-c", show_type)
+    assert child.stdout.strip() == "DPoP", child.stderr
     lacking = signin_broker(*socket, "token", "--format", "dpop", "--method", "GET")
     assert lacking.returncode == 2 and "--url" in lacking.stderr
     for refused in (
