@@ -28,6 +28,7 @@ from ...session.validation import (
     check_account,
     check_audience,
     check_scopes,
+    check_step_up,
 )
 from ...v1 import broker_pb2 as pb
 from ..apps.gate import AppGate
@@ -70,18 +71,26 @@ class TokenBrokerServicer:
         if not 0 <= request.min_ttl_seconds <= MAX_MIN_TTL_SECONDS:
             raise InvalidRequest(f"min_ttl_seconds must be between 0 and {MAX_MIN_TTL_SECONDS}")
         audience = checked(check_audience, request.audience)
+        max_age = request.max_age_seconds if request.HasField("max_age_seconds") else None
+        step_up = checked(lambda asked: check_step_up(*asked), (request.acr_values, max_age))
         caller = current_caller()
         entitlement = await self._apps.admit(caller)
-        token = await self._session.get_token(
-            self._session.account_named(account, entitlement),
-            scopes,
-            request.min_ttl_seconds,
-            audience=audience,
-            actor=actor_of(caller),
-            entitlement=entitlement,
-            id_token=request.id_token,
-            refused=request.refused,
-        )
+        asked = {
+            "scopes": scopes,
+            "min_ttl": request.min_ttl_seconds,
+            "audience": audience,
+            "actor": actor_of(caller),
+            "entitlement": entitlement,
+            "id_token": request.id_token,
+            "refused": request.refused,
+        }
+        account_id = self._session.account_named(account, entitlement)
+        if step_up:
+            token = await self._session.stepped_up_token(
+                step_up, self._info.sign_in_url, account_id, **asked
+            )
+        else:
+            token = await self._session.get_token(account_id, **asked)
         return pb.GetTokenResponse(
             access_token=token.access_token,
             token_type=token.token_type,
@@ -90,6 +99,8 @@ class TokenBrokerServicer:
             account=token.account,
             id_token=token.id_token,
             id_token_expires_at_unix=token.id_token_expires_at,
+            acr=token.acr,
+            auth_time_unix=token.auth_time,
         )
 
     @unary
