@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Whole seconds in auth_time, and the provider's clock beside this device's: a sign-in
-# this much older than max_age still counts.
+# The provider's clock beside this device's: a sign-in made for a step-up that is this
+# much older than its max_age still counts (max_age 0 asks for one after the request).
 CLOCK_LEEWAY_SECONDS = 5
 
 
@@ -26,10 +26,11 @@ class StepUp:
     def __bool__(self) -> bool:
         return bool(self.acr_values) or self.max_age is not None
 
-    def unmet(self, acr: str, auth_time: int, asked_at: float) -> str:
+    def unmet(self, acr: str, auth_time: int, asked_at: float, leeway: int = 0) -> str:
         """Why a sign-in with this acr and auth_time does not meet it ("" when it does).
 
-        `asked_at` (Unix seconds) is when the request came: max_age counts back from it.
+        `asked_at` (Unix seconds) is when the request came: max_age counts back from it,
+        `leeway` seconds more for a sign-in the provider made for it.
         """
         if self.acr_values and acr not in self.acr_values:
             return f"its acr is {acr!r}" if acr else "the identity provider named no acr for it"
@@ -38,7 +39,7 @@ class StepUp:
         if not auth_time:
             return "the identity provider did not say when the person authenticated (no auth_time)"
         age = int(asked_at) - auth_time
-        if age > self.max_age + CLOCK_LEEWAY_SECONDS:
+        if age > self.max_age + leeway:
             return f"the person authenticated {age} s before the request"
         return ""
 
@@ -56,7 +57,7 @@ class StepUp:
                 f"another user signed in ({account_id}) where a step-up of {owner} was asked"
                 f" for; {owner} keeps its session: sign in as its user"
             )
-        unmet = self.unmet(acr, auth_time, asked_at)
+        unmet = self.unmet(acr, auth_time, asked_at, CLOCK_LEEWAY_SECONDS)
         if unmet:
             return (
                 f"the identity provider did not give what the step-up asked ({self}): {unmet};"

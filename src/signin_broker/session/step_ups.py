@@ -24,7 +24,7 @@ from .errors import InvalidSignIn, StepUpRequired
 from .events import EventKind, SessionEvent
 from .registry import AccountRegistry
 from .sign_ins import BegunSignIn, SignIns, page_url
-from .step_up import StepUp
+from .step_up import CLOCK_LEEWAY_SECONDS, StepUp
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,9 @@ class StepUps:
         self._sign_ins = sign_ins
         self._clock = clock
         self.timeout = timeout
-        self._pending: dict[tuple[str, StepUp], _Pending] = {}
+        # By account and what is asked: the acr values as a set (their order is only a
+        # preference), and max_age.
+        self._pending: dict[tuple[str, frozenset[str], int | None], _Pending] = {}
 
     async def token(
         self,
@@ -76,10 +78,12 @@ class StepUps:
         asked_at = to_wall(self._clock, self._clock())
         account = self._registry.resolve(account_id, entitlement)
         info = account.info
+        leeway = 0
         if step_up.unmet(info.acr, info.auth_time, asked_at):
             asked_at = await self._wait(step_up, info, app, asked_at, begin_url)
+            leeway = CLOCK_LEEWAY_SECONDS  # as the sign-in was checked when it came
         token = await get_token(info.id, entitlement=entitlement, **asked)
-        unmet = step_up.unmet(token.acr, token.auth_time, asked_at)
+        unmet = step_up.unmet(token.acr, token.auth_time, asked_at, leeway)
         if unmet:  # another sign-in replaced the stepped-up one meanwhile
             raise StepUpRequired(token.account, str(step_up), f"its current sign-in: {unmet}")
         return token
@@ -88,7 +92,7 @@ class StepUps:
         self, step_up: StepUp, info: AccountInfo, app: str, asked_at: float, begin_url: str
     ) -> float:
         """Wait for the step-up sign-in (begun now, or joined); when the flight was asked for."""
-        key = (info.id, step_up)
+        key = (info.id, frozenset(step_up.acr_values), step_up.max_age)
         pending = self._pending.get(key)
         if pending is None:
             pending = self._begin(step_up, info, asked_at, begin_url)
@@ -148,11 +152,11 @@ class StepUps:
 
     def continued(self, account: str, entitlement: Entitlement) -> BegunSignIn | None:
         """The newest step-up sign-in waited for, of `account` (any the caller sees if "")."""
-        for (account_id, _), pending in reversed(self._pending.items()):
+        for (account_id, *_), pending in reversed(self._pending.items()):
             if (account_id == account or not account) and entitlement.sees(account_id):
                 return BegunSignIn(pending.started, pending.url)
         return None
 
     def waiting(self) -> list[tuple[str, str]]:
         """The step-up sign-ins waited for, as (account, page address), for the dashboard."""
-        return [(account_id, pending.url) for (account_id, _), pending in self._pending.items()]
+        return [(account_id, pending.url) for (account_id, *_), pending in self._pending.items()]

@@ -1,0 +1,224 @@
+"""Step-up (RFC 9470) on the stub provider: a token request that waits for a stronger sign-in.
+
+One daemon for the module, signed in as Alice; each test asks for the acr her session
+does not have, so the order of the tests does not matter.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import httpx2
+import pytest
+
+from signin_broker.client import BrokerClient, BrokerError, EventKind
+from signin_broker.httpx import BrokerAuth
+from signin_broker.testing import StubProvider
+from signin_broker.testing.browser import Browser, location
+from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
+from support.accounts import ALICE, BOB
+from support.commands import BIN
+from support.events import EventLog, watching
+from support.notifications import Notifications
+from support.protected_api import ProtectedApi
+from support.signin import CALLBACK, cli_login, signed_in_daemon
+
+PWD, MFA = "urn:stub:acr:pwd", "urn:stub:acr:mfa"
+STEP_UP_SECONDS = 6  # the daemon's step_up_timeout_seconds here: a sign-in takes ~0.5 s
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[StubProvider]:
+    with StubProvider(users=[ALICE, BOB]) as stub:
+        yield stub
+
+
+@pytest.fixture(scope="module")
+def stepping(provider: StubProvider) -> Iterator[tuple[DaemonProcess, Notifications]]:
+    """A daemon signed in as Alice that waits STEP_UP_SECONDS for a step-up sign-in."""
+    folder = short_temp_dir()
+    notifications = Notifications(folder)
+    daemon = signed_in_daemon(
+        provider,
+        folder / "run" / "broker.sock",
+        "--step-up-timeout-seconds",
+        str(STEP_UP_SECONDS),
+        env=notifications.env,
+    )
+    yield daemon, notifications
+    daemon.stop()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def current_and_stronger(socket_path: Path) -> tuple[str, str]:
+    """The acr of the session now, and the one a test asks for (the other of the two)."""
+    with BrokerClient(socket_path) as client:
+        acr = client.get_token().acr
+    assert acr in (PWD, MFA)
+    return acr, MFA if acr == PWD else PWD
+
+
+def step_up_url(events: EventLog) -> str:
+    """The page address the step-up event tells the person of."""
+    told = events.wait_for(EventKind.SIGN_IN_PROGRESS, timeout=STEP_UP_SECONDS)
+    found = re.search(r"sign in at (http://\S+)", told.detail)
+    assert found, told.detail
+    return found.group(1)
+
+
+def sign_in_at(daemon: DaemonProcess, url: str) -> httpx2.Response:
+    """Open the address in a browser and go through the sign-in; the daemon's last page."""
+    with Browser() as browser:
+        response = browser.follow(browser.get(url), until=daemon.web_url + CALLBACK)
+        return browser.get(location(response))
+
+
+def test_apps_asking_for_another_acr_share_one_sign_in_and_others_are_served_meanwhile(
+    provider: StubProvider, stepping: tuple[DaemonProcess, Notifications]
+) -> None:
+    daemon, notifications = stepping
+    socket = daemon.socket_path
+    before, wanted = current_and_stronger(socket)
+    provider.clear_requests()
+    token_command = [str(BIN / "signin-broker"), "--socket", str(socket), "token"]
+    with (
+        watching(socket) as events,
+        BrokerClient(socket) as client,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        cli = subprocess.Popen(
+            [*token_command, "--acr-values", f"urn:stub:acr:gold {wanted}", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        sdk = pool.submit(client.get_token, acr_values=[wanted, "urn:stub:acr:gold"])
+        url = step_up_url(events)
+        meanwhile = client.get_token()  # an app that needs no step-up is served at once
+        assert meanwhile.acr == before
+        login, login_url = cli_login(socket, "--wait", "20")  # continues the step-up
+        assert login_url == url
+        assert "Sign-in failed" not in sign_in_at(daemon, url).text
+        assert login.wait(20) == 0
+        stepped = sdk.result(20)
+        printed, said = cli.communicate(timeout=20)
+    assert cli.returncode == 0, said
+    shown = json.loads(printed)
+    assert (stepped.acr, shown["acr"]) == (wanted, wanted)
+    assert shown["access_token"] == stepped.access_token != meanwhile.access_token
+    assert shown["auth_time_unix"] == stepped.auth_time_unix > 0
+    asked = [r.params for r in provider.requests if r.path == provider.paths.authorize]
+    assert len(asked) == 1  # one sign-in for both apps (single flight)
+    assert asked[0]["acr_values"] in (f"urn:stub:acr:gold {wanted}", f"{wanted} urn:stub:acr:gold")
+    assert asked[0]["prompt"] == "login"
+    with BrokerClient(socket) as client:
+        assert client.get_token().acr == wanted  # the stepped-up sign-in is the session now
+        assert [account.acr for account in client.accounts()] == [wanted]
+    assert any(summary == "A stronger sign-in is needed" for summary, _ in notifications.sent())
+
+
+def test_a_step_up_nobody_completes_is_failed_precondition_and_nothing_is_lost(
+    stepping: tuple[DaemonProcess, Notifications],
+) -> None:
+    socket = stepping[0].socket_path
+    with BrokerClient(socket) as client:
+        before = client.get_token()
+        with pytest.raises(BrokerError) as refused:
+            client.get_token(acr_values="urn:stub:acr:gold")  # nobody signs in
+        assert refused.value.code.name == "FAILED_PRECONDITION"
+        assert refused.value.message.startswith(
+            "step-up sign-in required: acr urn:stub:acr:gold for user:1001; no sign-in that"
+            f" meets it came within {STEP_UP_SECONDS} s"
+        )
+        after = client.get_token()
+    assert (after.access_token, after.acr) == (before.access_token, before.acr)
+
+
+def test_another_user_signing_in_at_a_step_up_replaces_nothing(
+    provider: StubProvider, stepping: tuple[DaemonProcess, Notifications]
+) -> None:
+    daemon = stepping[0]
+    _, wanted = current_and_stronger(daemon.socket_path)
+    provider.approve_as(BOB.sub)
+    try:
+        with (
+            watching(daemon.socket_path) as events,
+            BrokerClient(daemon.socket_path) as client,
+            ThreadPoolExecutor(1) as pool,
+        ):
+            asked = pool.submit(client.get_token, acr_values=wanted)
+            page = sign_in_at(daemon, step_up_url(events))
+            with pytest.raises(BrokerError) as refused:
+                asked.result(20)
+            accounts = [account.id for account in client.accounts()]
+    finally:
+        provider.approve_as(ALICE.sub)
+    assert "another user signed in (user:1002)" in page.text
+    assert refused.value.code.name == "FAILED_PRECONDITION"
+    assert "another user signed in" in str(refused.value)
+    assert accounts == ["user:1001"]  # Bob was not added, Alice not replaced
+
+
+@pytest.mark.parametrize("short_of", ["acr", "max_age"])
+def test_a_provider_answering_short_of_the_step_up_gives_an_error_not_a_weaker_token(
+    short_of: str, provider: StubProvider, stepping: tuple[DaemonProcess, Notifications]
+) -> None:
+    daemon = stepping[0]
+    current, wanted = current_and_stronger(daemon.socket_path)
+    if short_of == "acr":
+        provider.acr_override = current  # it signs the person in at the old strength
+        asked_for, why = {"acr_values": wanted}, f"its acr is {current!r}"
+    else:
+        provider.auth_age = 3600  # it answers from an hour-old browser session
+        asked_for, why = {"max_age_seconds": 1}, "the person authenticated 3600 s before"
+        with BrokerClient(daemon.socket_path) as client:  # older than max_age, as it is now
+            time.sleep(max(0.0, client.get_token().auth_time_unix + 2 - time.time()))
+    try:
+        with (
+            watching(daemon.socket_path) as events,
+            BrokerClient(daemon.socket_path) as client,
+            ThreadPoolExecutor(1) as pool,
+        ):
+            before = client.get_token()
+            asked = pool.submit(client.get_token, **asked_for)
+            sign_in_at(daemon, step_up_url(events))
+            with pytest.raises(BrokerError) as refused:
+                asked.result(20)
+            after = client.get_token()
+    finally:
+        provider.acr_override, provider.auth_age = None, 0
+    assert refused.value.code.name == "FAILED_PRECONDITION"
+    assert why in str(refused.value)
+    assert after.access_token == before.access_token  # the session stays as it was
+    asked = [r.params for r in provider.requests if r.path == provider.paths.authorize][-1]
+    assert ("max_age" in asked, "prompt" in asked) == (short_of == "max_age", short_of == "acr")
+
+
+def test_the_httpx_auth_turns_a_step_up_401_into_one_completed_retry(
+    provider: StubProvider, stepping: tuple[DaemonProcess, Notifications]
+) -> None:
+    daemon = stepping[0]
+    current, wanted = current_and_stronger(daemon.socket_path)
+    auth = BrokerAuth(socket_path=daemon.socket_path)
+    with (
+        ProtectedApi(provider) as api,
+        watching(daemon.socket_path) as events,
+        httpx.Client(auth=auth) as http,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        api.acr_values = wanted
+        answer = pool.submit(http.get, api.url)
+        sign_in_at(daemon, step_up_url(events))
+        response = answer.result(20)
+    auth.close()
+    assert response.status_code == 200, response.text
+    assert response.json()["acr"] == wanted
+    assert len(api.seen) == 2 and api.seen[0] != api.seen[1]  # one retry, with the new token
