@@ -206,7 +206,7 @@ def test_the_httpx_auth_turns_a_step_up_401_into_one_completed_retry(
     provider: StubProvider, stepping: tuple[DaemonProcess, Notifications]
 ) -> None:
     daemon = stepping[0]
-    current, wanted = current_and_stronger(daemon.socket_path)
+    _, wanted = current_and_stronger(daemon.socket_path)
     auth = BrokerAuth(socket_path=daemon.socket_path)
     with (
         ProtectedApi(provider) as api,

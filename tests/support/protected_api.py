@@ -16,7 +16,6 @@ from http.server import BaseHTTPRequestHandler
 from signin_broker.testing import StubProvider
 from support.loopback_http import LoopbackServer, QuietHandler, honoured
 
-
 STEP_UP = "insufficient_user_authentication"
 
 
