@@ -65,12 +65,14 @@ class StepUp:
             )
         return ""
 
-    def authorize_params(self, *, acr_unmet: bool) -> dict[str, str]:
+    def authorize_params(self, *, acr_unmet: bool, offline: bool = False) -> dict[str, str]:
         """The authorize parameters of a sign-in that meets it (OpenID Connect Core 3.1.2.1).
 
         prompt=login only when the acr is not met: a provider may answer acr_values
         from its own browser session at that session's strength (panva's oidc-provider
         treats them as voluntary), while max_age alone makes it authenticate afresh.
+        `offline`: the session holds offline_access, which OpenID Connect Core 11 grants
+        only with prompt=consent, so a prompt asks for consent as well.
         """
         params: dict[str, str] = {}
         if self.acr_values:
@@ -78,7 +80,7 @@ class StepUp:
         if self.max_age is not None:
             params["max_age"] = str(self.max_age)
         if acr_unmet:
-            params["prompt"] = "login"
+            params["prompt"] = "login consent" if offline else "login"
         return params
 
     def __str__(self) -> str:

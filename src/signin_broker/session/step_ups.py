@@ -80,7 +80,8 @@ class StepUps:
         info = account.info
         leeway = 0
         if step_up.unmet(info.acr, info.auth_time, asked_at):
-            asked_at = await self._wait(step_up, info, app, asked_at, begin_url)
+            offline = "offline_access" in account.tokens.scopes
+            asked_at = await self._wait(step_up, info, app, (asked_at, offline), begin_url)
             leeway = CLOCK_LEEWAY_SECONDS  # as the sign-in was checked when it came
         token = await get_token(info.id, entitlement=entitlement, **asked)
         unmet = step_up.unmet(token.acr, token.auth_time, asked_at, leeway)
@@ -89,13 +90,21 @@ class StepUps:
         return token
 
     async def _wait(
-        self, step_up: StepUp, info: AccountInfo, app: str, asked_at: float, begin_url: str
+        self,
+        step_up: StepUp,
+        info: AccountInfo,
+        app: str,
+        asked: tuple[float, bool],
+        begin_url: str,
     ) -> float:
-        """Wait for the step-up sign-in (begun now, or joined); when the flight was asked for."""
+        """Wait for the step-up sign-in (begun now, or joined); when the flight was asked for.
+
+        `asked`: when the request came, and whether the session holds offline_access.
+        """
         key = (info.id, frozenset(step_up.acr_values), step_up.max_age)
         pending = self._pending.get(key)
         if pending is None:
-            pending = self._begin(step_up, info, asked_at, begin_url)
+            pending = self._begin(step_up, info, asked, begin_url)
             self._pending[key] = pending
         if app not in pending.joined:
             pending.joined.add(app)
@@ -115,13 +124,16 @@ class StepUps:
                 self._sign_ins.outcomes.pop(pending.started.sign_in_id, None)
         return pending.started.asked_at
 
-    def _begin(self, step_up: StepUp, info: AccountInfo, asked_at: float, url: str) -> _Pending:
+    def _begin(
+        self, step_up: StepUp, info: AccountInfo, asked: tuple[float, bool], url: str
+    ) -> _Pending:
         """A browser sign-in of the account that asks the provider for the step-up."""
+        asked_at, offline = asked
         acr_unmet = bool(step_up.acr_values) and info.acr not in step_up.acr_values
         started = self._sign_ins.new(
             info.workspace_id,
             info.id,
-            step_up.authorize_params(acr_unmet=acr_unmet),
+            step_up.authorize_params(acr_unmet=acr_unmet, offline=offline),
             name_of(info.provider),
             (step_up, asked_at),
         )

@@ -60,9 +60,10 @@ def test_prompt_login_is_asked_only_when_the_acr_is_not_met() -> None:
         "acr_values": f"{MFA} {PWD}",
         "max_age": "60",
     }
-    assert check_authorize_params(
-        step_up.authorize_params(acr_unmet=True)
-    )  # the daemon's own check
+    assert check_authorize_params(step_up.authorize_params(acr_unmet=True))  # the daemon's check
+    # offline_access is granted only with prompt=consent (OIDC Core 11): a session that
+    # holds it asks for consent too, or the stepped-up session would not be renewable.
+    assert step_up.authorize_params(acr_unmet=True, offline=True)["prompt"] == "login consent"
 
 
 def test_a_step_up_sign_in_of_another_user_or_short_of_it_is_refused() -> None:
