@@ -6,6 +6,7 @@ does not have, so the order of the tests does not matter.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -29,7 +30,7 @@ from support.commands import BIN
 from support.events import EventLog, watching
 from support.notifications import Notifications
 from support.protected_api import ProtectedApi
-from support.signin import CALLBACK, cli_login, signed_in_daemon
+from support.signin import CALLBACK, cli_login, sign_in, signed_in_daemon
 
 PWD, MFA = "urn:stub:acr:pwd", "urn:stub:acr:mfa"
 STEP_UP_SECONDS = 6  # the daemon's step_up_timeout_seconds here: a sign-in takes ~0.5 s
@@ -128,17 +129,27 @@ def test_apps_asking_for_another_acr_share_one_sign_in_and_others_are_served_mea
 def test_a_step_up_nobody_completes_is_failed_precondition_and_nothing_is_lost(
     stepping: tuple[DaemonProcess, Notifications],
 ) -> None:
-    socket = stepping[0].socket_path
-    with BrokerClient(socket) as client:
+    daemon = stepping[0]
+    with (
+        Browser() as browser,
+        watching(daemon.socket_path) as events,
+        BrokerClient(daemon.socket_path) as client,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        sign_in(browser, daemon)  # the person's browser, signed in to the dashboard
         before = client.get_token()
+        asked = pool.submit(client.get_token, acr_values="urn:stub:acr:gold")  # nobody signs in
+        url = step_up_url(events)
+        dashboard = browser.get(daemon.web_url + "/dashboard").text
         with pytest.raises(BrokerError) as refused:
-            client.get_token(acr_values="urn:stub:acr:gold")  # nobody signs in
-        assert refused.value.code.name == "FAILED_PRECONDITION"
-        assert refused.value.message.startswith(
-            "step-up sign-in required: acr urn:stub:acr:gold for user:1001; no sign-in that"
-            f" meets it came within {STEP_UP_SECONDS} s"
-        )
+            asked.result(STEP_UP_SECONDS + 10)
         after = client.get_token()
+    assert "An app needs a stronger sign-in" in dashboard and html.escape(url) in dashboard
+    assert refused.value.code.name == "FAILED_PRECONDITION"
+    assert refused.value.message.startswith(
+        "step-up sign-in required: acr urn:stub:acr:gold for user:1001; no sign-in that"
+        f" meets it came within {STEP_UP_SECONDS} s"
+    )
     assert (after.access_token, after.acr) == (before.access_token, before.acr)
 
 

@@ -197,7 +197,8 @@ class SignInSite:
                 f"{BEGIN_PATH}?redirect_to={quote(original, safe='')}", status_code=302
             )
         others = [a for a in self._session.accounts() if a.id != account.id]
-        return HTMLResponse(pages.dashboard(account, others, self._waiting_devices()))
+        step_ups = self._session.waiting_step_ups()
+        return HTMLResponse(pages.dashboard(account, others, self._waiting_devices(), step_ups))
 
     async def user_login(self, request: Request) -> Response:
         """The component convention: /user/login bounces to the begin endpoint."""
