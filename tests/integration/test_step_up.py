@@ -22,6 +22,7 @@ import pytest
 
 from signin_broker.client import BrokerClient, BrokerError, EventKind
 from signin_broker.httpx import BrokerAuth
+from signin_broker.session.step_ups import MAX_PENDING
 from signin_broker.testing import StubProvider
 from signin_broker.testing.browser import Browser, location
 from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
@@ -31,6 +32,7 @@ from support.events import EventLog, watching
 from support.notifications import Notifications
 from support.protected_api import ProtectedApi
 from support.signin import CALLBACK, cli_login, sign_in, signed_in_daemon
+from support.waiting import eventually
 
 PWD, MFA = "urn:stub:acr:pwd", "urn:stub:acr:mfa"
 STEP_UP_SECONDS = 6  # the daemon's step_up_timeout_seconds here: a sign-in takes ~0.5 s
@@ -134,16 +136,31 @@ def test_a_step_up_nobody_completes_is_failed_precondition_and_nothing_is_lost(
         Browser() as browser,
         watching(daemon.socket_path) as events,
         BrokerClient(daemon.socket_path) as client,
-        ThreadPoolExecutor(1) as pool,
+        ThreadPoolExecutor(MAX_PENDING) as pool,
     ):
         sign_in(browser, daemon)  # the person's browser, signed in to the dashboard
         before = client.get_token()
         asked = pool.submit(client.get_token, acr_values="urn:stub:acr:gold")  # nobody signs in
         url = step_up_url(events)
         dashboard = browser.get(daemon.web_url + "/dashboard").text
+        others = [  # as many different step-ups as may wait at once
+            pool.submit(client.get_token, acr_values=f"urn:stub:acr:{n}")
+            for n in range(MAX_PENDING - 1)
+        ]
+        eventually(
+            lambda: events.kinds().count(EventKind.SIGN_IN_PROGRESS) == MAX_PENDING,
+            "every step-up waiting",
+            timeout=STEP_UP_SECONDS / 2,
+        )
+        with pytest.raises(BrokerError) as one_too_many:
+            client.get_token(acr_values="urn:stub:acr:one-too-many")
         with pytest.raises(BrokerError) as refused:
             asked.result(STEP_UP_SECONDS + 10)
+        for other in others:
+            with pytest.raises(BrokerError):
+                other.result(STEP_UP_SECONDS + 10)
         after = client.get_token()
+    assert f"{MAX_PENDING} other step-up sign-ins wait" in one_too_many.value.message
     assert "An app needs a stronger sign-in" in dashboard and html.escape(url) in dashboard
     assert refused.value.code.name == "FAILED_PRECONDITION"
     assert refused.value.message.startswith(

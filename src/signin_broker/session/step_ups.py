@@ -28,6 +28,8 @@ from .step_up import CLOCK_LEEWAY_SECONDS, StepUp
 
 log = logging.getLogger(__name__)
 
+MAX_PENDING = 16  # different step-ups waited for at once, over all accounts
+
 
 @dataclass(eq=False, slots=True)
 class _Pending:
@@ -104,6 +106,9 @@ class StepUps:
         key = (info.id, frozenset(step_up.acr_values), step_up.max_age)
         pending = self._pending.get(key)
         if pending is None:
+            if len(self._pending) >= MAX_PENDING:
+                why = f"{MAX_PENDING} other step-up sign-ins wait for the person already"
+                raise StepUpRequired(info.id, str(step_up), why)
             pending = self._begin(step_up, info, asked, begin_url)
             self._pending[key] = pending
         if app not in pending.joined:
