@@ -105,7 +105,7 @@ HINTS: dict[str, st.SearchStrategy[Any]] = {
     "redirect_to": st.sampled_from(["", "/dashboard", "/dashboard?tab=apps", "http://evil/"]),
     "limit": st.sampled_from([0, 1, 1000, 1001]),
     "min_ttl_seconds": st.sampled_from([0, 60, 3000, 86_400]),
-    "acr_values": st.sampled_from(["", "urn:stub:acr:pwd", "urn:stub:acr:mfa x", "a\"b"]),
+    "acr_values": st.sampled_from(["", "urn:stub:acr:pwd", "urn:stub:acr:mfa x", 'a"b']),
     "max_age_seconds": st.sampled_from([0, 300, 2**31, -1]),
     # Mostly the sign-in BeginSignIn began last (likely still pending), so the QR is drawn.
     "sign_in_id": st.integers(0, 9).map(

@@ -170,6 +170,25 @@ def test_a_step_up_nobody_completes_is_failed_precondition_and_nothing_is_lost(
     assert (after.access_token, after.acr) == (before.access_token, before.acr)
 
 
+def test_a_sign_in_of_the_persons_own_that_meets_a_waiting_step_up_ends_the_wait(
+    stepping: tuple[DaemonProcess, Notifications],
+) -> None:
+    daemon = stepping[0]
+    _, wanted = current_and_stronger(daemon.socket_path)
+    with (
+        watching(daemon.socket_path) as events,
+        BrokerClient(daemon.socket_path) as client,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        asked = pool.submit(client.get_token, acr_values=wanted)
+        waited_for = step_up_url(events)
+        login, url = cli_login(daemon.socket_path, "--wait", "20", "--acr-values", wanted)
+        assert url != waited_for  # a sign-in of its own, which happens to meet the step-up
+        sign_in_at(daemon, url)
+        assert login.wait(20) == 0
+        assert asked.result(20).acr == wanted
+
+
 def test_another_user_signing_in_at_a_step_up_replaces_nothing(
     provider: StubProvider, stepping: tuple[DaemonProcess, Notifications]
 ) -> None:

@@ -314,7 +314,8 @@ class SignIns:
         """Record a validated sign-in as an account (replacing that tenant's old session).
 
         StepUpRefused, and nothing changes, for a step-up sign-in of another user or
-        short of what it asked for.
+        short of what it asked for. The token requests waiting for this sign-in, or for
+        a step-up of the account that it meets (`login --acr-values`), are answered.
         """
         link = self._registry.providers.at(signed_in.provider)
         workspace_id = signed_in.workspace_id
@@ -369,9 +370,19 @@ class SignIns:
             signed_in.sign_in_id,
         )
         added = self._registry.info(account)
-        waiting = self.outcomes.pop(signed_in.sign_in_id, None)
-        if waiting is not None and not waiting.done():
-            waiting.set_result(added)
+        for sign_in_id, waiting in list(self.outcomes.items()):  # this one, or any it meets
+            begun = self._begun.get(sign_in_id)
+            meets = (
+                begun is not None
+                and begun.step_up is not None
+                and not begun.step_up.refusal(
+                    begun.owner, begun.asked_at, account_id, acr, auth_time
+                )
+            )
+            if sign_in_id == signed_in.sign_in_id or meets:
+                del self.outcomes[sign_in_id]
+                if not waiting.done():
+                    waiting.set_result(added)
         return added
 
     async def _profile_claims(self, link: ProviderLink, signed_in: SignedIn) -> dict[str, Any]:
