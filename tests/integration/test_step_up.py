@@ -6,6 +6,7 @@ does not have, so the order of the tests does not matter.
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import re
@@ -15,13 +16,16 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import httpx2
 import pytest
+import requests
 
 from signin_broker.client import BrokerClient, BrokerError, EventKind
-from signin_broker.httpx import BrokerAuth
+from signin_broker.httpx import BrokerAuth as HttpxAuth
+from signin_broker.requests import BrokerAuth as RequestsAuth
 from signin_broker.session.step_ups import MAX_PENDING
 from signin_broker.testing import StubProvider
 from signin_broker.testing.browser import Browser, location
@@ -142,13 +146,21 @@ def test_a_step_up_nobody_completes_is_failed_precondition_and_nothing_is_lost(
         before = client.get_token()
         asked = pool.submit(client.get_token, acr_values="urn:stub:acr:gold")  # nobody signs in
         url = step_up_url(events)
+        cli = subprocess.Popen(  # the one-shot joins the same wait
+            [str(BIN / "signin-broker"), "--socket", str(daemon.socket_path), "token",
+             "--acr-values", "urn:stub:acr:gold"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
         dashboard = browser.get(daemon.web_url + "/dashboard").text
         others = [  # as many different step-ups as may wait at once
             pool.submit(client.get_token, acr_values=f"urn:stub:acr:{n}")
             for n in range(MAX_PENDING - 1)
         ]
         eventually(
-            lambda: events.kinds().count(EventKind.SIGN_IN_PROGRESS) == MAX_PENDING,
+            lambda: (
+                len({e.sign_in_id for e in events.events if e.kind is EventKind.SIGN_IN_PROGRESS})
+                == MAX_PENDING
+            ),
             "every step-up waiting",
             timeout=STEP_UP_SECONDS / 2,
         )
@@ -160,7 +172,11 @@ def test_a_step_up_nobody_completes_is_failed_precondition_and_nothing_is_lost(
             with pytest.raises(BrokerError):
                 other.result(STEP_UP_SECONDS + 10)
         after = client.get_token()
+        printed, said = cli.communicate(timeout=STEP_UP_SECONDS + 10)
     assert f"{MAX_PENDING} other step-up sign-ins wait" in one_too_many.value.message
+    assert cli.returncode != 0 and printed == ""
+    assert "waiting for a stronger sign-in" in said  # said after a second
+    assert "step-up sign-in required: acr urn:stub:acr:gold for user:1001" in said
     assert "An app needs a stronger sign-in" in dashboard and html.escape(url) in dashboard
     assert refused.value.code.name == "FAILED_PRECONDITION"
     assert refused.value.message.startswith(
@@ -249,23 +265,52 @@ def test_a_provider_answering_short_of_the_step_up_gives_an_error_not_a_weaker_t
     assert ("max_age" in asked, "prompt" in asked) == (short_of == "max_age", short_of == "acr")
 
 
-def test_the_httpx_auth_turns_a_step_up_401_into_one_completed_retry(
-    provider: StubProvider, stepping: tuple[DaemonProcess, Notifications]
+def with_requests(url: str, auth: RequestsAuth) -> tuple[int, dict[str, object]]:
+    answer = requests.get(url, auth=auth, timeout=STEP_UP_SECONDS + 10)
+    return answer.status_code, answer.json()
+
+
+def with_httpx(url: str, auth: HttpxAuth) -> tuple[int, dict[str, object]]:
+    with httpx.Client(auth=auth) as http:
+        answer = http.get(url)
+    return answer.status_code, answer.json()
+
+
+def with_async_httpx(url: str, auth: HttpxAuth) -> tuple[int, dict[str, object]]:
+    async def run() -> tuple[int, dict[str, object]]:
+        async with httpx.AsyncClient(auth=auth) as http:
+            answer = await http.get(url)
+        await auth.aclose()
+        return answer.status_code, answer.json()
+
+    return asyncio.run(run())
+
+
+HTTP_CLIENTS = {
+    "httpx": (HttpxAuth, with_httpx),
+    "httpx-async": (HttpxAuth, with_async_httpx),
+    "requests": (RequestsAuth, with_requests),
+}
+
+
+@pytest.mark.parametrize("name", list(HTTP_CLIENTS))
+def test_the_http_auths_turn_a_step_up_401_into_one_completed_retry(
+    name: str, provider: StubProvider, stepping: tuple[DaemonProcess, Notifications]
 ) -> None:
     daemon = stepping[0]
     _, wanted = current_and_stronger(daemon.socket_path)
-    auth = BrokerAuth(socket_path=daemon.socket_path)
+    make_auth, send = HTTP_CLIENTS[name]
+    auth: Any = make_auth(socket_path=daemon.socket_path)
     with (
         ProtectedApi(provider) as api,
         watching(daemon.socket_path) as events,
-        httpx.Client(auth=auth) as http,
         ThreadPoolExecutor(1) as pool,
     ):
         api.acr_values = wanted
-        answer = pool.submit(http.get, api.url)
+        answer = pool.submit(send, api.url, auth)
         sign_in_at(daemon, step_up_url(events))
-        response = answer.result(20)
+        status, body = answer.result(20)
     auth.close()
-    assert response.status_code == 200, response.text
-    assert response.json()["acr"] == wanted
+    assert status == 200, body
+    assert body["acr"] == wanted
     assert len(api.seen) == 2 and api.seen[0] != api.seen[1]  # one retry, with the new token

@@ -166,7 +166,8 @@ class SignIns:
             owner,
             dict(authorize_params or {}),
             link.alias,
-            *(step_up or (None, 0.0)),
+            step_up=step_up[0] if step_up else None,
+            asked_at=step_up[1] if step_up else 0.0,
         )
         self._begun[started.sign_in_id] = started
         return started
