@@ -31,6 +31,7 @@ from signin_broker.testing import StubProvider
 from signin_broker.testing.browser import Browser, location
 from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
 from support.accounts import ALICE, BOB
+from support.apps import App, policy_path, rule, write_policy
 from support.commands import BIN
 from support.events import EventLog, watching
 from support.notifications import Notifications
@@ -39,6 +40,7 @@ from support.signin import CALLBACK, cli_login, sign_in, signed_in_daemon
 from support.waiting import eventually
 
 PWD, MFA = "urn:stub:acr:pwd", "urn:stub:acr:mfa"
+WAITS = "a token request waits for a step-up sign-in"  # the daemon's log line
 STEP_UP_SECONDS = 6  # the daemon's step_up_timeout_seconds here: a sign-in takes ~0.5 s
 
 
@@ -203,6 +205,35 @@ def test_a_sign_in_of_the_persons_own_that_meets_a_waiting_step_up_ends_the_wait
         sign_in_at(daemon, url)
         assert login.wait(20) == 0
         assert asked.result(20).acr == wanted
+
+
+def test_an_app_limited_to_other_accounts_can_neither_ask_for_nor_continue_a_step_up(
+    stepping: tuple[DaemonProcess, Notifications],
+) -> None:
+    daemon = stepping[0]
+    socket = daemon.socket_path
+    _, wanted = current_and_stronger(socket)
+    limited = App(socket.parent.parent / "apps", "limited")
+    write_policy(socket, rule(limited, "allow", accounts=["user:1002"]))
+    waits = len(daemon.logs_with(msg=WAITS))
+    try:
+        asked = limited.run(socket, "step_up", "user:1001", wanted)
+        assert (asked["ok"], asked.get("code")) == (False, "NOT_FOUND")  # as for no account
+        assert len(daemon.logs_with(msg=WAITS)) == waits  # no sign-in was begun for it
+        with (
+            watching(socket) as events,
+            BrokerClient(socket) as client,
+            ThreadPoolExecutor(1) as pool,
+        ):
+            stepping_up = pool.submit(client.get_token, acr_values=wanted)
+            url = step_up_url(events)
+            begun = limited.run(socket, "begin", "browser")  # not the step-up of Alice's
+            sign_in_at(daemon, url)
+            assert stepping_up.result(20).acr == wanted
+    finally:
+        policy_path(socket).unlink()
+    assert begun["ok"] and begun["sign_in_id"] not in url
+    assert len(daemon.logs_with(msg=WAITS)) == waits + 1  # the allowed app's step-up only
 
 
 def test_another_user_signing_in_at_a_step_up_replaces_nothing(
