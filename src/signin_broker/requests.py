@@ -7,7 +7,8 @@
 
 As with the httpx one (signin_broker.httpx): the token is asked for per request, and
 on a 401 the broker is told it was refused, renews it, and the request is sent once
-more with the new token (the way requests' own digest auth answers a 401). Install
+more with the new token (the way requests' own digest auth answers a 401); a step-up
+challenge gets a token of a sign-in that meets it first. Install
 with `pip install signin-broker[requests]`.
 """
 
@@ -36,16 +37,17 @@ class BrokerAuth(TokenRequest, AuthBase):
         request.hooks["response"].append(self._once_more_on_401)
         return request
 
-    def _token(self, *, refused: bool = False) -> Any:
+    def _token(self, *, refused: bool = False, challenge: list[str] | None = None) -> Any:
         if self._broker is None:
             self._broker = BrokerClient(self.socket_path, timeout=self.timeout)
-        return self.ask(self._broker, refused=refused)
+        return self.ask(self._broker, refused=refused, challenge=challenge)
 
     def _once_more_on_401(self, response: requests.Response, **send: Any) -> requests.Response:
         sent = response.request
         if response.status_code != requests.codes.unauthorized or sent in _RESENT:
             return response  # a second 401 stands
-        renewed = self._token(refused=True)
+        challenge = [response.headers.get("www-authenticate", "")]  # several: joined by ", "
+        renewed = self._token(refused=True, challenge=challenge)
         if sent.headers.get("Authorization") == renewed.authorization:
             return response  # the daemon kept the token: nothing new to try
         response.content  # noqa: B018 - consume, so the connection can be reused

@@ -31,6 +31,9 @@ with BrokerClient(socket_path, timeout=120) as broker:
             token = broker.get_token(rest[0] if rest else "", scopes=rest[1:])
             result = {"account": token.account, "scopes": list(token.scopes),
                       "access_token": token.access_token}
+        elif action == "step_up":  # account, acr_values
+            token = broker.get_token(rest[0], acr_values=rest[1])
+            result = {"account": token.account, "acr": token.acr}
         elif action == "accounts":
             result = {"accounts": [account.id for account in broker.accounts()]}
         elif action == "status":

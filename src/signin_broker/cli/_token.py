@@ -14,7 +14,7 @@ import time
 from _socket import AF_UNIX, SOCK_STREAM
 from _socket import socket as unix_socket
 
-from ..locations import resolve_socket
+from ..locations import STEP_UP_TIMEOUT_SECONDS, resolve_socket
 from ._failures import EXIT_FAILED, EXIT_USAGE, complain, not_running, not_signed_in, refused
 from ._json_codec import dumps, loads
 
@@ -40,6 +40,8 @@ if TYPE_CHECKING:
         format: str
         id_token: bool
         env_name: str
+        acr_values: str
+        max_age: int | None
 
 
 GET_TOKEN = "/signin_broker.v1.TokenBroker/GetToken"  # noqa: S105 - a path
@@ -105,6 +107,21 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help=f"the variable --format env sets (default {DEFAULT_ENV_NAME})",
     )
+    parser.add_argument(
+        "--acr-values",
+        default="",
+        metavar="VALUES",
+        help="step-up (RFC 9470): the sign-in behind the token must have one of these"
+        " authentication context classes (space-separated); waits for such a sign-in",
+    )
+    parser.add_argument(
+        "--max-age",
+        type=int,
+        default=None,
+        metavar="SECONDS",
+        help="step-up: the person must have authenticated at most this long ago; waits"
+        " for such a sign-in",
+    )
 
 
 def shell_name(name: str) -> bool:
@@ -120,11 +137,14 @@ class Refused(Exception):
         self.status = status
 
 
-def json_call(path: str, method: str, body: bytes, timeout: float) -> tuple[int, bytes]:
+def json_call(
+    path: str, method: str, body: bytes, timeout: float, notice: str = ""
+) -> tuple[int, bytes]:
     """One HTTP/1.1 POST of `method` on the socket: the status and the body of the answer.
 
     Written out rather than http.client, which brings in the email parser and ssl
-    (about 20 ms); the daemon's answers always carry a Content-Length.
+    (about 20 ms); the daemon's answers always carry a Content-Length. A `notice` is
+    said once the daemon has taken a second to answer (it waits for the person).
     """
     connection = unix_socket(AF_UNIX, SOCK_STREAM)  # _socket's: `socket` costs enum
     try:
@@ -136,7 +156,20 @@ def json_call(path: str, method: str, body: bytes, timeout: float) -> tuple[int,
         )
         connection.sendall(head.encode() + body)
         answer = bytearray()
-        while chunk := connection.recv(65536):
+        if notice:
+            connection.settimeout(min(1.0, timeout))
+        while True:
+            try:
+                chunk = connection.recv(65536)
+            except TimeoutError:
+                if not notice or answer:
+                    raise
+                complain(notice)
+                notice = ""
+                connection.settimeout(timeout)
+                continue
+            if not chunk:
+                break
             answer += chunk
             if len(answer) > MAX_ANSWER_BYTES:
                 raise ValueError("the answer is too large")
@@ -166,8 +199,15 @@ def fetch(args: TokenRequest, **request: object) -> dict[str, object]:
         "audience": args.audience,
         **request,
     }
+    timeout, notice = args.timeout, ""
+    if body.get("acr_values") or body.get("max_age_seconds") is not None:  # a step-up
+        timeout += STEP_UP_TIMEOUT_SECONDS
+        notice = (
+            "waiting for a stronger sign-in: complete it in the browser (`signin-broker"
+            " login` opens it; a notification and the loopback page say where)"
+        )
     try:
-        status, answer = json_call(path, GET_TOKEN, dumps(body).encode(), args.timeout)
+        status, answer = json_call(path, GET_TOKEN, dumps(body).encode(), timeout, notice)
         issued = loads(answer or b"{}")
     except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
         raise Refused(not_running(path)) from None
@@ -210,8 +250,11 @@ def token(args: TokenCommand) -> int:
         except ValueError as error:
             complain(str(error))
             return EXIT_USAGE
+    step_up: dict[str, object] = {"acr_values": args.acr_values}
+    if args.max_age is not None:
+        step_up["max_age_seconds"] = args.max_age
     try:
-        issued = fetch(args, id_token=args.id_token)
+        issued = fetch(args, id_token=args.id_token, **step_up)
     except Refused as refusal:
         return refusal.status
     secret, expires = _presented(issued, args.id_token)
@@ -222,6 +265,8 @@ def token(args: TokenCommand) -> int:
             "expires_at_unix": int(str(issued.get("expires_at_unix", 0))),
             "scopes": issued.get("scopes", []),
             "account": issued.get("account", ""),
+            "acr": issued.get("acr", ""),
+            "auth_time_unix": int(str(issued.get("auth_time_unix", 0))),
         }
         if args.id_token:
             shown |= {"id_token": secret, "id_token_expires_at_unix": expires}

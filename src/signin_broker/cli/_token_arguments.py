@@ -34,6 +34,8 @@ class TokenArguments:
         self.format = "bare"
         self.id_token = False
         self.env_name = DEFAULT_ENV_NAME
+        self.acr_values = ""
+        self.max_age: int | None = None
 
 
 def _format(value: str) -> str:
@@ -57,6 +59,8 @@ TOKEN_OPTIONS: dict[str, tuple[str, Callable[[str], object] | None]] = {
     "--format": ("format", _format),
     "--id-token": ("id_token", None),
     "--env-name": ("env_name", str),
+    "--acr-values": ("acr_values", str),
+    "--max-age": ("max_age", int),
 }
 
 

@@ -1,7 +1,9 @@
 """What the HTTP clients' auths (signin_broker.httpx, .httpx2, .requests) share.
 
-Which token they ask for (account, scopes, audience) and from which broker; each auth
-adds how its library attaches the token and sends a request once more after a 401.
+Which token they ask for (account, scopes, audience, a step-up) and from which broker;
+each auth adds how its library attaches the token and sends a request once more after
+a 401: with a renewed token, or, when the 401 is an RFC 9470 step-up challenge
+(`error="insufficient_user_authentication"`), with a token of a sign-in that meets it.
 httpx and httpx2 (Pydantic's fork of httpx 0.28) run one auth-flow protocol: their
 two auths are HttpxFlows on each library's own Auth class.
 """
@@ -12,6 +14,7 @@ import os
 from collections.abc import AsyncGenerator, Generator, Iterable
 from typing import Any
 
+from ._challenges import step_up_of
 from ._channel import DEFAULT_TIMEOUT_SECONDS
 
 UNAUTHORIZED = 401
@@ -26,16 +29,30 @@ class TokenRequest:
         *,
         scopes: Iterable[str] = (),
         audience: str = "",
+        acr_values: str = "",
+        max_age_seconds: int | None = None,
         socket_path: str | os.PathLike[str] | None = None,
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
     ) -> None:
         self.account, self.scopes, self.audience = account, tuple(scopes), audience
+        self.step_up = (acr_values, max_age_seconds)  # asked every time; a challenge's wins
         self.socket_path, self.timeout = socket_path, timeout
 
-    def ask(self, client: Any, *, refused: bool = False) -> Any:
-        """The token (or, from the asyncio client, its awaitable); `refused` after a 401."""
+    def ask(self, client: Any, *, refused: bool = False, challenge: Any = None) -> Any:
+        """The token (or, from the asyncio client, its awaitable); after a 401, `refused`.
+
+        `challenge`: the 401's WWW-Authenticate values; a step-up among them asks for a
+        token of a sign-in that meets it (the broker waits for one) instead.
+        """
+        step_up = step_up_of(challenge) if challenge is not None else None
+        acr_values, max_age = step_up or self.step_up
         return client.get_token(
-            self.account, scopes=self.scopes, audience=self.audience, refused=refused
+            self.account,
+            scopes=self.scopes,
+            audience=self.audience,
+            refused=refused and step_up is None,
+            acr_values=acr_values,
+            max_age_seconds=max_age,
         )
 
 
@@ -60,7 +77,8 @@ class HttpxFlows(TokenRequest):
         request.headers["Authorization"] = sent.authorization
         response = yield request
         if response.status_code == UNAUTHORIZED:
-            renewed = self.ask(self._sync, refused=True)
+            challenge = response.headers.get_list("www-authenticate")
+            renewed = self.ask(self._sync, refused=True, challenge=challenge)
             if renewed.access_token != sent.access_token:
                 request.headers["Authorization"] = renewed.authorization
                 yield request
@@ -76,7 +94,8 @@ class HttpxFlows(TokenRequest):
         request.headers["Authorization"] = sent.authorization
         response = yield request
         if response.status_code == UNAUTHORIZED:
-            renewed = await self.ask(self._async, refused=True)
+            challenge = response.headers.get_list("www-authenticate")
+            renewed = await self.ask(self._async, refused=True, challenge=challenge)
             if renewed.access_token != sent.access_token:
                 request.headers["Authorization"] = renewed.authorization
                 yield request

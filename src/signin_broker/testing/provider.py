@@ -33,7 +33,7 @@ from .models import (
     check_client,
 )
 from .pauses import Pauses
-from .rules import DeviceSettings
+from .rules import DEFAULT_ACR_VALUES, AuthenticationSettings, DeviceSettings
 from .server import StubAuthorizationServer
 from .store import OUTAGE_MODES, BrokenAnswer, Outage, StubStore, TokenDelay, TokenFailure
 from .web import OAUTH_METADATA_PLACES, Site, build_app, discovery_document
@@ -68,6 +68,7 @@ class StubProvider(DeviceSignIns):
         offline_access_needs_consent: bool = False,
         token_endpoint_auth_methods: Sequence[str] | None = None,
         refresh_reuse_ends_grant: bool = False,
+        acr_values_supported: Sequence[str] = DEFAULT_ACR_VALUES,
         tls: Tls | None = None,
     ) -> None:
         self.users = tuple(users) if users is not None else (DEFAULT_USER,)
@@ -99,6 +100,13 @@ class StubProvider(DeviceSignIns):
         self.iss_parameter = iss_parameter
         self.offline_access_needs_consent = offline_access_needs_consent
         self.admin_token = secrets.token_urlsafe(32)
+        # OpenID Connect acr (RFC 9470 step-up): a sign-in gets the first of its acr_values
+        # the stub offers (advertised in discovery, read at start), else the first offered;
+        # `acr_override` (None: off; "" for none) plays a provider that answers another;
+        # `auth_age` one that answers from an older browser session, ignoring max_age.
+        self.acr_values_supported = tuple(acr_values_supported)
+        self.acr_override: str | None = None  # read at each sign-in
+        self.auth_age = 0  # seconds, read at each sign-in
         self.tls = tls  # serve https with this certificate (read at start)
         _check_settings(self)
         self._store = StubStore(self.users, self.clients)
@@ -207,7 +215,8 @@ class StubProvider(DeviceSignIns):
         """What the stub knows about an access token; None if it never issued it.
 
         {"sub", "scope", "audience" (the RFC 8707 resource, or None), "expires_at"
-        (epoch seconds), "active" (neither expired nor revoked)}.
+        (epoch seconds), "acr" (of the sign-in, or None), "active" (neither expired nor
+        revoked)}.
         """
         return self._store.access_token_info(token)
 
@@ -335,6 +344,9 @@ class StubProvider(DeviceSignIns):
                     lambda: self.device_interval,
                     lambda: self.device_code_ttl,
                 ),
+                authentication=AuthenticationSettings(
+                    self.acr_values_supported, lambda: self.acr_override, lambda: self.auth_age
+                ),
                 offline_access_needs_consent=self.offline_access_needs_consent,
                 client_assertion_audiences=(address.base_url + self.paths.token, site.issuer),
             )
@@ -356,6 +368,7 @@ class StubProvider(DeviceSignIns):
             self.oauth_metadata_only,
             self.iss_parameter,
             auth_methods=self.token_endpoint_auth_methods,
+            acr_values=self.acr_values_supported,
         )
 
 

@@ -33,6 +33,7 @@ class AuthorizationCode(AuthorizationCodeMixin):  # type: ignore[misc]
     auth_time: int
     expires_at: float
     workspace_id: str | None = None
+    acr: str | None = None  # how the person authenticated, echoed in the ID token
 
     def get_redirect_uri(self) -> str:
         """The redirect URI the code was delivered to; the token request must repeat it."""
@@ -49,6 +50,10 @@ class AuthorizationCode(AuthorizationCodeMixin):  # type: ignore[misc]
     def get_auth_time(self) -> int:
         """When the user approved, echoed in the ID token."""
         return self.auth_time
+
+    def get_acr(self) -> str | None:
+        """The authentication context class of the sign-in, echoed in the ID token."""
+        return self.acr
 
 
 @dataclass(slots=True)
@@ -109,6 +114,7 @@ class IssuedToken(TokenMixin):  # type: ignore[misc]
     audience: str | None = None  # the RFC 8707 resource the access token is for
     refresh_expires_at: float | None = None  # None: the refresh token never expires
     workspace_id: str | None = None  # the sign-in's workspace, kept through every rotation
+    acr: str | None = None  # how the person authenticated at the sign-in, kept likewise
     access_revoked: bool = False
     refresh_revoked: bool = False
 

@@ -50,6 +50,31 @@ POLL_REFUSALS: dict[DevicePoll, type[OAuth2Error]] = {
 }
 
 
+# The authentication context classes the stub offers by default (OpenID Connect acr).
+DEFAULT_ACR_VALUES = ("urn:stub:acr:pwd", "urn:stub:acr:mfa")
+
+
+@dataclass(frozen=True, slots=True)
+class AuthenticationSettings:
+    """How the stub says a person authenticated (the ID token's acr and auth_time).
+
+    The callables are read at each sign-in, so a test can change them while it serves.
+    """
+
+    acr_values_supported: tuple[str, ...]
+    acr_override: Callable[[], str | None]  # the acr of every sign-in, whatever was asked
+    auth_age: Callable[[], int]  # seconds the authentication lies before the sign-in
+
+    def acr(self, acr_values: str) -> str | None:
+        """The acr of a sign-in that asked for `acr_values`: the first offered, else the default."""
+        override = self.acr_override()
+        if override is not None:
+            return override or None
+        offered = self.acr_values_supported
+        asked = [value for value in acr_values.split() if value in offered]
+        return asked[0] if asked else (offered[0] if offered else None)
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceSettings:
     """How device codes are issued; the numbers are read at each issue."""

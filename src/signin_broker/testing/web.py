@@ -47,19 +47,8 @@ CONSENT_FIELDS = ("sub", "deny")  # what the consent page's buttons add to the r
 GARBAGE_BODY = "<html>upstream error</html>"  # what a broken proxy in front might answer
 CLIENT_LEFT = 499  # logged for a request dropped because its client went away meanwhile
 CLAIMS_SUPPORTED = [
-    "sub",
-    "iss",
-    "aud",
-    "exp",
-    "iat",
-    "auth_time",
-    "nonce",
-    "at_hash",
-    "name",
-    "preferred_username",
-    "email",
-    "email_verified",
-    "workspace_id",
+    *("sub", "iss", "aud", "exp", "iat", "auth_time", "acr", "nonce", "at_hash", "name"),
+    *("preferred_username", "email", "email_verified", "workspace_id"),
 ]
 
 
@@ -76,6 +65,7 @@ class Site:
     oauth_metadata_only: tuple[str, ...] = ()  # fields left out of the OpenID document
     iss_parameter: bool = False  # RFC 9207: advertised, and `iss` in authorization responses
     auth_methods: tuple[str, ...] = ("none",)  # the client authentication methods advertised
+    acr_values: tuple[str, ...] = ()  # the authentication context classes offered
 
     @property
     def issuer(self) -> str:
@@ -130,6 +120,7 @@ def oauth_metadata_document(site: Site) -> dict[str, object]:
         **(assertion_algorithms if "private_key_jwt" in site.auth_methods else {}),
         "subject_types_supported": ["public"],
         "claims_supported": CLAIMS_SUPPORTED,
+        **({"acr_values_supported": list(site.acr_values)} if site.acr_values else {}),
         **(iss_parameter if site.iss_parameter else {}),
     }
 
