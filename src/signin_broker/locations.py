@@ -20,6 +20,9 @@ APP_POLICY_NAME = "apps.toml"
 # sun_path holds 108 bytes on Linux (104 on macOS) including the terminating NUL.
 MAX_SOCKET_PATH_BYTES = 103
 DEFAULT_TIMEOUT_SECONDS = 10.0  # how long a client waits for the daemon to answer
+# How long a token request that needs a stronger sign-in (a step-up) waits for the
+# person by default (the daemon's step_up_timeout_seconds); clients wait this much more.
+STEP_UP_TIMEOUT_SECONDS = 300.0
 
 
 def resolve_socket(socket_path: str | os.PathLike[str] | None) -> str:

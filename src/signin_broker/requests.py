@@ -7,9 +7,10 @@
 
 As with the httpx one (signin_broker.httpx): the token is asked for per request, and
 on a 401 the broker is told it was refused, renews it, and the request is sent once
-more with the new token (the way requests' own digest auth answers a 401). A
-DPoP-bound token goes with a proof for each request, and a `use_dpop_nonce`
-challenge is answered once with the server's nonce. Install
+more with the new token (the way requests' own digest auth answers a 401); a step-up
+challenge gets a token of a sign-in that meets it first. A DPoP-bound token goes with a
+proof for each request, and a `use_dpop_nonce` challenge is answered once with the
+server's nonce. Install
 with `pip install signin-broker[requests]`.
 """
 
@@ -34,24 +35,24 @@ class BrokerAuth(TokenRequest, AuthBase):
     _broker: BrokerClient | None = None
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
-        sent = self._token(request)
-        attach(request.headers, sent if not self.unproven(sent) else self._token(request))
+        attach(request.headers, self._token(request))
         request.hooks["response"].append(self._once_more_on_401)
         return request
 
-    def _token(self, request: requests.PreparedRequest, *, refused: bool = False) -> Any:
+    def _token(self, request: requests.PreparedRequest, **asked: Any) -> Any:
         if self._broker is None:
             self._broker = BrokerClient(self.socket_path, timeout=self.timeout)
-        return self.ask(self._broker, str(request.method), str(request.url), refused=refused)
+        method, url = str(request.method), str(request.url)
+        sent = self.ask(self._broker, method, url, **asked)
+        return self.ask(self._broker, method, url, proven=True) if self.unproven(sent) else sent
 
     def _once_more_on_401(self, response: requests.Response, **send: Any) -> requests.Response:
         sent = response.request
-        again = self.again(response.status_code, response.headers, str(sent.url))
+        challenge = [response.headers.get("www-authenticate", "")]  # several: joined by ", "
+        again = self.again(response.status_code, response.headers, str(sent.url), challenge)
         if again is None or sent in _RESENT:
             return response  # a second 401 stands
         renewed = self._token(sent, **again)
-        if self.unproven(renewed):
-            renewed = self._token(sent)
         if again["refused"] and sent.headers.get("Authorization") == renewed.authorization:
             return response  # the daemon kept the token: nothing new to try
         response.content  # noqa: B018 - consume, so the connection can be reused

@@ -105,6 +105,8 @@ HINTS: dict[str, st.SearchStrategy[Any]] = {
     "redirect_to": st.sampled_from(["", "/dashboard", "/dashboard?tab=apps", "http://evil/"]),
     "limit": st.sampled_from([0, 1, 1000, 1001]),
     "min_ttl_seconds": st.sampled_from([0, 60, 3000, 86_400]),
+    "acr_values": st.sampled_from(["", "urn:stub:acr:pwd", "urn:stub:acr:mfa x", 'a"b']),
+    "max_age_seconds": st.sampled_from([0, 300, 2**31, -1]),
     # Mostly the sign-in BeginSignIn began last (likely still pending), so the QR is drawn.
     "sign_in_id": st.integers(0, 9).map(
         lambda back: BEGUN[-1 - back % len(BEGUN)] if BEGUN else ""
@@ -234,7 +236,9 @@ def people() -> Iterator[StubProvider]:
 def fuzzed(people: StubProvider) -> Iterator[DaemonProcess]:
     """A daemon signed in as Alice, Bob, and Alice within workspace 7."""
     folder = short_temp_dir()
-    daemon = daemon_with_accounts(people, folder / "run" / "broker.sock")
+    # A step-up asked for is begun but not waited for: a call's answer comes at once.
+    socket_path = folder / "run" / "broker.sock"
+    daemon = daemon_with_accounts(people, socket_path, "--step-up-timeout-seconds", "0")
     yield daemon
     if daemon.alive:
         daemon.stop()

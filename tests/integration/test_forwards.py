@@ -346,6 +346,23 @@ def test_with_confirm_a_boxed_request_waits_for_the_persons_answer(
     on_host(host, "forward", "--close", "ask")
 
 
+def test_a_step_up_is_served_through_a_forward_when_met_but_never_begun_there(
+    host: DaemonProcess,
+) -> None:
+    forward = open_forward(host, "stepped")
+    with BrokerClient(forward) as far:
+        met = far.get_token(acr_values="urn:stub:acr:pwd")  # what the sign-in has
+        assert met.acr == "urn:stub:acr:pwd"
+        began = time.monotonic()
+        with pytest.raises(BrokerError) as refused:
+            far.get_token(acr_values="urn:stub:acr:mfa")
+    assert refused.value.code.name == "FAILED_PRECONDITION"
+    assert "never begins through a forward" in refused.value.message
+    assert "signin-broker token --account user:" in refused.value.message
+    assert time.monotonic() - began < 10  # refused, not left waiting for the person
+    on_host(host, "forward", "--close", "stepped")
+
+
 def test_a_forward_closes_by_its_ttl_and_with_the_daemon(daemon: DaemonProcess) -> None:
     """Neither needs a sign-in: a forward of every account can be open before any."""
 

@@ -1005,6 +1005,7 @@ def test_a_refresh_can_narrow_the_scope_and_name_a_resource(
         "scope": "openid email",
         "audience": resource,
         "expires_at": pytest.approx(time.time() + 3600, abs=10),
+        "acr": "urn:stub:acr:pwd",  # the first acr the stub offers: none was asked for
         "active": True,
     }
     assert flow.userinfo(narrowed["access_token"]).json() == {
@@ -1026,6 +1027,7 @@ def test_a_refresh_can_narrow_the_scope_and_name_a_resource(
         "scope": "openid profile email",
         "audience": None,
         "expires_at": pytest.approx(time.time() + 3600, abs=10),
+        "acr": "urn:stub:acr:pwd",  # the first acr the stub offers: none was asked for
         "active": True,
     }
 

@@ -3,8 +3,9 @@
 The daemon is told the issuer, the client id and `scopes = "offline_access"` (without
 it the provider issues no refresh token, OIDC Core 11). The provider keeps its
 defaults (public clients' refresh tokens rotate on every use) but for 20 s access
-tokens; the browser passes its development login and consent pages
-(support/providers/oidc_provider/provider.mjs).
+tokens, and it offers two acr values (urn:rig:pwd, urn:rig:mfa) for step-up; the
+browser passes its development login and consent pages, whose login signs in at the
+acr asked for (support/providers/oidc_provider/provider.mjs).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from signin_broker.testing.daemon import short_temp_dir
-from support.providers import checks
+from support.providers import checks, step_up
 from support.providers.node import NodeOidcProvider
 
 ACCESS_TOKEN_TTL = 20
@@ -58,3 +59,11 @@ def test_a_revocation_at_the_provider_is_seen_within_60_s(
 
 def test_conformance_i_cases_pass_against_it(provider: NodeOidcProvider, folder: Path) -> None:
     checks.conformance_i_cases_pass(type(provider), folder)
+
+
+def test_a_step_up_to_a_stronger_acr_waits_for_one_sign_in(
+    provider: NodeOidcProvider, socket_path: Path
+) -> None:
+    step_up.a_step_up_waits_for_a_sign_in_at_the_stronger_acr(
+        provider, socket_path, *NodeOidcProvider.acr_values
+    )

@@ -35,6 +35,9 @@ with BrokerClient(socket_path, timeout=120) as broker:
             proof = broker.sign_dpop_proof(rest[1], rest[2], rest[0])
             result = {"account": proof.account, "token_type": proof.token_type,
                       "dpop": proof.dpop, "access_token": proof.access_token}
+        elif action == "step_up":  # account, acr_values
+            token = broker.get_token(rest[0], acr_values=rest[1])
+            result = {"account": token.account, "acr": token.acr}
         elif action == "accounts":
             result = {"accounts": [account.id for account in broker.accounts()]}
         elif action == "status":

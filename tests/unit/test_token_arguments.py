@@ -25,6 +25,7 @@ COMMON_LINES = [
     ["--timeout", "1", "token", "--format", "exec-credential", "--id-token"],
     ["--socket", "/a", "token", "--socket", "/b"],
     ["token", "--account="],
+    ["token", "--acr-values", "urn:rig:mfa urn:rig:hwk", "--max-age", "300", "--json"],
 ]
 
 

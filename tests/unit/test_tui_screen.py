@@ -109,6 +109,13 @@ def test_another_sign_ins_outcome_is_not_taken_for_ours() -> None:
     assert board.sign_in is not None and board.message == ""
 
 
+def test_an_apps_step_up_waiting_for_the_person_is_told() -> None:
+    board = board_with()
+    needs = "git needs a stronger sign-in of Alice (acr urn:rig:mfa): sign in at http://x"
+    board.heard(event(EventKind.SIGN_IN_PROGRESS, needs, sign_in_id="step-up"))
+    assert (board.message, board.tone) == (f"user:1001: {needs}", Tone.BAD)
+
+
 def test_token_time_left_and_an_expired_token_read_as_such() -> None:
     shown = as_text(draw(board_with(accounts=[account(52)]), 80, 24, now=NOW))
     assert "> user:1001  Alice Example (default)  signed in, token 52 s left" in shown

@@ -14,7 +14,7 @@ import time
 from _socket import AF_UNIX, SOCK_STREAM
 from _socket import socket as unix_socket
 
-from ..locations import resolve_socket
+from ..locations import STEP_UP_TIMEOUT_SECONDS, resolve_socket
 from ._failures import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -29,7 +29,7 @@ from ._json_codec import dumps, loads
 TYPE_CHECKING = False  # not typing's: see signin_broker/__init__.py
 if TYPE_CHECKING:
     import argparse
-    from typing import Protocol
+    from typing import Any, Protocol
 
     class TokenRequest(Protocol):
         """What a token is asked with: argparse's Namespace, or the quick reading's."""
@@ -51,6 +51,8 @@ if TYPE_CHECKING:
         method: str
         url: str
         nonce: str
+        acr_values: str
+        max_age: int | None
 
 
 GET_TOKEN = "/signin_broker.v1.TokenBroker/GetToken"  # noqa: S105 - a path
@@ -127,6 +129,21 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help=f"the variable --format env sets (default {DEFAULT_ENV_NAME})",
     )
+    parser.add_argument(
+        "--acr-values",
+        default="",
+        metavar="VALUES",
+        help="step-up (RFC 9470): the sign-in behind the token must have one of these"
+        " authentication context classes (space-separated); waits for such a sign-in",
+    )
+    parser.add_argument(
+        "--max-age",
+        type=int,
+        default=None,
+        metavar="SECONDS",
+        help="step-up: the person must have authenticated at most this long ago; waits"
+        " for such a sign-in",
+    )
 
 
 def shell_name(name: str) -> bool:
@@ -142,11 +159,14 @@ class Refused(Exception):
         self.status = status
 
 
-def json_call(path: str, method: str, body: bytes, timeout: float) -> tuple[int, bytes]:
+def json_call(
+    path: str, method: str, body: bytes, timeout: float, notice: str = ""
+) -> tuple[int, bytes]:
     """One HTTP/1.1 POST of `method` on the socket: the status and the body of the answer.
 
     Written out rather than http.client, which brings in the email parser and ssl
-    (about 20 ms); the daemon's answers always carry a Content-Length.
+    (about 20 ms); the daemon's answers always carry a Content-Length. A `notice` is
+    said once the daemon has taken a second to answer (it waits for the person).
     """
     connection = unix_socket(AF_UNIX, SOCK_STREAM)  # _socket's: `socket` costs enum
     try:
@@ -158,7 +178,20 @@ def json_call(path: str, method: str, body: bytes, timeout: float) -> tuple[int,
         )
         connection.sendall(head.encode() + body)
         answer = bytearray()
-        while chunk := connection.recv(65536):
+        if notice:
+            connection.settimeout(min(1.0, timeout))
+        while True:
+            try:
+                chunk = connection.recv(65536)
+            except TimeoutError:
+                if not notice or answer:
+                    raise
+                complain(notice)
+                notice = ""
+                connection.settimeout(timeout)
+                continue
+            if not chunk:
+                break
             answer += chunk
             if len(answer) > MAX_ANSWER_BYTES:
                 raise ValueError("the answer is too large")
@@ -193,8 +226,15 @@ def fetch(
         "audience": args.audience,
         **request,
     }
+    timeout, notice = args.timeout, ""
+    if body.get("acr_values") or body.get("max_age_seconds") is not None:  # a step-up
+        timeout += STEP_UP_TIMEOUT_SECONDS
+        notice = (
+            "waiting for a stronger sign-in: complete it in the browser (`signin-broker"
+            " login` opens it; a notification and the loopback page say where)"
+        )
     try:
-        status, answer = json_call(path, call, dumps(body).encode(), args.timeout)
+        status, answer = json_call(path, call, dumps(body).encode(), timeout, notice)
         issued = loads(answer or b"{}")
     except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
         raise Refused(not_running(path)) from None
@@ -232,16 +272,9 @@ def token(args: TokenCommand) -> int:
     if form == "env" and not shell_name(args.env_name):
         complain(f"--env-name must be a shell variable name, not {args.env_name!r}")
         return EXIT_USAGE
-    dpop = args.format == "dpop"
-    if (
-        (not (args.method and args.url) or args.id_token)
-        if dpop
-        else (args.method or args.url or args.nonce)
-    ):
-        complain("--format dpop takes --method and --url (and --nonce), and they go with it only")
-        return EXIT_USAGE
-    if dpop:
-        return _dpop_headers(args)
+    dpop_status = _dpop_path(args)
+    if dpop_status is not None:
+        return dpop_status
     version = ""
     if form == "exec-credential":
         try:
@@ -249,9 +282,12 @@ def token(args: TokenCommand) -> int:
         except ValueError as error:
             complain(str(error))
             return EXIT_USAGE
+    step_up: dict[str, Any] = {"acr_values": args.acr_values}
+    if args.max_age is not None:
+        step_up["max_age_seconds"] = args.max_age
     try:
         tool = {"header": HEADER_TOOL, "exec-credential": "kubectl"}.get(form, "")
-        issued = fetch(args, tool=tool, id_token=args.id_token)
+        issued = fetch(args, tool=tool, id_token=args.id_token, **step_up)
     except Refused as refusal:
         return refusal.status
     secret, expires = _presented(issued, args.id_token)
@@ -262,6 +298,8 @@ def token(args: TokenCommand) -> int:
             "expires_at_unix": int(str(issued.get("expires_at_unix", 0))),
             "scopes": issued.get("scopes", []),
             "account": issued.get("account", ""),
+            "acr": issued.get("acr", ""),
+            "auth_time_unix": int(str(issued.get("auth_time_unix", 0))),
         }
         if args.id_token:
             shown |= {"id_token": secret, "id_token_expires_at_unix": expires}
@@ -280,6 +318,23 @@ def token(args: TokenCommand) -> int:
     else:
         print(secret)
     return 0
+
+
+def _dpop_path(args: TokenCommand) -> int | None:
+    """--format dpop's exit status, or a usage error for its options without it; else None."""
+    dpop = args.format == "dpop"
+    if dpop:
+        fits = bool(args.method and args.url) and not (args.id_token or args.acr_values)
+        fits = fits and args.max_age is None
+    else:
+        fits = not (args.method or args.url or args.nonce)
+    if not fits:
+        complain(
+            "--format dpop takes --method and --url (and --nonce), and they go with it only;"
+            " it takes no --id-token, --acr-values or --max-age"
+        )
+        return EXIT_USAGE
+    return _dpop_headers(args) if dpop else None
 
 
 def _dpop_headers(args: TokenCommand) -> int:

@@ -37,6 +37,8 @@ class TokenArguments:
         self.method = ""
         self.url = ""
         self.nonce = ""
+        self.acr_values = ""
+        self.max_age: int | None = None
 
 
 def _format(value: str) -> str:
@@ -63,6 +65,8 @@ TOKEN_OPTIONS: dict[str, tuple[str, Callable[[str], object] | None]] = {
     "--method": ("method", str),
     "--url": ("url", str),
     "--nonce": ("nonce", str),
+    "--acr-values": ("acr_values", str),
+    "--max-age": ("max_age", int),
 }
 
 

@@ -14,6 +14,7 @@ import inspect
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Self, TypeVar, overload
 
+from ..locations import STEP_UP_TIMEOUT_SECONDS
 from ..v1 import broker_pb2 as pb
 from ._models import (
     Account,
@@ -74,9 +75,14 @@ class _Row(Generic[Build]):
 
 
 class Unary(_Row[Callable[P, "Message"]], Generic[P, R]):
-    """A row whose RPC answers once: BrokerClient returns R, AsyncBrokerClient awaits it."""
+    """A row whose RPC answers once: BrokerClient returns R, AsyncBrokerClient awaits it.
+
+    `wait` gives the seconds a request may wait for the person beyond the client's
+    timeout (a token request for a step-up waits for a sign-in).
+    """
 
     convert: Callable[[Any], R]
+    wait: Callable[[Any], float] = staticmethod(lambda request: 0.0)
 
     @overload
     def __get__(self, client: None, owner: type[Any]) -> Self: ...
@@ -105,9 +111,24 @@ class Stream(_Row[Callable[P, "tuple[Message, float | None]"]], Generic[P, R]):
         return self if client is None else client._stream(self)
 
 
-def unary(rpc: str, convert: Callable[[Any], R]) -> Callable[[Callable[P, Message]], Unary[P, R]]:
+def unary(
+    rpc: str, convert: Callable[[Any], R], wait: Callable[[Any], float] | None = None
+) -> Callable[[Callable[P, Message]], Unary[P, R]]:
     """Make the request builder below a row that sends `rpc` and converts its answer."""
-    return lambda build: Unary(rpc, build, convert)
+
+    def row(build: Callable[P, Message]) -> Unary[P, R]:
+        made: Unary[P, R] = Unary(rpc, build, convert)
+        if wait is not None:
+            made.wait = wait
+        return made
+
+    return row
+
+
+def _step_up_wait(request: pb.GetTokenRequest) -> float:
+    """A step-up may wait for the person's sign-in (the daemon's default bound)."""
+    asks = request.acr_values or request.HasField("max_age_seconds")
+    return STEP_UP_TIMEOUT_SECONDS if asks else 0.0
 
 
 def stream(
@@ -142,7 +163,7 @@ class BrokerApi:
     A subclass says how a row becomes a method (`_unary`, `_stream`).
     """
 
-    @unary("GetToken", Token.from_proto)
+    @unary("GetToken", Token.from_proto, _step_up_wait)
     def get_token(
         account: str = "",
         *,
@@ -151,6 +172,8 @@ class BrokerApi:
         audience: str = "",
         id_token: bool = False,
         refused: bool = False,
+        acr_values: str | Iterable[str] = "",
+        max_age_seconds: int | None = None,
         app_hint: str = "",
     ) -> pb.GetTokenRequest:
         """An access token of `account` (default account when empty).
@@ -161,9 +184,15 @@ class BrokerApi:
         down-scoped token, which the daemon keeps while it is valid. `id_token` asks
         for the account's ID token too: only an app the user allowed it gets it.
         `refused`: a server refused the last token (HTTP 401); the daemon renews it.
+        `acr_values` (space-separated, or a list) and `max_age_seconds` ask for a
+        step-up (RFC 9470): a token of a sign-in with one of these acr values, at most
+        that old; the call waits while the person signs in (up to about 5 minutes
+        more than the client's timeout), else BrokerError FAILED_PRECONDITION.
         `app_hint`: what this app says it is, kept in the audit as a hint when it calls
         through a forward (never identity: the daemon identifies callers itself).
         """
+        if not isinstance(acr_values, str):
+            acr_values = " ".join(acr_values)
         return pb.GetTokenRequest(
             account=account,
             scopes=list(scopes),
@@ -171,6 +200,8 @@ class BrokerApi:
             audience=audience,
             id_token=id_token,
             refused=refused,
+            acr_values=acr_values,
+            max_age_seconds=max_age_seconds,
             app_hint=app_hint,
         )
 

@@ -57,7 +57,7 @@ class AsyncBrokerClient(AwaitableApi):
         async def method(*args: P.args, **kwargs: P.kwargs) -> R:
             request = row.build(*args, **kwargs)
             try:
-                response = await call(request, timeout=self.timeout)
+                response = await call(request, timeout=self.timeout + row.wait(request))
             except grpc.RpcError as error:
                 raise translate(error, self.socket_path) from None
             return row.convert(response)

@@ -162,6 +162,8 @@ class Token(Model, message=pb.GetTokenResponse, secret=("access_token", "id_toke
     account: str
     id_token: str = ""  # only when asked for (get_token(id_token=True)) and allowed
     id_token_expires_at_unix: int = 0
+    acr: str = ""  # the sign-in's authentication context class; "" when the provider named none
+    auth_time_unix: int = 0  # when the person authenticated for it; 0 when not said
 
     @property
     def authorization(self) -> str:
@@ -222,6 +224,8 @@ class Account(Model, message=pb.Account):
     at_risk: str = ""  # why the session is at risk and what happens next; "" when it is not
     username: str = ""  # the login at the provider (preferred_username); "" when none was sent
     aliases: tuple[str, ...] = ()  # the names you gave it (`signin-broker accounts alias`)
+    acr: str = ""  # its sign-in's authentication context class; "" when none was named
+    auth_time_unix: int = 0  # when the person authenticated for its sign-in; 0 when not said
 
 
 class ProviderStatus(

@@ -58,7 +58,7 @@ class BrokerClient(BlockingApi):
         def method(*args: P.args, **kwargs: P.kwargs) -> R:
             request = row.build(*args, **kwargs)
             try:
-                response = call(request, timeout=self.timeout)
+                response = call(request, timeout=self.timeout + row.wait(request))
             except grpc.RpcError as error:
                 raise translate(error, self.socket_path) from None
             return row.convert(response)

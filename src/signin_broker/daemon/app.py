@@ -75,7 +75,10 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
         keep_days=settings.audit_keep_days,
     )
     session = SessionManager(
-        revalidate_seconds=settings.revalidate_seconds, audit=audit, clock=SteadyClock()
+        revalidate_seconds=settings.revalidate_seconds,
+        step_up_seconds=settings.step_up_timeout_seconds,
+        audit=audit,
+        clock=SteadyClock(),
     )
     apps = AppGate(
         PolicyFile(settings.app_policy), Decision(settings.new_apps), settings.ask_timeout_seconds
@@ -131,7 +134,7 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
     await audit.open()  # before sessions come back: a removal's row must be written first
     auditing = loop.create_task(audit.run())
     keeper, page = await _start_sessions(settings, session, web_socket)
-    notices = loop.create_task(_tell_of_ended_sessions(session))
+    notices = loop.create_task(_tell_the_person(session))
     await stopping.wait()
 
     notifier.send(STOPPING="1", STATUS="stopping")
@@ -194,12 +197,13 @@ async def _serve_page(web_socket: socket.socket, session: SessionManager) -> Sig
     return site
 
 
-async def _tell_of_ended_sessions(session: SessionManager) -> None:
-    """A desktop notification when a session ends, or a restart would end one, unasked.
+async def _tell_the_person(session: SessionManager) -> None:
+    """Desktop notifications: a session ended or at risk unasked, a step-up sign-in awaited.
 
-    Ended: revoked, or expired unrenewable; at risk: its new refresh token could not
-    be saved. The person would otherwise learn it from the next app that fails; status says the
-    same until they sign in again, or until the state is saved.
+    Ended: revoked, or expired unrenewable; at risk: its new refresh token could not be
+    saved. The person would otherwise learn it from the next app that fails; status says
+    the same until they sign in again, or until the state is saved. An app's token request
+    that waits for a stronger sign-in says so once per app.
     """
     with session.subscribe() as events:
         while True:
@@ -207,7 +211,11 @@ async def _tell_of_ended_sessions(session: SessionManager) -> None:
                 event = await events.next()
             except WatcherDropped:
                 return  # the daemon is stopping
-            if event.kind is EventKind.DEGRADED and event.restart_signs_out:
+            if event.step_up:
+                notify(
+                    "A stronger sign-in is needed", f"{event.detail[:1].upper()}{event.detail[1:]}."
+                )
+            elif event.kind is EventKind.DEGRADED and event.restart_signs_out:
                 notify("Sign-ins cannot be saved", f"{event.detail[:1].upper()}{event.detail[1:]}.")
             elif (ended := event.ended) is not None:
                 notify(

@@ -207,6 +207,10 @@ def _ask_timeout_seconds(value: object) -> int:
     return _whole_number(value, "seconds", 1, 3600)
 
 
+def _step_up_timeout_seconds(value: object) -> int:
+    return _whole_number(value, "seconds", 0, 600)  # a begun sign-in lasts 10 minutes
+
+
 def _audit_days(value: object) -> int:
     return _whole_number(value, "days", 0, 3650)
 
@@ -418,6 +422,15 @@ OPTIONS: tuple[Option, ...] = (
         "how long an app's request waits for the user's answer before PERMISSION_DENIED",
         _ask_timeout_seconds,
         lambda: "60",
+        "SECONDS",
+    ),
+    Option(
+        "step_up_timeout_seconds",
+        "how long a token request that needs a stronger sign-in (RFC 9470 step-up) waits"
+        " for the person to complete it before FAILED_PRECONDITION (0: it does not wait;"
+        " the sign-in is begun and the person told all the same)",
+        _step_up_timeout_seconds,
+        lambda: str(int(locations.STEP_UP_TIMEOUT_SECONDS)),
         "SECONDS",
     ),
     Option(

@@ -87,6 +87,7 @@ class Settings:
     app_policy: Path
     new_apps: str
     ask_timeout_seconds: int
+    step_up_timeout_seconds: int
     audit_retention_days: int
     audit_keep_days: int
     log_level: str

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,7 @@ from .tokens import TokenSet
 if TYPE_CHECKING:
     from .ports import ProviderClient
     from .providers import ProviderLink
+    from .step_up import StepUp
 
 RECORD_VERSION = 1
 
@@ -57,6 +59,8 @@ class AccountInfo:
     apps: tuple[AppUse, ...] = ()
     at_risk: str = ""  # why the session is at risk, and what happens next (not stored)
     aliases: tuple[str, ...] = ()  # the person's names for it (session.names; not stored here)
+    acr: str = ""  # the sign-in's authentication context class (the ID token's acr)
+    auth_time: int = 0  # when the person authenticated for it (auth_time; 0: not said)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,8 @@ class IssuedToken:
     account: str
     id_token: str = field(default="", repr=False)  # only when asked for, and allowed
     id_token_expires_at: int = 0
+    acr: str = ""  # of the sign-in behind the token (AccountInfo.acr)
+    auth_time: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +88,8 @@ class SignInStart:
     owner: str = ""  # who began it (owner_key): the one watcher told how it goes
     authorize_params: Mapping[str, str] = field(default_factory=dict)  # login_hint, prompt, ...
     provider: str = ""  # the alias of the provider it signs in at ("" the main one)
+    step_up: StepUp | None = None  # a token request's step-up it was begun for (step_ups.py)
+    asked_at: float = 0.0  # when that request came (Unix seconds): max_age counts from it
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +195,7 @@ class Account:
             # Beside the account, not in it: a daemon of an earlier version reads the
             # account's fields as they were, and so still restores the session.
             "username": info.pop("username"),
+            "sign_in": {"acr": info.pop("acr"), "auth_time": info.pop("auth_time")},
             "account": info,
             "tokens": self.tokens.to_record(),
             **({"dpop_key": self.dpop_key.to_record()} if self.dpop_key else {}),
@@ -199,14 +208,30 @@ class Account:
             raise ValueError(f"unknown record version {record.get('version')!r}")
         info = AccountInfo(**record["account"])
         username = record.get("username", "")
+        sign_in = record.get("sign_in")
+        acr, auth_time = sign_in_facts(sign_in if isinstance(sign_in, dict) else {})
         return cls(
             info=replace(
                 info,
                 apps=(),
                 provider=provider_of(info.id),
                 username=username if isinstance(username, str) else "",
+                acr=acr,
+                auth_time=auth_time,
             ),
             tokens=TokenSet.from_record(record["tokens"]),
             client_id=str(record.get("client_id", "")),
             dpop_key=DpopKey.from_record(record.get("dpop_key")),
         )
+
+
+def sign_in_facts(claims: Mapping[str, Any]) -> tuple[str, int]:
+    """A sign-in's acr and auth_time, from its ID token's claims or its stored record.
+
+    A value of another type (a provider's mistake, a damaged record) counts as unsaid.
+    """
+    acr, when = claims.get("acr"), claims.get("auth_time")
+    auth_time = 0
+    if (isinstance(when, float) and math.isfinite(when)) or type(when) is int:
+        auth_time = max(0, int(when))
+    return acr if isinstance(acr, str) else "", auth_time

@@ -157,3 +157,17 @@ class TooManyNewTokens(SessionError):
             f" try again in {max(wait_seconds, 1)} s"
         )
         self.wait_seconds = max(wait_seconds, 1)
+
+
+class StepUpRequired(SessionError):
+    """The account's sign-in does not meet a request's step-up, and no sign-in that does came."""
+
+    def __init__(self, account: str, asked: str, why: str) -> None:
+        super().__init__(
+            f"step-up sign-in required: {asked} for {account}; {why}"
+            " (sign in with `signin-broker login`, then ask again)"
+        )
+
+
+class StepUpRefused(InvalidSignIn):
+    """A step-up sign-in ended with another user, or short of what it asked for: not taken."""

@@ -77,6 +77,7 @@ class SessionEvent:
     occurred_at: float = field(default_factory=time.time)
     ended: EndedSession | None = None  # the session ended by itself: the person must know
     restart_signs_out: bool = False  # DEGRADED: a restart now would lose a session
+    step_up: bool = False  # SIGN_IN_PROGRESS: a token request waits for a stronger sign-in
 
     def concerns(self, entitlement: Entitlement, owners: frozenset[str]) -> bool:
         """Whether a watcher with this entitlement, owning these sign-ins, may be told.

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from ..locations import STEP_UP_TIMEOUT_SECONDS
 from ..oidc.dpop import htu, is_bound
 from ..store.audit import Actor
 from . import audit_rows
@@ -30,6 +31,8 @@ from .providers import Providers
 from .registry import AccountRegistry
 from .renewal import TokenKeeper, keep
 from .sign_ins import SignIns
+from .step_up import StepUp
+from .step_ups import StepUps
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +53,7 @@ class SessionManager:
         self,
         *,
         revalidate_seconds: int = 30,
+        step_up_seconds: float = STEP_UP_TIMEOUT_SECONDS,
         audit: AuditSink | None = None,
         events: EventBus | None = None,
         clock: Callable[[], float] = time.time,
@@ -67,6 +71,9 @@ class SessionManager:
         self._sign_ins = SignIns(
             self._registry, audit, revalidate_seconds=revalidate_seconds, clock=clock
         )
+        self._step_ups = StepUps(
+            self._registry, self._sign_ins, timeout=step_up_seconds, clock=clock
+        )
         self._lifecycle = SessionLifecycle(
             self._registry, self._sign_ins, self._names, audit, clock=clock
         )
@@ -74,6 +81,8 @@ class SessionManager:
         # The hot path (GetToken) calls the keeper with no frame in between.
         self.get_token = self._keeper.get_token
         self.begin_sign_in = self._sign_ins.begin
+        self.continued_step_up = self._step_ups.continued
+        self.waiting_step_ups = self._step_ups.waiting
         self.browser_sign_in_url = self._sign_ins.browser_url
         self.take_browser_sign_in = self._sign_ins.take_browser
         self.complete_sign_in = self._sign_ins.complete
@@ -167,6 +176,33 @@ class SessionManager:
             audit_rows.dpop_proof_signed(actor, token.account, origin, token.expires_at)
         )
         return token, proof
+
+    async def stepped_up_token(
+        self,
+        step_up: StepUp,
+        begin_url: str,
+        account_id: str,
+        *,
+        actor: Actor,
+        entitlement: Entitlement,
+        may_begin: bool = True,
+        **asked: object,
+    ) -> IssuedToken:
+        """get_token() for a request with a step-up: after a sign-in that meets it, if need be.
+
+        With may_begin False (a forward's caller), only a sign-in that meets it already.
+        """
+        return await self._step_ups.token(
+            self.get_token,
+            step_up,
+            account_id,
+            app=actor.app,
+            entitlement=entitlement,
+            begin_url=begin_url,
+            may_begin=may_begin,
+            actor=actor,
+            **asked,
+        )
 
     # -- accounts by name ----------------------------------------------------------------
 

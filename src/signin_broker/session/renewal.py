@@ -149,6 +149,8 @@ class TokenKeeper:
             account=account.info.id,
             id_token=identity[0],
             id_token_expires_at=identity[1],
+            acr=account.info.acr,
+            auth_time=account.info.auth_time,
         )
 
     def _id_token(self, account: Account, min_ttl: int) -> tuple[str, int]:

@@ -44,8 +44,9 @@ from .accounts import (
     account_id_of,
     owner_key,
     provider_of,
+    sign_in_facts,
 )
-from .errors import InvalidSignIn, NotConfigured, ProviderUnreachable
+from .errors import InvalidSignIn, NotConfigured, ProviderUnreachable, StepUpRefused
 from .events import EventKind, SessionEvent
 from .ports import AuditSink, daemon_actor
 from .registry import AccountRegistry
@@ -58,6 +59,7 @@ if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
     from .device import DeviceFlow, DeviceStart
     from .providers import ProviderLink
     from .signin import PendingSignIn, SignedIn, SignInFlow
+    from .step_up import StepUp
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +100,8 @@ class SignIns:
         self._begun: dict[str, SignInStart] = {}  # over the API, by id
         self._browser: OrderedDict[str, tuple[SignInFlow, PendingSignIn]] = OrderedDict()
         self._devices: dict[str, tuple[DeviceStart, asyncio.Task[None]]] = {}  # by owner
+        # The sign-ins a token request waits for (step_ups.py), by id: told how each ends.
+        self.outcomes: dict[str, asyncio.Future[AccountInfo]] = {}
 
     # -- begun over the API ----------------------------------------------------------------
 
@@ -134,12 +138,7 @@ class SignIns:
         started = self.new(workspace_id, owner_key(account, app), authorize_params, provider)
         if device:
             return await self._begin_device(started)
-        query = {"sign_in": started.sign_in_id}
-        if started.workspace_id:
-            query["workspace_id"] = started.workspace_id
-        if redirect_to:
-            query["redirect_to"] = redirect_to
-        return BegunSignIn(started, f"{begin_url}?{urlencode(query, safe='', quote_via=quote)}")
+        return BegunSignIn(started, page_url(begin_url, started, redirect_to))
 
     def new(
         self,
@@ -147,6 +146,7 @@ class SignIns:
         owner: str = "",
         authorize_params: Mapping[str, str] | None = None,
         provider: str = "",
+        step_up: tuple[StepUp, float] | None = None,
     ) -> SignInStart:
         """An id for a sign-in begun over the API; the browser carries it through the flow.
 
@@ -154,7 +154,8 @@ class SignIns:
         it ends with an account, which then only those who may see it are told of.
         The authorize parameters (login_hint, prompt, ...) stay here, looked up by the
         id when the browser arrives: a page address cannot add any; nor can it choose
-        another provider than the one (by alias; "" the default) chosen here.
+        another provider than the one (by alias; "" the default) chosen here. A step-up
+        (what a token request asked, and when) is checked when the sign-in completes.
         """
         link = self._registry.providers.named(provider)  # NotConfigured when there is no such one
         now = self._clock()
@@ -166,6 +167,8 @@ class SignIns:
             owner,
             dict(authorize_params or {}),
             link.alias,
+            step_up=step_up[0] if step_up else None,
+            asked_at=step_up[1] if step_up else 0.0,
         )
         self._begun[started.sign_in_id] = started
         return started
@@ -310,12 +313,23 @@ class SignIns:
     # -- how they end ------------------------------------------------------------------------
 
     async def complete(self, signed_in: SignedIn, actor: Actor | None = None) -> AccountInfo:
-        """Record a validated sign-in as an account (replacing that tenant's old session)."""
+        """Record a validated sign-in as an account (replacing that tenant's old session).
+
+        StepUpRefused, and nothing changes, for a step-up sign-in of another user or
+        short of what it asked for. The token requests waiting for this sign-in, or for
+        a step-up of the account that it meets (`login --acr-values`), are answered.
+        """
         link = self._registry.providers.at(signed_in.provider)
+        workspace_id = signed_in.workspace_id
+        account_id = account_id_of(str(signed_in.claims["sub"]), workspace_id, link.alias)
+        acr, auth_time = sign_in_facts(signed_in.claims)  # the ID token's, not userinfo's
+        begun = self._begun.get(signed_in.sign_in_id) if signed_in.sign_in_id else None
+        if begun is not None and begun.step_up is not None:
+            refusal = begun.step_up.refusal(begun.owner, begun.asked_at, account_id, acr, auth_time)
+            if refusal:
+                raise StepUpRefused(refusal)
         claims = await self._profile_claims(link, signed_in)
         platform_user_id = str(claims["sub"])
-        workspace_id = signed_in.workspace_id
-        account_id = account_id_of(platform_user_id, workspace_id, link.alias)
         now = self._clock()
         link.last_contact = now  # it just answered the code exchange (status shows when)
         previous = self._registry.get(account_id)
@@ -329,6 +343,8 @@ class SignIns:
             username=_text(claims, "preferred_username"),
             is_default=previous.info.is_default if previous else not self._registry.all(),
             signed_in_at=now,
+            acr=acr,
+            auth_time=auth_time,
         )
         tokens = TokenSet.issued(signed_in.tokens, now, ())
         if tokens.refresh_token is None:  # status shows it too: no next renewal
@@ -356,7 +372,21 @@ class SignIns:
             f"signed in as {info.display_name or platform_user_id}",
             signed_in.sign_in_id,
         )
-        return self._registry.info(account)
+        added = self._registry.info(account)
+        for sign_in_id, waiting in list(self.outcomes.items()):  # this one, or any it meets
+            begun = self._begun.get(sign_in_id)
+            meets = (
+                begun is not None
+                and begun.step_up is not None
+                and not begun.step_up.refusal(
+                    begun.owner, begun.asked_at, account_id, acr, auth_time
+                )
+            )
+            if sign_in_id == signed_in.sign_in_id or meets:
+                del self.outcomes[sign_in_id]
+                if not waiting.done():
+                    waiting.set_result(added)
+        return added
 
     async def _profile_claims(self, link: ProviderLink, signed_in: SignedIn) -> dict[str, Any]:
         """The id_token's claims, completed from userinfo when name or email is missing."""
@@ -377,6 +407,9 @@ class SignIns:
     def failed(self, sign_in_id: str, detail: str) -> None:
         """Tell watchers that a sign-in attempt failed, and why (no secrets in detail)."""
         self._publish(EventKind.SIGN_IN_FAILED, "", detail, sign_in_id)
+        waiting = self.outcomes.pop(sign_in_id, None)
+        if waiting is not None and not waiting.done():
+            waiting.set_exception(InvalidSignIn(detail))
 
     def progress(self, sign_in_id: str, detail: str) -> None:
         """Tell watchers how a sign-in that takes a while stands (a device sign-in)."""
@@ -388,6 +421,16 @@ class SignIns:
         self._registry.events.publish(
             SessionEvent(kind, account=account, detail=detail, sign_in_id=sign_in_id, owner=owner)
         )
+
+
+def page_url(begin_url: str, started: SignInStart, redirect_to: str = "") -> str:
+    """Where the browser begins a sign-in begun over the API: the loopback page, by its id."""
+    query = {"sign_in": started.sign_in_id}
+    if started.workspace_id:
+        query["workspace_id"] = started.workspace_id
+    if redirect_to:
+        query["redirect_to"] = redirect_to
+    return f"{begin_url}?{urlencode(query, safe='', quote_via=quote)}"
 
 
 def _text(claims: dict[str, Any], name: str) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
 
 from ..identities import PROVIDER_ALIAS, AccountId
+from .step_up import StepUp
 
 # RFC 6749 section 3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E )
 SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]{1,256}")
@@ -123,7 +124,38 @@ def check_authorize_params(params: Mapping[str, str]) -> dict[str, str]:
             )
         if name == "prompt" and not set(value.split()) <= PROMPT_VALUES:
             raise ValueError(f"prompt must be some of {', '.join(sorted(PROMPT_VALUES))}")
+        if name == "max_age" and not (value.isascii() and value.isdigit()):
+            raise ValueError("max_age must be a whole number of seconds")
     return dict(params)
+
+
+# RFC 9470 section 3 and OpenID Connect Core: acr_values is space-separated, each value
+# a StringOrURI; the printable ASCII without space, quote and backslash a challenge
+# header can carry in its quoted-string.
+ACR_VALUE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]{1,256}")
+MAX_ACR_VALUES = 16
+MAX_MAX_AGE_SECONDS = 2**31 - 1
+
+
+def check_step_up(acr_values: str, max_age: int | None) -> StepUp:
+    """A token request's step-up (RFC 9470): acr values in their order, de-duplicated, and max_age.
+
+    The values are split on spaces as in OpenID Connect's acr_values, each matched
+    exactly later; a value that cannot be one is refused rather than dropped.
+    """
+    values = tuple(dict.fromkeys(value for value in acr_values.split(" ") if value))
+    if len(values) > MAX_ACR_VALUES:
+        raise ValueError(f"at most {MAX_ACR_VALUES} acr_values, not {len(values)}")
+    for value in values:
+        if not ACR_VALUE.fullmatch(value):
+            shown = value if len(value) <= 40 else value[:40] + "..."
+            raise ValueError(
+                f"{shown!r} is not an acr value: acr_values are separated by spaces, each of"
+                " printable ASCII without quotes or backslashes"
+            )
+    if max_age is not None and not 0 <= max_age <= MAX_MAX_AGE_SECONDS:
+        raise ValueError(f"max_age_seconds must be between 0 and {MAX_MAX_AGE_SECONDS}")
+    return StepUp(values, max_age)
 
 
 # An account id, or what is meant as one: `user:...`, `<alias>/user:...`, in any case.

@@ -46,6 +46,7 @@ from .rules import (
     OFFLINE_ACCESS,
     POLL_REFUSALS,
     SUPPORTED_SCOPES,
+    AuthenticationSettings,
     DeviceSettings,
     Grant,
     InvalidRedirectUriError,
@@ -137,6 +138,7 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
         now = time.time()
         scope = request.scope
         prompts = parameters.get("prompt", "").split()
+        authentication: AuthenticationSettings = self.server.authentication
         if self.server.offline_access_needs_consent and "consent" not in prompts:
             scope = list_to_scope([s for s in scope_to_list(scope) if s != OFFLINE_ACCESS])
         self.server.store.save_code(
@@ -149,10 +151,11 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
                 code_challenge=parameters["code_challenge"],
                 code_challenge_method=parameters["code_challenge_method"],
                 nonce=parameters.get("nonce"),
-                auth_time=int(now),
+                auth_time=int(now) - authentication.auth_age(),
                 expires_at=now + AUTHORIZATION_CODE_SECONDS,
                 workspace_id=request.workspace_id,
                 dpop_jkt=parameters.get("dpop_jkt") or None,
+                acr=authentication.acr(parameters.get("acr_values", "")),
             )
         )
 
@@ -174,7 +177,7 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
     def save_token(self, token: dict[str, Any]) -> None:
         """Keep the new pair, in the code's workspace."""
         code: AuthorizationCode = self.request.authorization_code
-        self.server.save_token(token, self.request, workspace_id=code.workspace_id)
+        self.server.save_token(token, self.request, workspace_id=code.workspace_id, acr=code.acr)
 
     def query_authorization_code(self, code: str, client: Client) -> AuthorizationCode | None:
         store: StubStore = self.server.store
@@ -245,6 +248,7 @@ class RefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
             refresh_scope=credential.record.refresh_scope,
             audience=self.request.resource,
             workspace_id=credential.record.workspace_id,
+            acr=credential.record.acr,
         )
 
     def revoke_old_credential(self, refresh_token: RefreshCredential) -> None:

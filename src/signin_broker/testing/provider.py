@@ -35,7 +35,7 @@ from .models import (
     check_client,
 )
 from .pauses import Pauses
-from .rules import DeviceSettings
+from .rules import DEFAULT_ACR_VALUES, AuthenticationSettings, DeviceSettings
 from .server import StubAuthorizationServer
 from .store import OUTAGE_MODES, BrokenAnswer, Outage, StubStore, TokenDelay, TokenFailure
 from .web import OAUTH_METADATA_PLACES, Site, build_app, discovery_document
@@ -72,6 +72,7 @@ class StubProvider(DeviceSignIns):
         refresh_reuse_ends_grant: bool = False,
         dpop: bool = False,
         dpop_nonce: bool = False,
+        acr_values_supported: Sequence[str] = DEFAULT_ACR_VALUES,
         tls: Tls | None = None,
     ) -> None:
         self.users = tuple(users) if users is not None else (DEFAULT_USER,)
@@ -108,6 +109,13 @@ class StubProvider(DeviceSignIns):
         self.dpop = dpop
         self.dpop_nonce = dpop_nonce
         self.dpop_state = StubDpop(lambda: self.dpop_nonce)
+        # OpenID Connect acr (RFC 9470 step-up): a sign-in gets the first of its acr_values
+        # the stub offers (advertised in discovery, read at start), else the first offered;
+        # `acr_override` (None: off; "" for none) plays a provider that answers another;
+        # `auth_age` one that answers from an older browser session, ignoring max_age.
+        self.acr_values_supported = tuple(acr_values_supported)
+        self.acr_override: str | None = None  # read at each sign-in
+        self.auth_age = 0  # seconds, read at each sign-in
         self.tls = tls  # serve https with this certificate (read at start)
         _check_settings(self)
         self._store = StubStore(self.users, self.clients)
@@ -216,7 +224,8 @@ class StubProvider(DeviceSignIns):
         """What the stub knows about an access token; None if it never issued it.
 
         {"sub", "scope", "audience" (the RFC 8707 resource, or None), "expires_at"
-        (epoch seconds), "active" (neither expired nor revoked)}.
+        (epoch seconds), "acr" (of the sign-in, or None), "active" (neither expired nor
+        revoked)}.
         """
         return self._store.access_token_info(token)
 
@@ -344,6 +353,9 @@ class StubProvider(DeviceSignIns):
                     lambda: self.device_interval,
                     lambda: self.device_code_ttl,
                 ),
+                authentication=AuthenticationSettings(
+                    self.acr_values_supported, lambda: self.acr_override, lambda: self.auth_age
+                ),
                 offline_access_needs_consent=self.offline_access_needs_consent,
                 client_assertion_audiences=(address.base_url + self.paths.token, site.issuer),
                 dpop=self.dpop_state if self.dpop else None,
@@ -367,6 +379,7 @@ class StubProvider(DeviceSignIns):
             self.iss_parameter,
             auth_methods=self.token_endpoint_auth_methods,
             dpop_algorithms=tuple(DPOP_ALGORITHMS) if self.dpop else (),
+            acr_values=self.acr_values_supported,
         )
 
 

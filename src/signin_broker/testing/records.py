@@ -34,6 +34,7 @@ class AuthorizationCode(AuthorizationCodeMixin):  # type: ignore[misc]
     expires_at: float
     workspace_id: str | None = None
     dpop_jkt: str | None = None  # RFC 9449 10: only a proof by this key redeems it
+    acr: str | None = None  # how the person authenticated, echoed in the ID token
 
     def get_redirect_uri(self) -> str:
         """The redirect URI the code was delivered to; the token request must repeat it."""
@@ -50,6 +51,10 @@ class AuthorizationCode(AuthorizationCodeMixin):  # type: ignore[misc]
     def get_auth_time(self) -> int:
         """When the user approved, echoed in the ID token."""
         return self.auth_time
+
+    def get_acr(self) -> str | None:
+        """The authentication context class of the sign-in, echoed in the ID token."""
+        return self.acr
 
 
 @dataclass(slots=True)
@@ -111,6 +116,7 @@ class IssuedToken(TokenMixin):  # type: ignore[misc]
     refresh_expires_at: float | None = None  # None: the refresh token never expires
     workspace_id: str | None = None  # the sign-in's workspace, kept through every rotation
     jkt: str | None = None  # the DPoP key both tokens are bound to (RFC 9449); None: Bearer
+    acr: str | None = None  # how the person authenticated at the sign-in, kept likewise
     access_revoked: bool = False
     refresh_revoked: bool = False
 

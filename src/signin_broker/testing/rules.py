@@ -28,7 +28,7 @@ SUPPORTED_SCOPES = ["openid", "profile", "email", OFFLINE_ACCESS, API_SCOPE]
 GRANT_TYPES = ["authorization_code", "refresh_token", DEVICE_CODE_GRANT_TYPE]
 SIGNING_ALGORITHM = "RS256"
 CLAIMS_SUPPORTED = [
-    *("sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "at_hash", "name"),
+    *("sub", "iss", "aud", "exp", "iat", "auth_time", "acr", "nonce", "at_hash", "name"),
     *("preferred_username", "email", "email_verified", "workspace_id"),
 ]
 FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
@@ -52,6 +52,31 @@ POLL_REFUSALS: dict[DevicePoll, type[OAuth2Error]] = {
     "expired": ExpiredTokenError,
     "redeemed": InvalidGrantError,  # a device code is redeemed once
 }
+
+
+# The authentication context classes the stub offers by default (OpenID Connect acr).
+DEFAULT_ACR_VALUES = ("urn:stub:acr:pwd", "urn:stub:acr:mfa")
+
+
+@dataclass(frozen=True, slots=True)
+class AuthenticationSettings:
+    """How the stub says a person authenticated (the ID token's acr and auth_time).
+
+    The callables are read at each sign-in, so a test can change them while it serves.
+    """
+
+    acr_values_supported: tuple[str, ...]
+    acr_override: Callable[[], str | None]  # the acr of every sign-in, whatever was asked
+    auth_age: Callable[[], int]  # seconds the authentication lies before the sign-in
+
+    def acr(self, acr_values: str) -> str | None:
+        """The acr of a sign-in that asked for `acr_values`: the first offered, else the default."""
+        override = self.acr_override()
+        if override is not None:
+            return override or None
+        offered = self.acr_values_supported
+        asked = [value for value in acr_values.split() if value in offered]
+        return asked[0] if asked else (offered[0] if offered else None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,7 @@ from .rules import (
     OPAQUE_TOKEN_BYTES,
     SIGNING_ALGORITHM,
     SUPPORTED_SCOPES,
+    AuthenticationSettings,
     DeviceSettings,
     Grant,
 )
@@ -131,6 +132,7 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         refresh_token_seconds: Callable[[], int | None],
         device: DeviceSettings,
         *,
+        authentication: AuthenticationSettings,
         offline_access_needs_consent: bool = False,
         client_assertion_audiences: Sequence[str] = (),
         dpop: StubDpop | None = None,
@@ -139,6 +141,7 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         self.store = store
         self.dpop = dpop  # None: DPoP not offered, a DPoP header ignored
         self.device = device
+        self.authentication = authentication  # acr and auth_time of each sign-in
         # As a default panva oidc-provider: offline_access is dropped from a sign-in
         # without prompt=consent, and a refresh token is issued only with offline_access.
         self.offline_access_needs_consent = offline_access_needs_consent
@@ -193,6 +196,7 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         refresh_scope: str | None = None,
         audience: str | None = None,
         workspace_id: str | None = None,
+        acr: str | None = None,
     ) -> None:
         """Keep a new token (pair); the refresh token's scope is the access token's unless given."""
         now = time.time()
@@ -213,6 +217,7 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
                 refresh_expires_at=None if refresh_seconds is None else now + refresh_seconds,
                 workspace_id=workspace_id,
                 jkt=request.dpop_jkt,
+                acr=acr,
             )
         )
 

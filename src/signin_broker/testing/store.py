@@ -233,6 +233,7 @@ class StubStore:
                 "scope": token.scope,
                 "audience": token.audience,
                 "expires_at": token.expires_at,
+                "acr": token.acr,
                 "active": not (token.access_revoked or token.is_expired()),
             }
 

@@ -69,6 +69,7 @@ class Site:
     iss_parameter: bool = False  # RFC 9207: advertised, and `iss` in authorization responses
     auth_methods: tuple[str, ...] = ("none",)  # the client authentication methods advertised
     dpop_algorithms: tuple[str, ...] = ()  # RFC 9449's dpop_signing_alg_values_supported
+    acr_values: tuple[str, ...] = ()  # the authentication context classes offered
 
     @property
     def issuer(self) -> str:
@@ -123,6 +124,7 @@ def oauth_metadata_document(site: Site) -> dict[str, object]:
         **(assertion_algorithms if "private_key_jwt" in site.auth_methods else {}),
         "subject_types_supported": ["public"],
         "claims_supported": CLAIMS_SUPPORTED,
+        **({"acr_values_supported": list(site.acr_values)} if site.acr_values else {}),
         **(iss_parameter if site.iss_parameter else {}),
         **(
             {"dpop_signing_alg_values_supported": list(dpop)}

@@ -133,6 +133,8 @@ class Board:
                 self.say(f"Sign-in failed: {event.detail}", Tone.BAD)
         elif event.kind is EventKind.SIGN_IN_PROGRESS and mine and self.sign_in is not None:
             self.sign_in.progress = event.detail
+        elif event.kind is EventKind.SIGN_IN_PROGRESS and event.account:  # an app's step-up
+            self.say(f"{event.account}: {event.detail}", Tone.BAD)
         elif event.kind is EventKind.REVOKED:
             self.say(
                 f"{event.account}: {event.detail or 'the provider ended the session'}", Tone.BAD

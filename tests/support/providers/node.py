@@ -39,6 +39,8 @@ class NodeOidcProvider(RealProvider):
     name = "oidc-provider"
     version = json.loads((SOURCE / "package.json").read_text())["dependencies"]["oidc-provider"]
     credentials: ClassVar[dict[str, str]] = {"login": "alice", "password": "any"}
+    # The acr values it offers: a sign-in gets the first asked for, else the first here.
+    acr_values: ClassVar[tuple[str, str]] = ("urn:rig:pwd", "urn:rig:mfa")
     # A refresh token only for offline_access (OIDC Core 11), which needs prompt=consent.
     # DPoP is on at this provider, so `dpop = auto` would bind every token: the shared
     # checks send tokens as Bearer, and DPOP_CLIENT_ID's own tests use DPoP.
@@ -82,6 +84,7 @@ class NodeOidcProvider(RealProvider):
             "access_token_ttl": self.access_token_ttl,
             "pause_flag": str(self.folder / PAUSE_FLAG),
             "admin_token": secrets.token_urlsafe(32),
+            "acr_values": list(self.acr_values),
         }
         path = self.folder / "settings.json"
         path.write_text(json.dumps(settings))

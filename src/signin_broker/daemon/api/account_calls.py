@@ -42,7 +42,12 @@ class AccountCalls:
 
     @unary
     async def BeginSignIn(self, request: pb.BeginSignInRequest) -> pb.BeginSignInResponse:
-        """Start a sign-in for an app the user allows; only it hears how the sign-in goes."""
+        """Start a sign-in for an app the user allows; only it hears how the sign-in goes.
+
+        A plain one (no parameters, workspace or provider) while a token request waits
+        for a step-up sign-in of the account (of any the caller may use, when it names
+        none) is that sign-in, so `signin-broker login` continues it.
+        """
         workspace_id = checked(check_workspace_id, request.workspace_id)
         if len(request.redirect_to) > MAX_REDIRECT_TO_LENGTH:
             raise InvalidRequest(f"redirect_to must be at most {MAX_REDIRECT_TO_LENGTH} characters")
@@ -51,8 +56,11 @@ class AccountCalls:
         if request.method not in DEVICE_OF:
             raise InvalidRequest("method must be SIGN_IN_METHOD_BROWSER or _DEVICE_CODE, or unset")
         caller = current_caller()
-        account, _ = await self._writable(request.account, caller)
-        begun = await self._session.begin_sign_in(
+        account, entitlement = await self._writable(request.account, caller)
+        plain = not (authorize_params or workspace_id or provider or request.redirect_to)
+        plain = plain and request.method != pb.SIGN_IN_METHOD_DEVICE_CODE
+        waiting = self._session.continued_step_up(account, entitlement) if plain else None
+        begun = waiting or await self._session.begin_sign_in(
             account=account,
             app=actor_of(caller).app,
             device=DEVICE_OF[request.method],

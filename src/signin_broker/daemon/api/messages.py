@@ -110,6 +110,8 @@ def account_message(account: AccountInfo) -> pb.Account:
         at_risk=account.at_risk,
         username=account.username,
         aliases=account.aliases,
+        acr=account.acr,
+        auth_time_unix=account.auth_time,
     )
 
 

@@ -5,8 +5,9 @@ caller may not see), INVALID_ARGUMENT with what is wrong (also a write naming an
 account the caller may not act on, the contract's T4, and a name that fits several
 accounts the caller may see), PERMISSION_DENIED when the
 user's app policy refuses the caller, FAILED_PRECONDITION for what the daemon is not
-set up to do, and INTERNAL "internal" for anything unexpected, whose details go to
-the log only. A refusal's status is its class's, or its nearest base class's.
+set up to do or the account's sign-in lacks (a scope, a step-up that did not come),
+and INTERNAL "internal" for anything unexpected, whose details go to the log only.
+A refusal's status is its class's, or its nearest base class's.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from ...session.errors import (
     ScopesNotAllowed,
     SessionError,
     SignInRequired,
+    StepUpRequired,
     TokenTooShortLived,
     TooManyAliases,
     TooManyNewTokens,
@@ -53,6 +55,9 @@ _STATUS_OF: dict[type[SessionError], Status] = {
     NotConfigured: Status.FAILED_PRECONDITION,
     ScopeNotGranted: Status.FAILED_PRECONDITION,
     TokenTooShortLived: Status.FAILED_PRECONDITION,
+    # The account is signed in (UNAUTHENTICATED would say it is not, and other apps
+    # still get its tokens); its sign-in lacks what the request needs, as with a scope.
+    StepUpRequired: Status.FAILED_PRECONDITION,
     ProviderRefused: Status.FAILED_PRECONDITION,
     ProviderUnreachable: Status.UNAVAILABLE,
     TooManyNewTokens: Status.RESOURCE_EXHAUSTED,

@@ -81,6 +81,16 @@ def _waiting(devices: Sequence[WaitingDevice]) -> str:
     )
 
 
+def _stronger(step_ups: Sequence[tuple[str, str]]) -> str:
+    return "".join(
+        '<section class="card" data-step-up>'
+        "<h2>An app needs a stronger sign-in</h2>"
+        f"<p>A token request for <code>{escape(account)}</code> waits for it.</p>"
+        f'<p><a class="button" href="{escape(url)}">Sign in again</a></p></section>'
+        for account, url in step_ups
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class ProviderChoice:
     """A provider the person may sign in at, for the landing page's buttons."""
@@ -110,9 +120,15 @@ def landing(waiting: Sequence[WaitingDevice] = (), providers: Sequence[ProviderC
 
 
 def dashboard(
-    account: AccountInfo, others: list[AccountInfo], waiting: Sequence[WaitingDevice] = ()
+    account: AccountInfo,
+    others: list[AccountInfo],
+    waiting: Sequence[WaitingDevice] = (),
+    step_ups: Sequence[tuple[str, str]] = (),
 ) -> str:
-    """The signed-in home: who, until when, and which apps used the sign-in."""
+    """The signed-in home: who, until when, which apps used the sign-in, what waits.
+
+    `step_ups`: (account, address) of each step-up sign-in a token request waits for.
+    """
     now = time.time()
     name = account.display_name or account.platform_user_id
     rows = "".join(
@@ -144,7 +160,7 @@ def dashboard(
         f"<dt>Signed in</dt><dd>{escape(_ago(now - account.signed_in_at))}</dd>"
         "</dl></section>"
         f'<section class="card"><h2>Apps using this sign-in</h2>{apps}</section>'
-        f"{also}{_waiting(waiting)}"
+        f"{also}{_waiting(waiting)}{_stronger(step_ups)}"
         '<form method="post" action="/logout">'
         '<button class="button quiet" type="submit">Sign out</button></form>',
     )

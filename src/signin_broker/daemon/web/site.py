@@ -28,7 +28,7 @@ from starlette.routing import Route
 
 from ...oidc.errors import IdTokenInvalid, OAuthError, ProviderMisfit, ProviderUnavailable
 from ...oidc.failures import failure_of
-from ...session.errors import NotConfigured
+from ...session.errors import NotConfigured, StepUpRefused
 from ...session.manager import SessionManager
 from ...session.signout import LINK_PATH as LOGOUT_LINK_PATH
 from ...session.validation import check_workspace_id
@@ -197,7 +197,8 @@ class SignInSite:
                 f"{BEGIN_PATH}?redirect_to={quote(original, safe='')}", status_code=302
             )
         others = [a for a in self._session.accounts() if a.id != account.id]
-        return HTMLResponse(pages.dashboard(account, others, self._waiting_devices()))
+        step_ups = self._session.waiting_step_ups()
+        return HTMLResponse(pages.dashboard(account, others, self._waiting_devices(), step_ups))
 
     async def user_login(self, request: Request) -> Response:
         """The component convention: /user/login bounces to the begin endpoint."""
@@ -294,7 +295,11 @@ class SignInSite:
             level = logging.WARNING if failure.error_code == "invalid_code" else logging.ERROR
             _oauth_log(level, step, failure.error_code, failure.reason)
             return self._failed(pending.sign_in_id, failure.error_code, failure.message)
-        account = await self._session.complete_sign_in(signed_in, BROWSER)
+        try:
+            account = await self._session.complete_sign_in(signed_in, BROWSER)
+        except StepUpRefused as refused:  # another user, or short of the step-up asked for
+            _oauth_log(logging.WARNING, "callback", "step_up_refused", str(refused))
+            return self._failed(pending.sign_in_id, "step_up_refused", f"{refused}.")
         log.info("signed in", extra={"flow": "oauth", "step": "callback", "account": account.id})
         response = RedirectResponse(pending.redirect_to, status_code=303)
         response.set_cookie(

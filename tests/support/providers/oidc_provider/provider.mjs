@@ -29,6 +29,14 @@ import Provider from 'oidc-provider';
 const settings = JSON.parse(readFileSync(process.argv[2], 'utf8'));
 const say = (record) => process.stdout.write(`${JSON.stringify(record)}\n`);
 
+// Step-up (RFC 9470): the acr values it offers (settings.acr_values); an access
+// token carries its sign-in's acr, which token introspection tells a resource server.
+const acrOfToken = async (ctx) => {
+  const { AuthorizationCode: code, RefreshToken: refresh } = ctx?.oidc?.entities ?? {};
+  const acr = (code ?? refresh)?.acr;
+  return acr ? { acr } : undefined;
+};
+
 const server = createServer();
 await new Promise((resolve) => { server.listen(0, '127.0.0.1', resolve); });
 const issuer = `http://127.0.0.1:${server.address().port}`;
@@ -49,15 +57,20 @@ const provider = new Provider(issuer, {
   jwks: { keys: [settings.signing_key] },
   cookies: { keys: [settings.cookie_key] },
   ttl: { AccessToken: settings.access_token_ttl },
-  claims: { profile: ['name'], email: ['email', 'email_verified'] },
+  // Every ID token says how and when the person signed in (acr, auth_time), as
+  // Keycloak's do; oidc-provider's own default tells acr only when asked for.
+  claims: { openid: ['sub', 'acr', 'auth_time'], profile: ['name'], email: ['email', 'email_verified'] },
   features: {
     revocation: { enabled: true },
+    introspection: { enabled: true },
     dPoP: {
       enabled: true,
       nonceSecret: Buffer.from(settings.dpop_nonce_secret, 'base64url'),
       requireNonce: () => true,
     },
   },
+  acrValues: settings.acr_values,
+  extraTokenClaims: acrOfToken,
   async findAccount(_ctx, sub) {
     return {
       accountId: sub,
@@ -67,6 +80,18 @@ const provider = new Provider(issuer, {
     };
   },
 });
+
+// The development login signs the person in at the first acr the request's acr_values
+// ask for that it offers, else at the first it offers: the stronger method "chosen".
+const finishInteraction = provider.interactionFinished.bind(provider);
+provider.interactionFinished = async (req, res, result, options) => {
+  if (result?.login) {
+    const { params } = await provider.interactionDetails(req, res);
+    const asked = String(params.acr_values ?? '').split(' ');
+    result.login.acr = asked.find((acr) => settings.acr_values.includes(acr)) ?? settings.acr_values[0];
+  }
+  return finishInteraction(req, res, result, options);
+};
 
 provider.on('grant.success', (ctx) => {
   say({

@@ -1,0 +1,347 @@
+"""Step-up (RFC 9470) on the stub provider: a token request that waits for a stronger sign-in.
+
+One daemon for the module, signed in as Alice; each test asks for the acr her session
+does not have, so the order of the tests does not matter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+import requests
+
+from signin_broker.client import BrokerClient, BrokerError, EventKind
+from signin_broker.httpx import BrokerAuth as HttpxAuth
+from signin_broker.requests import BrokerAuth as RequestsAuth
+from signin_broker.session.step_ups import MAX_PENDING
+from signin_broker.testing import StubProvider
+from signin_broker.testing.browser import Browser, location
+from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
+from support.accounts import ALICE, BOB
+from support.apps import App, policy_path, rule, write_policy
+from support.commands import BIN
+from support.events import EventLog, watching
+from support.notifications import Notifications
+from support.protected_api import ProtectedApi
+from support.signin import CALLBACK, cli_login, sign_in, signed_in_daemon
+from support.waiting import eventually
+
+PWD, MFA = "urn:stub:acr:pwd", "urn:stub:acr:mfa"
+WAITS = "a token request waits for a step-up sign-in"  # the daemon's log line
+STEP_UP_SECONDS = 6  # the daemon's step_up_timeout_seconds here: a sign-in takes ~0.5 s
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[StubProvider]:
+    with StubProvider(users=[ALICE, BOB]) as stub:
+        yield stub
+
+
+@pytest.fixture(scope="module")
+def stepping(provider: StubProvider) -> Iterator[tuple[DaemonProcess, Notifications]]:
+    """A daemon signed in as Alice that waits STEP_UP_SECONDS for a step-up sign-in."""
+    folder = short_temp_dir()
+    notifications = Notifications(folder)
+    daemon = signed_in_daemon(
+        provider,
+        folder / "run" / "broker.sock",
+        "--step-up-timeout-seconds",
+        str(STEP_UP_SECONDS),
+        env=notifications.env,
+    )
+    yield daemon, notifications
+    daemon.stop()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def current_and_stronger(socket_path: Path) -> tuple[str, str]:
+    """The acr of the session now, and the one a test asks for (the other of the two)."""
+    with BrokerClient(socket_path) as client:
+        acr = client.get_token().acr
+    assert acr in (PWD, MFA)
+    return acr, MFA if acr == PWD else PWD
+
+
+def step_up_url(events: EventLog) -> str:
+    """The page address the step-up event tells the person of."""
+    told = events.wait_for(EventKind.SIGN_IN_PROGRESS, timeout=STEP_UP_SECONDS)
+    found = re.search(r"sign in at (http://\S+)", told.detail)
+    assert found, told.detail
+    return found.group(1)
+
+
+def sign_in_at(daemon: DaemonProcess, url: str) -> httpx2.Response:
+    """Open the address in a browser and go through the sign-in; the daemon's last page."""
+    with Browser() as browser:
+        response = browser.follow(browser.get(url), until=daemon.web_url + CALLBACK)
+        return browser.get(location(response))
+
+
+def test_apps_asking_for_another_acr_share_one_sign_in_and_others_are_served_meanwhile(
+    provider: StubProvider, stepping: tuple[DaemonProcess, Notifications]
+) -> None:
+    daemon, notifications = stepping
+    socket = daemon.socket_path
+    before, wanted = current_and_stronger(socket)
+    provider.clear_requests()
+    token_command = [str(BIN / "signin-broker"), "--socket", str(socket), "token"]
+    with (
+        watching(socket) as events,
+        BrokerClient(socket) as client,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        cli = subprocess.Popen(
+            [*token_command, "--acr-values", f"urn:stub:acr:gold {wanted}", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        sdk = pool.submit(client.get_token, acr_values=[wanted, "urn:stub:acr:gold"])
+        url = step_up_url(events)
+        meanwhile = client.get_token()  # an app that needs no step-up is served at once
+        assert meanwhile.acr == before
+        login, login_url = cli_login(socket, "--wait", "20")  # continues the step-up
+        assert login_url == url
+        assert "Sign-in failed" not in sign_in_at(daemon, url).text
+        assert login.wait(20) == 0
+        stepped = sdk.result(20)
+        printed, said = cli.communicate(timeout=20)
+    assert cli.returncode == 0, said
+    shown = json.loads(printed)
+    assert (stepped.acr, shown["acr"]) == (wanted, wanted)
+    assert shown["access_token"] == stepped.access_token != meanwhile.access_token
+    assert shown["auth_time_unix"] == stepped.auth_time_unix > 0
+    asked = [r.params for r in provider.requests if r.path == provider.paths.authorize]
+    assert len(asked) == 1  # one sign-in for both apps (single flight)
+    assert asked[0]["acr_values"] in (f"urn:stub:acr:gold {wanted}", f"{wanted} urn:stub:acr:gold")
+    assert asked[0]["prompt"] == "login"
+    with BrokerClient(socket) as client:
+        assert client.get_token().acr == wanted  # the stepped-up sign-in is the session now
+        assert [account.acr for account in client.accounts()] == [wanted]
+    assert any(summary == "A stronger sign-in is needed" for summary, _ in notifications.sent())
+
+
+def test_a_step_up_nobody_completes_is_failed_precondition_and_nothing_is_lost(
+    stepping: tuple[DaemonProcess, Notifications],
+) -> None:
+    daemon = stepping[0]
+    with (
+        Browser() as browser,
+        watching(daemon.socket_path) as events,
+        BrokerClient(daemon.socket_path) as client,
+        ThreadPoolExecutor(MAX_PENDING) as pool,
+    ):
+        sign_in(browser, daemon)  # the person's browser, signed in to the dashboard
+        before = client.get_token()
+        asked = pool.submit(client.get_token, acr_values="urn:stub:acr:gold")  # nobody signs in
+        url = step_up_url(events)
+        cli = subprocess.Popen(  # the one-shot joins the same wait
+            [str(BIN / "signin-broker"), "--socket", str(daemon.socket_path), "token",
+             "--acr-values", "urn:stub:acr:gold"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        dashboard = browser.get(daemon.web_url + "/dashboard").text
+        others = [  # as many different step-ups as may wait at once
+            pool.submit(client.get_token, acr_values=f"urn:stub:acr:{n}")
+            for n in range(MAX_PENDING - 1)
+        ]
+        eventually(
+            lambda: (
+                len({e.sign_in_id for e in events.events if e.kind is EventKind.SIGN_IN_PROGRESS})
+                == MAX_PENDING
+            ),
+            "every step-up waiting",
+            timeout=STEP_UP_SECONDS / 2,
+        )
+        with pytest.raises(BrokerError) as one_too_many:
+            client.get_token(acr_values="urn:stub:acr:one-too-many")
+        with pytest.raises(BrokerError) as refused:
+            asked.result(STEP_UP_SECONDS + 10)
+        for other in others:
+            with pytest.raises(BrokerError):
+                other.result(STEP_UP_SECONDS + 10)
+        after = client.get_token()
+        printed, said = cli.communicate(timeout=STEP_UP_SECONDS + 10)
+    assert f"{MAX_PENDING} other step-up sign-ins wait" in one_too_many.value.message
+    assert cli.returncode != 0 and printed == ""
+    assert "waiting for a stronger sign-in" in said  # said after a second
+    assert "step-up sign-in required: acr urn:stub:acr:gold for user:1001" in said
+    assert "An app needs a stronger sign-in" in dashboard and html.escape(url) in dashboard
+    assert refused.value.code.name == "FAILED_PRECONDITION"
+    assert refused.value.message.startswith(
+        "step-up sign-in required: acr urn:stub:acr:gold for user:1001; no sign-in that"
+        f" meets it came within {STEP_UP_SECONDS} s"
+    )
+    assert (after.access_token, after.acr) == (before.access_token, before.acr)
+
+
+def test_a_sign_in_of_the_persons_own_that_meets_a_waiting_step_up_ends_the_wait(
+    stepping: tuple[DaemonProcess, Notifications],
+) -> None:
+    daemon = stepping[0]
+    _, wanted = current_and_stronger(daemon.socket_path)
+    with (
+        watching(daemon.socket_path) as events,
+        BrokerClient(daemon.socket_path) as client,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        asked = pool.submit(client.get_token, acr_values=wanted)
+        waited_for = step_up_url(events)
+        login, url = cli_login(daemon.socket_path, "--wait", "20", "--acr-values", wanted)
+        assert url != waited_for  # a sign-in of its own, which happens to meet the step-up
+        sign_in_at(daemon, url)
+        assert login.wait(20) == 0
+        assert asked.result(20).acr == wanted
+
+
+def test_an_app_limited_to_other_accounts_can_neither_ask_for_nor_continue_a_step_up(
+    stepping: tuple[DaemonProcess, Notifications],
+) -> None:
+    daemon = stepping[0]
+    socket = daemon.socket_path
+    _, wanted = current_and_stronger(socket)
+    limited = App(socket.parent.parent / "apps", "limited")
+    write_policy(socket, rule(limited, "allow", accounts=["user:1002"]))
+    waits = len(daemon.logs_with(msg=WAITS))
+    try:
+        asked = limited.run(socket, "step_up", "user:1001", wanted)
+        assert (asked["ok"], asked.get("code")) == (False, "NOT_FOUND")  # as for no account
+        assert len(daemon.logs_with(msg=WAITS)) == waits  # no sign-in was begun for it
+        with (
+            watching(socket) as events,
+            BrokerClient(socket) as client,
+            ThreadPoolExecutor(1) as pool,
+        ):
+            stepping_up = pool.submit(client.get_token, acr_values=wanted)
+            url = step_up_url(events)
+            begun = limited.run(socket, "begin", "browser")  # not the step-up of Alice's
+            sign_in_at(daemon, url)
+            assert stepping_up.result(20).acr == wanted
+    finally:
+        policy_path(socket).unlink()
+    assert begun["ok"] and begun["sign_in_id"] not in url
+    assert len(daemon.logs_with(msg=WAITS)) == waits + 1  # the allowed app's step-up only
+
+
+def test_another_user_signing_in_at_a_step_up_replaces_nothing(
+    provider: StubProvider, stepping: tuple[DaemonProcess, Notifications]
+) -> None:
+    daemon = stepping[0]
+    _, wanted = current_and_stronger(daemon.socket_path)
+    provider.approve_as(BOB.sub)
+    try:
+        with (
+            watching(daemon.socket_path) as events,
+            BrokerClient(daemon.socket_path) as client,
+            ThreadPoolExecutor(1) as pool,
+        ):
+            asked = pool.submit(client.get_token, acr_values=wanted)
+            page = sign_in_at(daemon, step_up_url(events))
+            with pytest.raises(BrokerError) as refused:
+                asked.result(20)
+            accounts = [account.id for account in client.accounts()]
+    finally:
+        provider.approve_as(ALICE.sub)
+    assert "another user signed in (user:1002)" in page.text
+    assert refused.value.code.name == "FAILED_PRECONDITION"
+    assert "another user signed in" in str(refused.value)
+    assert accounts == ["user:1001"]  # Bob was not added, Alice not replaced
+
+
+@pytest.mark.parametrize("short_of", ["acr", "max_age"])
+def test_a_provider_answering_short_of_the_step_up_gives_an_error_not_a_weaker_token(
+    short_of: str, provider: StubProvider, stepping: tuple[DaemonProcess, Notifications]
+) -> None:
+    daemon = stepping[0]
+    current, wanted = current_and_stronger(daemon.socket_path)
+    if short_of == "acr":
+        provider.acr_override = current  # it signs the person in at the old strength
+        asked_for, why = {"acr_values": wanted}, f"its acr is {current!r}"
+    else:
+        provider.auth_age = 3600  # it answers from an hour-old browser session
+        asked_for, why = {"max_age_seconds": 1}, "the person authenticated 3600 s before"
+        with BrokerClient(daemon.socket_path) as client:  # older than max_age, as it is now
+            time.sleep(max(0.0, client.get_token().auth_time_unix + 2 - time.time()))
+    try:
+        with (
+            watching(daemon.socket_path) as events,
+            BrokerClient(daemon.socket_path) as client,
+            ThreadPoolExecutor(1) as pool,
+        ):
+            before = client.get_token()
+            asked = pool.submit(client.get_token, **asked_for)
+            sign_in_at(daemon, step_up_url(events))
+            with pytest.raises(BrokerError) as refused:
+                asked.result(20)
+            after = client.get_token()
+    finally:
+        provider.acr_override, provider.auth_age = None, 0
+    assert refused.value.code.name == "FAILED_PRECONDITION"
+    assert why in str(refused.value)
+    assert after.access_token == before.access_token  # the session stays as it was
+    asked = [r.params for r in provider.requests if r.path == provider.paths.authorize][-1]
+    assert ("max_age" in asked, "prompt" in asked) == (short_of == "max_age", short_of == "acr")
+
+
+def with_requests(url: str, auth: RequestsAuth) -> tuple[int, dict[str, object]]:
+    answer = requests.get(url, auth=auth, timeout=STEP_UP_SECONDS + 10)
+    return answer.status_code, answer.json()
+
+
+def with_httpx(url: str, auth: HttpxAuth) -> tuple[int, dict[str, object]]:
+    with httpx.Client(auth=auth) as http:
+        answer = http.get(url)
+    return answer.status_code, answer.json()
+
+
+def with_async_httpx(url: str, auth: HttpxAuth) -> tuple[int, dict[str, object]]:
+    async def run() -> tuple[int, dict[str, object]]:
+        async with httpx.AsyncClient(auth=auth) as http:
+            answer = await http.get(url)
+        await auth.aclose()
+        return answer.status_code, answer.json()
+
+    return asyncio.run(run())
+
+
+HTTP_CLIENTS = {
+    "httpx": (HttpxAuth, with_httpx),
+    "httpx-async": (HttpxAuth, with_async_httpx),
+    "requests": (RequestsAuth, with_requests),
+}
+
+
+@pytest.mark.parametrize("name", list(HTTP_CLIENTS))
+def test_the_http_auths_turn_a_step_up_401_into_one_completed_retry(
+    name: str, provider: StubProvider, stepping: tuple[DaemonProcess, Notifications]
+) -> None:
+    daemon = stepping[0]
+    _, wanted = current_and_stronger(daemon.socket_path)
+    make_auth, send = HTTP_CLIENTS[name]
+    auth: Any = make_auth(socket_path=daemon.socket_path)
+    with (
+        ProtectedApi(provider) as api,
+        watching(daemon.socket_path) as events,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        api.acr_values = wanted
+        answer = pool.submit(send, api.url, auth)
+        sign_in_at(daemon, step_up_url(events))
+        status, body = answer.result(20)
+    auth.close()
+    assert status == 200, body
+    assert body["acr"] == wanted
+    assert len(api.seen) == 2 and api.seen[0] != api.seen[1]  # one retry, with the new token
