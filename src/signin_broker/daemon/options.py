@@ -83,18 +83,16 @@ def _default_provider(value: object) -> str:
     return check_provider(_text(value))
 
 
-def _client_auth(value: object) -> str:
-    choice = _text(value).lower()
-    if choice not in client_auth.CHOICES:
-        raise ValueError(f"must be one of {', '.join(client_auth.CHOICES)}")
-    return choice
+def _one_of(choices: tuple[str, ...]) -> Callable[[object], str]:
+    """The check of a setting that is one of `choices`, in any case."""
 
+    def parse(value: object) -> str:
+        choice = _text(value).lower()
+        if choice not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return choice
 
-def _dpop(value: object) -> str:
-    choice = _text(value).lower()
-    if choice not in dpop.MODES:
-        raise ValueError(f"must be one of {', '.join(dpop.MODES)}")
-    return choice
+    return parse
 
 
 def _secret_file(value: object) -> Path | None:
@@ -215,13 +213,6 @@ def _audit_days(value: object) -> int:
     return _whole_number(value, "days", 0, 3650)
 
 
-def _log_level(value: object) -> str:
-    level = _text(value).lower()
-    if level not in LOG_LEVELS:
-        raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
-    return level
-
-
 def _text(value: object) -> str:
     if not isinstance(value, str):
         raise ValueError("must be a string")
@@ -288,7 +279,7 @@ OPTIONS: tuple[Option, ...] = (
         "how the client authenticates to the provider: auto (a private key signs, else a"
         " stored secret is sent, else none), none, client_secret_basic, client_secret_post"
         " or private_key_jwt",
-        _client_auth,
+        _one_of(client_auth.CHOICES),
         lambda: "auto",
         "METHOD",
     ),
@@ -343,7 +334,7 @@ OPTIONS: tuple[Option, ...] = (
         "DPoP (RFC 9449): bind the tokens to a key pair kept here, so a copied token or"
         " refresh token is worthless elsewhere: auto (where the provider's discovery lists"
         " dpop_signing_alg_values_supported), require (refuse a provider without it) or off",
-        _dpop,
+        _one_of(dpop.MODES),
         lambda: dpop.AUTO,
         "MODE",
     ),
@@ -447,7 +438,7 @@ OPTIONS: tuple[Option, ...] = (
         lambda: "365",
         "DAYS",
     ),
-    Option("log_level", "debug, info, warn or error", _log_level, lambda: "info", "LEVEL"),
+    Option("log_level", "debug, info, warn or error", _one_of(LOG_LEVELS), lambda: "info", "LEVEL"),
 )
 
 
