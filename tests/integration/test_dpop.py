@@ -7,6 +7,8 @@ test leaves the session signed in for the next.
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import shutil
 import sys
 import time
@@ -83,6 +85,27 @@ def test_the_sign_in_binds_the_tokens_to_the_daemons_key(
     assert httpx.get(userinfo_url(stub), headers=proof.headers).json()["sub"] == "1001"
     assert [row.target_account for row in rows] == [ACCOUNT]
     assert stub.base_url in rows[0].payload_json and rows[0].times == 2  # one row per server
+
+
+def test_through_a_forward_an_app_gets_proofs_but_never_the_key(
+    stub: StubProvider, daemon: DaemonProcess
+) -> None:
+    opened = signin_broker(
+        "--socket", str(daemon.socket_path), "forward", "--name", "proofs", "--ttl", "60"
+    )
+    assert opened.returncode == 0, opened.stderr
+    with BrokerClient(opened.stdout.strip()) as far:
+        proof = far.sign_dpop_proof("GET", userinfo_url(stub))
+        assert proof.token_type == "DPoP"
+        with_proof = httpx.get(
+            userinfo_url(stub),
+            headers={"Authorization": f"DPoP {proof.access_token}", "DPoP": proof.dpop},
+        )
+        assert with_proof.status_code == 200, with_proof.text
+        header = json.loads(base64.urlsafe_b64decode(proof.dpop.split(".")[0] + "=="))
+        assert "d" not in header["jwk"]  # the proof names the public key only
+    closed = signin_broker("--socket", str(daemon.socket_path), "forward", "--close", "proofs")
+    assert closed.returncode == 0, closed.stderr
 
 
 def wait_for_rows(broker: BrokerClient, key: str, times: int) -> list[Any]:

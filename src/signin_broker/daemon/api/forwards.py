@@ -42,7 +42,8 @@ log = logging.getLogger(__name__)
 # GetStatus there is the forward's own reduced answer (REDUCED below), not the daemon's.
 # A call added here runs as on the main socket, for the app `forward:<name>` with the
 # forward's entitlement (apps.gate.AppGate.admit): it must give nothing else away.
-ALLOWED_ON_A_FORWARD = frozenset({"GetToken", "GetStatus"})
+# SignDpopProof signs with the account's key in the daemon: the key never crosses.
+ALLOWED_ON_A_FORWARD = frozenset({"GetToken", "GetStatus", "SignDpopProof"})
 REDUCED = "GetStatus"
 
 Unary = Callable[[Any], Awaitable[Message]]
