@@ -10,7 +10,7 @@ import contextlib
 import io
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from signin_broker.cli._token_arguments import TOKEN_OPTIONS, read_token_arguments
@@ -62,6 +62,7 @@ WORDS = st.one_of(
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(WORDS, max_size=7))
+@example(["token", "--socket=--"])  # argparse drops the "--"
 def test_a_line_read_quickly_is_read_as_argparse_reads_it(argv: list[str]) -> None:
     quick = read_token_arguments(argv)
     if quick is not None:
@@ -76,6 +77,7 @@ def test_help_abbreviations_and_bad_values_are_left_to_argparse() -> None:
         ["token", "--min-ttl", "-5"],  # argparse takes it; the quick reader leaves it
         ["token", "--format", "yaml"],
         ["token", "--json=yes"],
+        ["token", "--url=--"],
         ["token", "extra"],
         ["--json", "token"],
         ["--socket", "/s"],

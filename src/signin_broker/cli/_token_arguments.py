@@ -93,6 +93,8 @@ def read_token_arguments(argv: Sequence[str]) -> TokenArguments | None:
             if following is None or following.startswith("-"):
                 return None
             value = following
+        elif value == "--":  # argparse drops a "--" even from `--socket=--`
+            return None
         try:
             given = read(value)
         except ValueError:
