@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -107,6 +108,27 @@ def test_a_wrong_content_type_a_get_and_an_oversized_body_are_refused(
     big = json.dumps({"account": "x" * (70 * 1024)})
     status, _ = curl(broker.socket_path, "GetToken", big)
     assert status == 413
+    assert curl(broker.socket_path, "GetStatus")[0] == 200
+
+
+def test_a_caller_still_sending_a_refused_body_reads_the_refusal(broker: DaemonProcess) -> None:
+    """The daemon refuses an oversized body at its head, but closes only once the caller
+    stopped sending: a client that sends it all before reading gets the 413, not EPIPE."""
+    body = b"x" * (70 * 1024)
+    head = (
+        f"POST {SERVICE}GetToken HTTP/1.1\r\nHost: broker\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as caller:
+        caller.settimeout(10)
+        caller.connect(str(broker.socket_path))
+        caller.sendall(head)
+        assert caller.recv(12) == b"HTTP/1.1 413"  # refused before the body came
+        caller.sendall(body)  # the daemon reads it away instead of closing on it
+        answer = b""
+        while chunk := caller.recv(65536):  # bounded: the daemon closes within seconds
+            answer += chunk
+    assert b"larger than" in answer
     assert curl(broker.socket_path, "GetStatus")[0] == 200
 
 

@@ -71,3 +71,19 @@ def test_close_sends_what_was_written_and_abort_drops_it() -> None:
         other_peer.close()
 
     asyncio.run(scenario())
+
+
+def test_the_end_of_the_stream_follows_what_was_written() -> None:
+    async def scenario() -> None:
+        batched, peer, _ = await connected()
+        batched.write(b"413")
+        assert batched.can_write_eof()
+        batched.write_eof()
+        assert await received(peer, 3) == b"413"
+        peer.setblocking(True)
+        peer.settimeout(5)
+        assert peer.recv(10) == b""  # the end of the stream, after the answer
+        batched.close()
+        peer.close()
+
+    asyncio.run(scenario())

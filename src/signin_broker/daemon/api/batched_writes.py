@@ -37,6 +37,14 @@ class BatchedWrites(asyncio.Transport):
         self._flush()
         self._transport.close()
 
+    def can_write_eof(self) -> bool:
+        return self._transport.can_write_eof()
+
+    def write_eof(self) -> None:
+        """Send what was written, then the end of the stream (the socket's SHUT_WR)."""
+        self._flush()
+        self._transport.write_eof()
+
     def abort(self) -> None:
         self._pending = []
         self._transport.abort()

@@ -30,6 +30,11 @@ log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024  # as for gRPC requests (transport.MAX_REQUEST_BYTES)
 MAX_HEAD_BYTES = 16 * 1024
+# After a refusal, how long and how much more the caller may go on sending before the
+# close: closing on a request still coming fails the caller's next send (EPIPE) before
+# it reads the refusal, and curl then says "failed sending data" instead of 413.
+LINGER_SECONDS = 2.0
+LINGER_BYTES = MAX_HEAD_BYTES + 64 * 1024
 JSON = "application/json"
 
 # The HTTP status of each gRPC status (Connect's mapping; the contract's 7.1 where it says).
@@ -107,9 +112,15 @@ class JsonConnection:
         self._busy = False
         self._waiting = 0  # bytes sent ahead while a call is answered
         self._task: asyncio.Task[None] | None = None  # the call being answered
+        self._lingering = -1  # after a refusal: bytes the caller may still send; else -1
 
     def data_received(self, data: bytes) -> None:
         """Feed bytes; start answering a request once it is whole."""
+        if self._lingering >= 0:  # refused: what still comes is dropped unread
+            self._lingering -= len(data)
+            if self._lingering < 0:
+                self._transport.close()
+            return
         if self._busy:
             self._waiting += len(data)
             if self._waiting > MAX_HEAD_BYTES + MAX_BODY_BYTES:  # more than one request ahead
@@ -186,9 +197,18 @@ class JsonConnection:
         self._transport.write(self._http.send(h11.EndOfMessage()))
 
     def _refuse(self, status: int, message: str) -> None:
-        """Answer an unusable request and close: the connection cannot be trusted to resync."""
+        """Answer an unusable request and close: the connection cannot be trusted to resync.
+
+        The answer goes first, with the end of what the daemon sends; the close follows
+        when the caller stops sending, or after LINGER_SECONDS or LINGER_BYTES more.
+        """
         log.debug("refused a JSON call", extra={"status": status, "reason": message})
         if self._http.our_state in (h11.IDLE, h11.SEND_RESPONSE):
             with contextlib.suppress(h11.LocalProtocolError):
                 self._send(status, _error(Status.INVALID_ARGUMENT, message)[1])
-        self._transport.close()
+        if not self._transport.can_write_eof():
+            self._transport.close()
+            return
+        self._lingering = LINGER_BYTES
+        self._transport.write_eof()
+        asyncio.get_running_loop().call_later(LINGER_SECONDS, self._transport.close)
