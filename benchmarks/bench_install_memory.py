@@ -33,7 +33,7 @@ from support.secret_service import secret_service  # noqa: E402
 
 RUNS = 2
 # Variables a shell may carry that a service manager's environment does not.
-NOT_A_SERVICE_S = ("SSL_CERT_FILE", "SSL_CERT_DIR")
+SHELL_ONLY_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR")
 
 MEASURE = """
 import sys, time
@@ -91,7 +91,7 @@ def key_stores(folder: Path) -> Iterator[list[tuple[str, dict[str, str]]]]:
 
 
 def _as_a_service(env: dict[str, str]) -> dict[str, str]:
-    return {name: value for name, value in env.items() if name not in NOT_A_SERVICE_S}
+    return {name: value for name, value in env.items() if name not in SHELL_ONLY_VARIABLES}
 
 
 def main() -> None:

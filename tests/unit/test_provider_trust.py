@@ -11,7 +11,8 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from signin_broker.oidc.trust import failure_reason, verifying_context
+from signin_broker.oidc.errors import failure_reason
+from signin_broker.oidc.trust import verifying_context
 from support.certificates import hashed_folder, self_signed
 
 HANDSHAKE_ROUNDS = 20  # a TLS 1.3 handshake takes 2 or 3 rounds

@@ -4,9 +4,15 @@ The two are kept apart because a session treats them differently: a refusal
 (OAuthError, e.g. invalid_grant) is the provider's decision; not answering properly
 (ProviderUnavailable: network, timeout, 5xx, garbage) is tried again later, and an
 answer that may have been lost (AnswerLost) leaves a rotated refresh token in doubt.
+failure_reason() says why a request got no answer, in words that carry none of it.
 """
 
 from __future__ import annotations
+
+import ssl
+
+# How far down an exception's causes to look for the OS's or TLS's own reason.
+MAX_CAUSES = 8
 
 
 class ProviderUnavailable(Exception):
@@ -79,3 +85,27 @@ class NoDeviceGrant(Exception):
             "the identity provider offers no device sign-in (its discovery document has no"
             " device_authorization_endpoint); sign in with a browser instead"
         )
+
+
+def failure_reason(error: BaseException) -> str:
+    """Why a connection failed, in the OS's or TLS's words: no URL, header or body in it.
+
+    httpx2 wraps httpcore2's error, which wraps the socket's or ssl's; their own text
+    carries no request data. Without one of those, the exception's type alone.
+    """
+    cause: BaseException | None = error
+    for _ in range(MAX_CAUSES):
+        if cause is None:
+            break
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return (
+                f"the provider's TLS certificate is not trusted ({cause.verify_message}):"
+                " its CA must be among the system's CA certificates (or in SSL_CERT_FILE or"
+                " SSL_CERT_DIR)"
+            )
+        if isinstance(cause, ssl.SSLError):
+            return f"TLS failed ({cause.reason or type(cause).__name__})"
+        if isinstance(cause, OSError) and cause.strerror:
+            return f"{type(error).__name__} ({cause.strerror})"
+        cause = cause.__cause__ or cause.__context__
+    return type(error).__name__

@@ -24,7 +24,13 @@ from .._version import __version__
 from .answers import DEVICE_CODE_GRANT, DeviceAuthorization, TokenResponse
 from .client_auth import ClientAuth
 from .dpop import AUTO, REQUIRE, DpopKey, Nonces, is_bound, key_for
-from .errors import AnswerLost, OAuthError, ProviderMisfit, ProviderUnavailable
+from .errors import (
+    AnswerLost,
+    OAuthError,
+    ProviderMisfit,
+    ProviderUnavailable,
+    failure_reason,
+)
 from .http_answers import json_of, oauth_error, read_bounded
 from .id_tokens import SET_THE_CLOCK, IdTokenChecker, clock_off
 from .metadata import (
@@ -35,7 +41,7 @@ from .metadata import (
     discovery_url,
     oauth_metadata_urls,
 )
-from .trust import failure_reason, verifying_context
+from .trust import verifying_context
 
 log = logging.getLogger(__name__)
 
