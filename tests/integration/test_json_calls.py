@@ -13,6 +13,7 @@ import pwd
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,21 @@ def test_a_caller_still_sending_a_refused_body_reads_the_refusal(broker: DaemonP
             answer += chunk
     assert b"larger than" in answer
     assert curl(broker.socket_path, "GetStatus")[0] == 200
+
+
+def test_a_refused_caller_that_goes_quiet_is_closed_all_the_same(broker: DaemonProcess) -> None:
+    """After a refusal the daemon waits for the rest of a request a few seconds, not forever."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as caller:
+        caller.settimeout(10)
+        caller.connect(str(broker.socket_path))
+        caller.sendall(f"GET {SERVICE}GetStatus HTTP/1.1\r\nHost: broker\r\n\r\n".encode())
+        assert caller.recv(12) == b"HTTP/1.1 405"
+        deadline = time.monotonic() + 10
+        with pytest.raises(OSError):  # EPIPE or ECONNRESET once the daemon closed
+            while time.monotonic() < deadline:
+                caller.sendall(b"x")  # a trickle, never enough to be closed for its size
+                time.sleep(0.1)
+        assert time.monotonic() < deadline
 
 
 def test_the_caller_is_the_kernels_word_and_the_token_is_audited_as_for_grpc(
