@@ -332,10 +332,12 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "dpop",
         "DPoP (RFC 9449): bind the tokens to a key pair kept here, so a copied token or"
-        " refresh token is worthless elsewhere: auto (where the provider's discovery lists"
-        " dpop_signing_alg_values_supported), require (refuse a provider without it) or off",
+        " refresh token is worthless elsewhere: if-required (Bearer tokens, which every tool"
+        " can send, unless the provider requires DPoP of this client), auto (DPoP wherever"
+        " the provider's discovery lists dpop_signing_alg_values_supported), require"
+        " (refuse a provider without it) or off (never, even where it is required)",
         _one_of(dpop.MODES),
-        lambda: dpop.AUTO,
+        lambda: dpop.IF_REQUIRED,
         "MODE",
     ),
     Option(
