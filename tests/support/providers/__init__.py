@@ -207,11 +207,16 @@ class _Forms(HTMLParser):
 def sign_in(browser: Browser, daemon: DaemonProcess, provider: RealProvider) -> httpx2.Response:
     """Sign in through the daemon's page and the provider's own login and consent pages.
 
-    Returns the daemon's answer to the callback.
+    Returns the daemon's answer to the callback; a callback that sends the browser back
+    to the provider (a sign-in begun again with DPoP, once) is followed there.
     """
     callback = daemon.web_url + CALLBACK
     response = browser.follow(browser.get(daemon.web_url + "/user/login"), until=callback)
-    return browser.get(through_provider_pages(browser, response, provider, callback))
+    answer = browser.get(through_provider_pages(browser, response, provider, callback))
+    if answer.is_redirect and not urljoin(callback, location(answer)).startswith(daemon.web_url):
+        again = browser.follow(answer, until=callback)
+        answer = browser.get(through_provider_pages(browser, again, provider, callback))
+    return answer
 
 
 def through_provider_pages(

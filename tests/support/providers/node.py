@@ -42,9 +42,9 @@ class NodeOidcProvider(RealProvider):
     # The acr values it offers: a sign-in gets the first asked for, else the first here.
     acr_values: ClassVar[tuple[str, str]] = ("urn:rig:pwd", "urn:rig:mfa")
     # A refresh token only for offline_access (OIDC Core 11), which needs prompt=consent.
-    # DPoP is on at this provider, so `dpop = auto` would bind every token: the shared
-    # checks send tokens as Bearer, and DPOP_CLIENT_ID's own tests use DPoP.
-    daemon_settings: ClassVar[dict[str, str]] = {"scopes": "offline_access", "dpop": "off"}
+    # DPoP is offered to every client here; on the defaults the shared checks' tokens
+    # stay Bearer, and DPOP_CLIENT_ID, which must prove, gets bound ones.
+    daemon_settings: ClassVar[dict[str, str]] = {"scopes": "offline_access"}
 
     @staticmethod
     def installed() -> Path:
