@@ -63,7 +63,8 @@ def test_a_provider_that_offers_dpop_gets_bearer_tokens_every_tool_can_send(
         assert "dpop_jkt" not in authorize_requests(stub)[-1]
         assert not stub.token_requests("authorization_code")[-1].headers.get("dpop")
         assert userinfo(stub, {"Authorization": f"Bearer {token.access_token}"}) == 200
-        assert header.returncode == 0 and header.stdout.strip() == f"Authorization: Bearer {token.access_token}"
+        assert header.returncode == 0
+        assert header.stdout.strip() == f"Authorization: Bearer {token.access_token}"
         assert git.returncode == 0 and f"password={token.access_token}" in git.stdout
         assert not learned_file(daemon).exists()
         daemon.stop()
@@ -96,9 +97,10 @@ def test_a_client_that_must_prove_signs_in_with_one_more_pass_and_the_next_prove
         doctor = json.loads(signin_broker(*socket, "doctor", "--json", env=daemon.env).stdout)
         said = {f["name"]: f["seen"] for f in doctor["findings"]}
         assert "requires DPoP of this client" in said["tokens (user:1001)"]
-        assert "it requires DPoP of client signin-broker (learned at a sign-in)" in said[
-            "provider main"
-        ]
+        assert (
+            "it requires DPoP of client signin-broker (learned at a sign-in)"
+            in said["provider main"]
+        )
         refused = signin_broker(*socket, "token", "--format", "exec-credential")
         assert refused.returncode == 1 and "provider requires DPoP" in refused.stderr
         assert json.loads(learned_file(daemon).read_text())["required"] == [

@@ -110,5 +110,6 @@ def test_dpop_is_a_setting_of_each_provider(tmp_path: Path) -> None:
     assert flagged.main.dpop == "off"
     from_env = load(["--issuer", "https://idp.example"], environ={"SIGNIN_BROKER_DPOP": "require"})
     assert from_env.main.dpop == "require"
-    with pytest.raises(SettingsError, match=r"dpop \(\[providers.work\].*must be one of if-required, auto, require, off"):
+    modes = "must be one of if-required, auto, require, off"
+    with pytest.raises(SettingsError, match=r"dpop \(\[providers.work\].*" + modes):
         settings_of(tmp_path, '[providers.work]\nissuer = "https://w.example"\ndpop = "on"\n')
