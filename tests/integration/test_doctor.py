@@ -33,6 +33,7 @@ CHECKS = [
     "daemon",
     "provider main",
     "clock (main)",
+    "tokens (user:1001)",
     "keyring",
     "state folder",
     "systemd units",
@@ -68,6 +69,7 @@ def test_a_healthy_set_up_passes_every_check_in_order(
     assert findings["daemon"]["seen"].startswith(f"running: pid {daemon.pid}, version ")
     assert "started by manual" in findings["daemon"]["seen"]
     assert findings["provider main"]["seen"].startswith(f"{stub.issuer} answers")
+    assert findings["tokens (user:1001)"]["seen"] == "Bearer: any tool can send them"
     shown = signin_broker("--socket", str(socket_path), "doctor", env=daemon.env)
     assert shown.returncode == 0 and shown.stdout.rstrip().endswith("all checks passed"), shown
 

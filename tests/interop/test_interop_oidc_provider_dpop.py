@@ -17,20 +17,22 @@ import httpx
 import httpx2
 import pytest
 
-from signin_broker.client import BrokerClient, Token
+from signin_broker.client import BrokerClient, EventKind, Token
 from signin_broker.httpx import BrokerAuth
 from signin_broker.oidc.dpop import DpopKey
 from signin_broker.testing.browser import Browser, location
 from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
 from signin_broker.testing.ledger import SecretLedger
 from support.commands import signin_broker
-from support.providers import sign_in
+from support.events import watching
+from support.providers import approve_device, sign_in
 from support.providers.node import DPOP_CLIENT_ID, NodeOidcProvider
 from support.state import decrypted_record
 
 ACCESS_TOKEN_TTL = 4
 RENEWALS = 10  # one per quarter lifetime (1 s) at most: about 11 s
 RENEWALS_WITHIN_SECONDS = 25
+DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 
 
 @pytest.fixture(scope="module")
@@ -189,6 +191,35 @@ def test_after_a_restart_the_next_sign_in_proves_from_its_first_request(
             assert broker.get_token().dpop_bound_by == "provider"
     redeemed = provider.token_requests("authorization_code")[mark:]
     assert [r.get("error") for r in redeemed] == ["use_dpop_nonce", None]  # no invalid_grant
+
+
+def test_a_device_sign_in_learns_the_requirement_from_a_refused_poll_and_asks_no_one_again(
+    provider: NodeOidcProvider,
+) -> None:
+    """oidc-provider refuses a poll without a proof at once (invalid_grant), the device code
+    left as it was; the next polls carry proofs and the one code shown signs in."""
+    folder = short_temp_dir()
+    socket = folder / "run" / "broker.sock"
+    mark = len(provider.token_requests(DEVICE_GRANT))
+    with (
+        DaemonProcess(socket, *daemon_args(provider)),
+        watching(socket) as events,
+        BrokerClient(socket) as broker,
+    ):
+        started = broker.begin_sign_in(device=True)
+        deadline = time.monotonic() + 15
+        while not provider.token_requests(DEVICE_GRANT)[mark:]:  # the first poll, refused
+            assert time.monotonic() < deadline, "the daemon did not poll"
+            time.sleep(0.05)
+        with Browser() as browser:
+            approve_device(browser, provider, started.url)
+        assert events.wait_for(EventKind.SIGNED_IN, timeout=30).account == "user:alice"
+        token = token_of(broker)
+    polls = [(r["status"], r.get("error")) for r in provider.token_requests(DEVICE_GRANT)[mark:]]
+    assert polls[0] == (400, "invalid_grant") and polls[-1] == (200, None), polls
+    assert set(polls[1:-1]) <= {(400, "use_dpop_nonce"), (400, "authorization_pending")}, polls
+    assert (token.token_type, token.dpop_bound_by) == ("DPoP", "provider")
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _refreshes(provider: NodeOidcProvider, status: int) -> int:
