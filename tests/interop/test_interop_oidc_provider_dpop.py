@@ -30,6 +30,8 @@ from support.providers.node import DPOP_CLIENT_ID, NodeOidcProvider
 from support.state import decrypted_record
 
 ACCESS_TOKEN_TTL = 4
+pytestmark = pytest.mark.external  # Node
+
 RENEWALS = 10  # one per quarter lifetime (1 s) at most: about 11 s
 RENEWALS_WITHIN_SECONDS = 25
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
