@@ -18,13 +18,13 @@ message would start.
 
 from __future__ import annotations
 
+import json
 import struct
 import sys
 import threading
 
 from ..locations import STEP_UP_TIMEOUT_SECONDS, resolve_socket
 from ._failures import EXIT_FAILED, complain
-from ._json_codec import dumps, loads
 from ._token import GET_TOKEN, SIGN_DPOP_PROOF, json_call
 
 TYPE_CHECKING = False  # not typing's: see signin_broker/__init__.py
@@ -96,8 +96,10 @@ def read_message(stream: BinaryIO) -> dict[str, object] | None:
     if len(body) < length:
         raise ProtocolError(f"the stream ended inside a message ({len(body)} of {length} bytes)")
     try:
-        message = loads(body.decode("utf-8"))
-    except ValueError:  # UnicodeDecodeError included
+        # json's own reader: _json_codec's is for the daemon's answers, and reports a
+        # malformed text as a SystemError unless json's Python layer is loaded anyway.
+        message = json.loads(body.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError included
         raise ProtocolError("a message is not UTF-8 JSON") from None
     if not isinstance(message, dict):
         raise ProtocolError("a message is not a JSON object")
@@ -122,18 +124,27 @@ class Answers:
     def __init__(self, stream: BinaryIO) -> None:
         self._stream = stream
         self._lock = threading.Lock()
+        self._closed = False
 
     def send(self, message: dict[str, object]) -> None:
         """Write one message; a reader that went away is no one to tell."""
-        body = dumps(message).encode()
+        body = _dumps(message)
         if len(body) > MAX_ANSWER_BYTES:
-            body = dumps(_refusal(message.get("id"), "resource_exhausted", "too large")).encode()
+            body = _dumps(_refusal(message.get("id"), "resource_exhausted", "too large"))
         with self._lock:
+            if self._closed:
+                return
             try:
                 self._stream.write(LENGTH.pack(len(body)) + body)
                 self._stream.flush()
             except (BrokenPipeError, ValueError):
                 pass
+
+    def close(self, last: dict[str, object]) -> None:
+        """Send a last message, and nothing after it (no answer is cut short by the exit)."""
+        self.send(last)
+        with self._lock:
+            self._closed = True
 
 
 def native_host(args: argparse.Namespace) -> int:
@@ -154,7 +165,8 @@ def native_host(args: argparse.Namespace) -> int:
             thread.start()
             running = [*filter(threading.Thread.is_alive, running), thread]
     except ProtocolError as error:
-        answers.send(_refusal(None, "invalid_argument", f"native messaging: {error}"))
+        # The requests under way are dropped: nothing says where the stream would go on.
+        answers.close(_refusal(None, "invalid_argument", f"native messaging: {error}"))
         complain(f"native-host: {error}")
         return EXIT_FAILED
     for thread in running:  # a browser may close stdin once it sent its one message
@@ -200,8 +212,8 @@ def _ask_daemon(socket_path: str, kind: str, body: dict[str, object]) -> dict[st
     if body.get("acr_values") or body.get("max_age_seconds") is not None:
         timeout += STEP_UP_TIMEOUT_SECONDS  # the person completes a stronger sign-in
     try:
-        status, raw = json_call(socket_path, CALLS[kind], dumps(body).encode(), timeout)
-        answer = loads(raw or b"{}")
+        status, raw = json_call(socket_path, CALLS[kind], _dumps(body), timeout)
+        answer = json.loads(raw or b"{}")
     except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
         raise Refusal(
             "unavailable", f"the signin-broker daemon is not running ({socket_path})"
@@ -253,6 +265,10 @@ def _token(kind: str, answer: dict[str, object], id_token: bool) -> dict[str, ob
         token["idToken"] = answer.get("id_token", "")
         token["idTokenExpiresAt"] = int(str(answer.get("id_token_expires_at_unix", 0)))
     return token
+
+
+def _dumps(message: dict[str, object]) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode()
 
 
 def _refusal(ident: object, code: str, error: str) -> dict[str, object]:

@@ -161,9 +161,12 @@ def token_terms(
 def web_origin_of(
     request: pb.GetTokenRequest | pb.SignDpopProofRequest, caller: Caller
 ) -> str | None:
-    """The web origin a browser extension's token request is for; None for any other app's."""
+    """The web origin a browser extension's token request is for; None for any other app's.
+
+    A caller without an identity is refused for that (AppGate.admit), whatever it sent.
+    """
     if not caller.browser:
-        if request.origin:
+        if request.origin and caller.identified:
             raise InvalidRequest(
                 "origin is for a browser extension's requests (through signin-broker native-host)"
             )
