@@ -238,3 +238,115 @@ def test_an_extension_not_in_the_manifest_cannot_reach_the_host(
         assert not [
             app for app in client.apps().apps if app.id.startswith("browser:") and app.last_pid
         ]
+
+
+# -- Firefox ESR ---------------------------------------------------------------------------
+
+FIREFOX_PREFERENCES = {
+    "xpinstall.signatures.required": False,  # ESR takes an unsigned extension with this
+    "extensions.autoDisableScopes": 0,  # an extension put in the profile starts enabled
+    "extensions.enabledScopes": 15,
+    "extensions.originControls.grantByDefault": True,  # its content scripts' hosts too
+    "browser.shell.checkDefaultBrowser": False,
+    "datareporting.policy.dataSubmissionEnabled": False,
+    "app.update.enabled": False,
+    "extensions.update.enabled": False,
+    "network.captive-portal-service.enabled": False,
+}
+REPORTING_PAGE = b"""<!doctype html><html><body><script>
+const report = (what) => fetch("/report", {method: "POST", body: JSON.stringify(what)});
+window.addEventListener("load", () => {
+  if (!window.signinBroker) { report({missing: true}); return; }
+  window.signinBroker.getToken({scopes: ["openid"]})
+    .then((token) => report({token}), (error) => report({code: error.code, said: error.message}));
+});
+</script></body></html>"""
+
+
+class Reports(BaseHTTPRequestHandler):
+    """The page Firefox opens, and where it posts what it got (no WebDriver here)."""
+
+    received: list[dict[str, Any]]
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(REPORTING_PAGE)))
+        self.end_headers()
+        self.wfile.write(REPORTING_PAGE)
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.received.append(json.loads(body))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def reporting_page() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    received: list[dict[str, Any]] = []
+    handler = type("PageReports", (Reports,), {"received": received})
+    with ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        yield f"http://127.0.0.1:{server.server_address[1]}", received
+        server.shutdown()
+
+
+def firefox_profile(folder: Path) -> Path:
+    """A fresh profile holding the reference extension (as an .xpi named by its id)."""
+    profile = folder / "firefox-profile"
+    (profile / "extensions").mkdir(parents=True)
+    lines = [
+        f"user_pref({json.dumps(k)}, {json.dumps(v)});" for k, v in FIREFOX_PREFERENCES.items()
+    ]
+    (profile / "user.js").write_text("\n".join(lines) + "\n")
+    with zipfile.ZipFile(profile / "extensions" / f"{FIREFOX_ID}.xpi", "w") as xpi:
+        for file in sorted(EXTENSION.iterdir()):
+            xpi.write(file, file.name)
+    return profile
+
+
+def test_a_page_on_an_allowed_origin_gets_a_token_in_firefox_esr(
+    place: Place,
+    signed_in: DaemonProcess,
+    stub: StubProvider,
+    reporting_page: tuple[str, list[dict[str, Any]]],
+) -> None:
+    if not shutil.which(FIREFOX):
+        unavailable("Firefox needs Debian's firefox-esr")
+    url, received = reporting_page
+    app = f"browser:firefox/{FIREFOX_ID}"
+    manifest = place.install("firefox")
+    assert (
+        manifest
+        == place.home / ".mozilla" / "native-messaging-hosts" / "org.signin_broker.native_host.json"
+    )
+    allow(signed_in.socket_path, app, url)
+    firefox = subprocess.Popen(
+        [FIREFOX, "--headless", "--no-remote", "--profile", str(firefox_profile(place.home)), url],
+        env=place.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60  # a first start of a new profile takes a while
+        while not received and time.monotonic() < deadline and firefox.poll() is None:
+            time.sleep(0.2)
+    finally:
+        os.killpg(firefox.pid, 9)
+        firefox.wait()
+    assert received, "Firefox's page reported nothing within 60 s"
+    (report,) = received
+    assert "token" in report, report
+    userinfo = httpx2.get(
+        stub.issuer + "/oauth/v2/userinfo",
+        headers={"Authorization": f"Bearer {report['token']['accessToken']}"},
+    )
+    assert userinfo.status_code == 200 and userinfo.json()["sub"] == "1001"
+    with BrokerClient(signed_in.socket_path) as client:
+        rows = [row for row in client.audit_events(app=app) if row.action == "issue_token"]
+    assert rows and {json.loads(row.payload_json)["web_origin"] for row in rows} == {url}
