@@ -191,7 +191,9 @@ def test_a_page_on_an_allowed_origin_gets_a_token_in_chromium_and_another_origin
     assert shown["token"] == "ok" and shown["api"] == "ok", shown  # the API asked userinfo
     assert shown["sub"] == "1001"
     token = driver.execute_async_script(
-        "window.signinBroker.getToken({scopes: ['openid']}).then(arguments[0], (e) => arguments[0]({error: e.code}))"
+        "const done = arguments[0];"
+        " window.signinBroker.getToken({scopes: ['openid']})"
+        ".then(done, (e) => done({error: e.code}))"
     )
     assert set(token) == {
         "accessToken",

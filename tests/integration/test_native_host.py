@@ -127,8 +127,10 @@ def test_a_host_not_started_by_a_browser_is_refused_and_the_log_says_why(
     stub: StubProvider, socket_path: Path, folder: Path
 ) -> None:
     with signed_in_daemon(stub, socket_path) as daemon:  # this Python is no browser here
-        signin_broker("--socket", str(socket_path), "apps", "allow", APP.replace("stand-in", "chromium"),
-                      "--origin", ORIGIN)  # fmt: skip
+        chromium_app = APP.replace("stand-in", "chromium")
+        signin_broker(
+            "--socket", str(socket_path), "apps", "allow", chromium_app, "--origin", ORIGIN
+        )
         for program in ([str(HOST)], [str(BIN / "signin-broker"), "native-host"]):
             host = run_host(socket_path, get_token(), program=program)
             (answer,) = answers(host.stdout)
