@@ -78,6 +78,13 @@ class AppKind(StrEnum):
 
 
 _SANDBOXES = {kind.value for kind in AppKind if kind is not AppKind.PROGRAM}
+# A browser extension's id, as its browser names it: Chromium's 32 letters a-p (from its
+# key), Firefox's add-on id (an e-mail-like name, or a GUID in braces).
+CHROMIUM_EXTENSION_ID = re.compile(r"[a-p]{32}")
+FIREFOX_EXTENSION_ID = re.compile(
+    r"[A-Za-z0-9._+-]{1,80}@[A-Za-z0-9._-]{1,80}"
+    r"|\{[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\}"
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..identities import CHROMIUM_EXTENSION_ID
+from ..identities import FIREFOX_EXTENSION_ID as FIREFOX_ID
 from ..locations import NATIVE_HOST_NAME, NATIVE_HOST_PROGRAM, program_folders
 from ._failures import EXIT_FAILED, EXIT_USAGE, complain
 
@@ -29,11 +31,7 @@ if TYPE_CHECKING:
 
 BROWSERS = ("chromium", "chrome", "firefox")
 FIREFOX = "firefox"
-CHROMIUM_ID = re.compile(r"(?:chrome-extension://)?([a-p]{32})/?")
-FIREFOX_ID = re.compile(
-    r"[A-Za-z0-9._+-]{1,80}@[A-Za-z0-9._-]{1,80}"
-    r"|\{[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\}"
-)
+CHROMIUM_ID = re.compile(rf"(?:chrome-extension://)?({CHROMIUM_EXTENSION_ID.pattern})/?")
 # The reference extension shipped in the package (signin_broker/extension/): Chromium
 # derives its id from the manifest's `key`, Firefox reads it from the manifest.
 REFERENCE_EXTENSION = Path(__file__).resolve().parent.parent / "extension"

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from ...identities import CHROMIUM_EXTENSION_ID as CHROMIUM_ID
+from ...identities import FIREFOX_EXTENSION_ID as FIREFOX_ID
 from ...identities import AppId, AppKind
 from ...locations import APP_NAME, NATIVE_HOST_PROGRAM, program_folders
 from ..browser_setting import BROWSER_NAME
@@ -36,13 +38,7 @@ from ..browser_setting import BROWSER_NAME
 HOST_COMMAND = "native-host"  # `signin-broker native-host`
 CLI_MODULE = "-m signin_broker.cli"  # `python -m signin_broker.cli native-host`
 _CLI_OPTIONS_WITH_VALUE = frozenset({"--socket", "--timeout"})
-CHROMIUM_ID = re.compile(r"[a-p]{32}")
 CHROMIUM_ORIGIN = re.compile(rf"chrome-extension://({CHROMIUM_ID.pattern})/")
-# Firefox's add-on ids: an e-mail-like name, or a GUID in braces.
-FIREFOX_ID = re.compile(
-    r"[A-Za-z0-9._+-]{1,80}@[A-Za-z0-9._-]{1,80}"
-    r"|\{[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\}"
-)
 
 
 class Family(StrEnum):
