@@ -141,6 +141,7 @@ def apps(parser: argparse.ArgumentParser) -> None:
                 action="store_true",
                 help="the account's ID token as well (kubectl's OIDC set-up wants it)",
             )
+            _repeatable(sub, "--origin", "a browser extension: tokens for this web origin")
 
 
 def audit(parser: argparse.ArgumentParser) -> None:
