@@ -188,13 +188,19 @@ def measure(trees: dict[str, Tree], bare_socket: str, options: argparse.Namespac
     ref, tree = trees["ref"], trees["tree"]
     figures: list[Figure] = []
 
-    rss = {}
+    rss, cpu = {}, {}
     for key, each in trees.items():
         call = bare_call(each.socket, "GetToken")
+        assert each.daemon is not None
+        daemon = psutil.Process(each.daemon.pid)
         for _ in range(CALLS_BEFORE_RSS):
             call()
-        assert each.daemon is not None
-        rss[key] = psutil.Process(each.daemon.pid).memory_info().rss / 2**20
+        rss[key] = daemon.memory_info().rss / 2**20
+        # The daemon's own CPU time per call: what a busy machine disturbs least.
+        before = sum(daemon.cpu_times()[:2])
+        for _ in range(options.calls):
+            call()
+        cpu[key] = (sum(daemon.cpu_times()[:2]) - before) / options.calls * 1e6
 
     sockets = {"yardstick": bare_socket, "ref": ref.socket, "tree": tree.socket}
     samples: dict[str, list[float]] = {key: [] for key in sockets}
@@ -261,6 +267,14 @@ def measure(trees: dict[str, Tree], bare_socket: str, options: argparse.Namespac
             "ms",
             "curl alone",
             {"yardstick": curl_alone * 1000, "ref": curl_ref * 1000, "tree": curl_tree * 1000},
+        )
+    )
+    figures.append(
+        Figure(
+            "daemon CPU time per GetToken",
+            "us",
+            "",
+            {"yardstick": 0.0, "ref": cpu["ref"], "tree": cpu["tree"]},
         )
     )
     figures.append(

@@ -33,7 +33,8 @@ def test_every_package_and_top_level_module_is_on_the_map() -> None:
     tree = {
         f"{path.name}/" if path.is_dir() else path.name
         for path in PACKAGE.iterdir()
-        if (path / "__init__.py").is_file() or (path.suffix == ".py" and path.stem != "__init__")
+        if (path.is_dir() and path.name != "__pycache__")
+        or (path.suffix == ".py" and path.stem != "__init__")
     }
     assert set(source_map()) == tree
 
