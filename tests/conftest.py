@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
-from signin_broker.testing.ledger import SecretLedger
+from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
+from signin_broker_testing.ledger import SecretLedger
 from support.leaks import leaks
 
 pytest_plugins = ["support.signin", "support.accounts"]
