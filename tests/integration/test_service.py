@@ -404,16 +404,17 @@ def test_the_two_wheels_install_and_uninstall_in_either_order(
         )  # fmt: skip
         return f"{run.returncode} {run.stdout}{run.stderr}"
 
-    # The tooling first (its pin on the broker left to the next step), then the base.
+    # The tooling first (its pin on the broker, which brings what the stub runs on, left
+    # to the next step), then the base.
     pip("install", "--no-deps", str(test_tooling))
-    assert works(TOOLING_WORKS)  # the stub needs nothing of the broker
+    assert works("import signin_broker_testing") and not works(BASE_WORKS)
     pip("install", str(wheel))
     assert works(BASE_WORKS) and works(TOOLING_WORKS)
     assert alias_answers().startswith("0 usage: python -m signin_broker_testing")
     # Removing the base leaves the tooling whole, and reinstalling it changes nothing there.
     pip("uninstall", "--yes", "signin-broker")
     assert not works(BASE_WORKS)
-    assert works(TOOLING_WORKS)
+    assert works(TOOLING_WORKS)  # the stub imports nothing of the broker
     pip("install", str(wheel))
     assert works(BASE_WORKS) and works(TOOLING_WORKS)
     # Removing the tooling leaves the base whole; the old name then says what to install.

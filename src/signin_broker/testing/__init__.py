@@ -49,7 +49,8 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(
         self, fullname: str, path: Any = None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if not fullname.startswith(OLD + "."):
+        # __main__ stays this package's own: it runs the stub, or says what to install.
+        if not fullname.startswith(OLD + ".") or fullname == OLD + ".__main__":
             return None
         module = _new_module(fullname)
         return importlib.machinery.ModuleSpec(
