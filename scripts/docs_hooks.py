@@ -6,7 +6,8 @@ goes; nothing generated is committed, so the reference cannot drift from the cod
 - cli: every command of `signin-broker`, from the parser completion and the man page use;
 - api: every RPC, message and enum of broker.proto, with the comments written there;
 - statuses: the CLI's exit statuses, each refusal's gRPC status, each status's HTTP one;
-- chart: a benchmark's printed table (committed as the benchmark printed it) as an SVG.
+- chart: a benchmark's printed table (committed as the benchmark printed it) as an SVG;
+- output: such a file as it was printed.
 
 tests/unit/test_docs.py checks each part names everything the code has.
 """
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-MARKER = re.compile(r"<!-- (reference|chart): ([\w./-]+) -->")
+MARKER = re.compile(r"<!-- (reference|chart|output): ([\w./-]+) -->")
 # Where the defaults that depend on the person are shown as a person reads them.
 DOCUMENTED_ENVIRONMENT = {"HOME": "~", "XDG_RUNTIME_DIR": "$XDG_RUNTIME_DIR"}
 
@@ -42,6 +43,8 @@ def fill(markdown: str) -> str:
         kind, name = match.groups()
         if kind == "chart":
             return benchmark_chart((ROOT / "docs" / name).read_text())
+        if kind == "output":
+            return "```text\n" + (ROOT / "docs" / name).read_text().rstrip() + "\n```\n"
         return REFERENCES[name]()
 
     return MARKER.sub(replace, markdown)
@@ -290,7 +293,10 @@ def statuses_reference() -> str:
 
 # -- the performance chart ----------------------------------------------------------------
 
-BAR_ROW = re.compile(r"^(?P<name>.{38}) (?P<bare>.{12}) (?P<broker>.{14}) (?P<ratio>.{7})  (?P<target>.*)$")
+# name, the yardstick's figure, the broker's, their ratio ("1.39x"), the target (bench_api.row)
+BAR_ROW = re.compile(
+    r"^(?P<name>.*?)\s+(?P<bare>[\d,.]+)\s+(?P<broker>[\d,.]+)\s+(?P<ratio>[\d.]+)x  (?P<target>.*)$"
+)
 
 
 def benchmark_rows(printed: str) -> list[tuple[str, float, str]]:
@@ -298,9 +304,8 @@ def benchmark_rows(printed: str) -> list[tuple[str, float, str]]:
     rows = []
     for line in printed.splitlines():
         match = BAR_ROW.match(line)
-        if match and match["ratio"].strip().endswith("x"):
-            ratio = float(match["ratio"].strip().removesuffix("x"))
-            rows.append((match["name"].strip(), ratio, match["target"].strip()))
+        if match:
+            rows.append((match["name"], float(match["ratio"]), match["target"].strip()))
     return rows
 
 
