@@ -95,7 +95,7 @@ def settings_reference() -> str:
             default = option.default()
             if isinstance(default, dict):
                 default = ""
-            where = " Also in a `[providers.<alias>]` table." if option.name in PROVIDER_KEYS else ""
+            where = " Also per provider." if option.name in PROVIDER_KEYS else ""
             rows.append(
                 f"| `{option.name}` | `{flags[option.name]} {option.metavar}` "
                 f"| `{env_name(option.name)}` | {code(cell(default)) or 'none'} "
@@ -213,15 +213,30 @@ def _comments(proto_file: Any) -> dict[tuple[int, ...], str]:
     }
 
 
-def _type_of(field: Any) -> str:
+def _type_of(field: Any, maps: dict[str, str], documented: set[str]) -> str:
+    if field.type_name in maps:
+        return maps[field.type_name]
     name = field.type_name.rsplit(".", 1)[-1] if field.type_name else TYPE_NAMES[field.type]
-    shown = f"[{name}](#{name.lower()})" if field.type_name else name
+    shown = f"[{name}](#{name.lower()})" if name in documented else name
     return f"repeated {shown}" if field.label == 3 else shown
+
+
+def _maps(proto: Any) -> dict[str, str]:
+    """Each map field's synthetic entry type, by its full name, as `map<K, V>`."""
+    maps = {}
+    for message in proto.message_type:
+        for nested in message.nested_type:
+            if nested.options.map_entry:
+                key, value = (_type_of(f, {}, set()) for f in nested.field)
+                maps[f".{proto.package}.{message.name}.{nested.name}"] = f"map<{key}, {value}>"
+    return maps
 
 
 def api_reference() -> str:
     proto = _descriptor_set()
     comments = _comments(proto)
+    maps = _maps(proto)
+    documented = {m.name for m in proto.message_type} | {e.name for e in proto.enum_type}
     parts = []
     for s, service in enumerate(proto.service):
         parts += [f"## Service `{proto.package}.{service.name}`", "", comments.get((6, s), ""), ""]
@@ -230,9 +245,10 @@ def api_reference() -> str:
             request = method.input_type.rsplit(".", 1)[-1]
             response = method.output_type.rsplit(".", 1)[-1]
             stream = "stream " if method.server_streaming else ""
+            meaning = cell(comments.get((6, s, 2, m), ""))
             parts.append(
                 f"| `{method.name}` | [{request}](#{request.lower()}) "
-                f"| {stream}[{response}](#{response.lower()}) | {cell(comments.get((6, s, 2, m), ''))} |"
+                f"| {stream}[{response}](#{response.lower()}) | {meaning} |"
             )
     parts += ["", "## Messages"]
     for i, message in enumerate(proto.message_type):
@@ -241,7 +257,8 @@ def api_reference() -> str:
             parts += ["", "| field | type | meaning |", "|---|---|---|"]
             for f, field in enumerate(message.field):
                 meaning = cell(comments.get((4, i, 2, f), ""))
-                parts.append(f"| `{field.name}` | {_type_of(field)} | {meaning} |")
+                shown = _type_of(field, maps, documented)
+                parts.append(f"| `{field.name}` | {shown} | {meaning} |")
     parts += ["", "## Enums"]
     for e, enum in enumerate(proto.enum_type):
         parts += ["", f"### {enum.name}", "", cell(comments.get((5, e), ""))]
@@ -282,7 +299,7 @@ def statuses_reference() -> str:
         doc = " ".join((refusal.__doc__ or "").split("\n\n")[0].split())
         rows.append(f"| `{refusal.__name__}` | `{status.name}` | {cell(doc)} |")
     rows.append(
-        "| anything unexpected | `INTERNAL` | the message is \"internal\"; details go to the log |"
+        '| anything unexpected | `INTERNAL` | the message is "internal"; details go to the log |'
     )
     rows += ["", "## gRPC statuses as HTTP statuses (the JSON calls)", ""]
     rows += ["| gRPC status | HTTP status |", "|---|---|"]
@@ -295,7 +312,8 @@ def statuses_reference() -> str:
 
 # name, the yardstick's figure, the broker's, their ratio ("1.39x"), the target (bench_api.row)
 BAR_ROW = re.compile(
-    r"^(?P<name>.*?)\s+(?P<bare>[\d,.]+)\s+(?P<broker>[\d,.]+)\s+(?P<ratio>[\d.]+)x  (?P<target>.*)$"
+    r"^(?P<name>.*?)\s+(?P<bare>[\d,.]+)\s+(?P<broker>[\d,.]+)"
+    r"\s+(?P<ratio>[\d.]+)x  (?P<target>.*)$"
 )
 
 

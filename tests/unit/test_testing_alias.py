@@ -10,7 +10,6 @@ def test_old_names_are_the_new_modules_not_copies() -> None:
     import signin_broker_testing
     import signin_broker_testing.conformance.cases
     import signin_broker_testing.daemon
-
     from signin_broker.testing import StubProvider
     from signin_broker.testing.conformance import cases
     from signin_broker.testing.daemon import DaemonProcess
