@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import math
 import os
 import re
 import sys
@@ -330,7 +331,8 @@ def benchmark_rows(printed: str) -> list[tuple[str, float, str]]:
 def benchmark_chart(printed: str) -> str:
     """Each ratio to its yardstick as a bar, its target as a tick; an inline SVG."""
     rows = benchmark_rows(printed)
-    width, label_width, row_height, scale_max = 760, 330, 26, 3.0
+    width, label_width, row_height = 760, 330, 26
+    scale_max = max(3.0, math.ceil(max((ratio for _, ratio, _ in rows), default=0) * 2) / 2)
     plot = width - label_width - 60
     height = row_height * len(rows) + 40
 
@@ -338,10 +340,11 @@ def benchmark_chart(printed: str) -> str:
         return label_width + plot * min(ratio, scale_max) / scale_max
 
     shapes = [
+        '<div class="benchmark-chart">'
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
         f'role="img" aria-label="benchmark ratios" font-family="sans-serif" font-size="12">'
     ]
-    for tick in (0.5, 1.0, 1.5, 2.0, 2.5, 3.0):
+    for tick in (step / 2 for step in range(1, int(scale_max * 2) + 1)):
         shapes.append(
             f'<line x1="{x(tick):.1f}" y1="10" x2="{x(tick):.1f}" y2="{height - 25}" '
             f'stroke="#ccc" stroke-dasharray="{"" if tick == 1.0 else "2,3"}"/>'
@@ -353,9 +356,10 @@ def benchmark_chart(printed: str) -> str:
         met = goal is None or (
             ratio <= float(goal[2]) if goal[1] == "<=" else ratio >= float(goal[2])
         )
-        colour = "#2e7d32" if met else "#c62828"
+        colour = "#9e9e9e" if goal is None else "#2e7d32" if met else "#c62828"
+        label = html.escape(name.replace("`", ""))
         shapes.append(
-            f'<text x="{label_width - 8}" y="{top + 15}" text-anchor="end">{html.escape(name)}'
+            f'<text x="{label_width - 8}" y="{top + 15}" text-anchor="end">{label}'
             f"</text>"
             f'<rect x="{label_width}" y="{top + 3}" width="{x(ratio) - label_width:.1f}" '
             f'height="{row_height - 8}" fill="{colour}"/>'
@@ -367,7 +371,7 @@ def benchmark_chart(printed: str) -> str:
                 f'y2="{top + row_height - 2}" stroke="#000" stroke-width="2">'
                 f"<title>target {html.escape(target)}</title></line>"
             )
-    shapes.append("</svg>")
+    shapes.append("</svg></div>")  # a block of raw HTML to Markdown, left as it is
     return "".join(shapes) + "\n"
 
 
