@@ -35,7 +35,7 @@ import psutil
 from bench_api import bare_call, count_calls, one_shots, percentile, sign_in
 
 from signin_broker.client import BrokerClient
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent

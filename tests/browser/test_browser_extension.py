@@ -28,8 +28,8 @@ import httpx2
 import pytest
 
 from signin_broker import BrokerClient
-from signin_broker.testing import StubProvider
-from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
+from signin_broker_testing import StubProvider
+from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
 from support.commands import signin_broker
 from support.real import unavailable
 from support.signin import signed_in_daemon

@@ -10,9 +10,9 @@ import pytest
 
 from signin_broker.client import AsyncBrokerClient, BrokerClient, EventKind, NotSignedIn
 from signin_broker.daemon.settings import SettingsError, load
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser
+from signin_broker_testing.daemon import DaemonProcess
 from support.events import watching
 from support.signin import sign_in
 

@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
 from support.commands import BIN
 from support.signin import signed_in_daemon
 from support.tokens import access_token

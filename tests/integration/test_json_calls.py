@@ -20,9 +20,9 @@ import pytest
 
 from signin_broker.cli._token import json_call
 from signin_broker.client import BrokerClient
-from signin_broker.testing import StubProvider
-from signin_broker.testing.daemon import DaemonProcess
 from signin_broker.v1 import broker_pb2
+from signin_broker_testing import StubProvider
+from signin_broker_testing.daemon import DaemonProcess
 from support.apps import write_policy
 from support.other_user import other_user
 from support.signin import signed_in_daemon

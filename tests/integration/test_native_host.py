@@ -21,8 +21,8 @@ import httpx2
 import pytest
 
 from signin_broker import BrokerClient
-from signin_broker.testing import StubProvider
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.daemon import DaemonProcess
 from support.commands import BIN, signin_broker
 from support.signin import signed_in_daemon
 

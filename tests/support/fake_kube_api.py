@@ -13,7 +13,7 @@ import ssl
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
 from support.certificates import self_signed
 from support.loopback_http import LoopbackServer, QuietHandler, honoured
 

@@ -12,7 +12,7 @@ import subprocess
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
 from support.loopback_http import LoopbackServer, QuietHandler, honoured
 
 HTTP_BACKEND = "/usr/lib/git-core/git-http-backend"

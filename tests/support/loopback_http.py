@@ -12,7 +12,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Self
 
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
 
 
 class LoopbackServer:

@@ -10,9 +10,9 @@ import httpx2
 import pytest
 
 from signin_broker.oidc.code_flow import DeterministicSecrets
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser, location
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser, location
+from signin_broker_testing.daemon import DaemonProcess
 from support.commands import BIN
 
 SEED = "contract-5.3c-seed"

@@ -219,7 +219,7 @@ def conformance(parser: argparse.ArgumentParser) -> None:
     try:
         from ._conformance import add_options
     except ModuleNotFoundError as error:
-        if not missing_package(error, "signin_broker.conformance"):
+        if not missing_package(error, "signin_broker_testing"):
             raise
         # The command then says what to install, whatever flags it was given.
         parser.description = f"Not installed: {CONFORMANCE_MISSING}."

@@ -159,7 +159,7 @@ def _conformance(client: BrokerClient, args: argparse.Namespace) -> int:
     try:
         from ._conformance import conformance
     except ModuleNotFoundError as error:
-        if not missing_package(error, "signin_broker.conformance"):
+        if not missing_package(error, "signin_broker_testing"):
             raise
         complain(CONFORMANCE_MISSING)
         return EXIT_USAGE
