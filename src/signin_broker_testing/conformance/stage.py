@@ -104,7 +104,9 @@ class Stage:
                 # minute (the default, 60, is the contract's bound and holds it too).
                 "--revalidate-seconds",
                 str(REVALIDATE_SECONDS),
-            ).start()
+            )
+            # Started once it is the stage's: one that never gets ready is still stopped.
+            self.daemon.start()
             self.web_url = self.daemon.web_url
         except BaseException:
             self.close()
