@@ -23,6 +23,7 @@ from signin_broker_testing import StubProvider
 from signin_broker_testing.browser import Browser
 from signin_broker_testing.daemon import DaemonProcess
 from support.commands import BIN
+from support.installer import new_venv, pip
 from support.real import unavailable
 from support.signin import sign_in
 
@@ -270,11 +271,8 @@ def test_the_wheel_works_in_a_fresh_venv_without_the_source_tree(
     assert all(name.startswith("signin_broker_testing/") for name in tooling), tooling
     assert not {str(Path(n).parent) for n in tooling} & {str(Path(n).parent) for n in names}
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    installed = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "--quiet", str(wheel)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    python = new_venv(venv)
+    installed = pip(python, "install", str(wheel))
     assert installed.returncode == 0, installed.stderr
     elsewhere = {**os.environ, "PYTHONPATH": "", "VIRTUAL_ENV": str(venv)}
     version = subprocess.run(
@@ -342,10 +340,7 @@ def test_the_wheel_works_in_a_fresh_venv_without_the_source_tree(
         assert missing.returncode == 2, missing
         assert f"pip install 'signin-broker{extra}'" in missing.stderr, missing.stderr
         assert "Traceback" not in missing.stderr
-    installed = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "--quiet", str(test_tooling)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    installed = pip(python, "install", str(test_tooling))
     assert installed.returncode == 0, installed.stderr
     # The conformance cases are package code: the installed wheels run them by themselves.
     registry = tmp_path / "registry.jsonl"
@@ -379,48 +374,44 @@ def test_the_two_wheels_install_and_uninstall_in_either_order(
     """Neither wheel's install or removal touches the other's files: no shared folder."""
     wheel, test_tooling = wheels
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    python = str(venv / "bin" / "python")
+    python = new_venv(venv)
     elsewhere = {**os.environ, "PYTHONPATH": "", "VIRTUAL_ENV": str(venv)}
 
-    def pip(*args: str) -> None:
-        done = subprocess.run(
-            [python, "-m", "pip", "--quiet", *args],
-            env=elsewhere, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+    def install(*args: str) -> None:
+        done = pip(python, *args)
         assert done.returncode == 0, done.stderr
 
     def works(code: str) -> bool:
         run = subprocess.run(
-            [python, "-c", code],
+            [str(python), "-c", code],
             cwd=tmp_path, env=elsewhere, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         return run.returncode == 0
 
     def alias_answers() -> str:
         run = subprocess.run(
-            [python, "-m", "signin_broker.testing", "--help"],
+            [str(python), "-m", "signin_broker.testing", "--help"],
             cwd=tmp_path, env=elsewhere, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         return f"{run.returncode} {run.stdout}{run.stderr}"
 
     # The tooling first (its pin on the broker, which brings what the stub runs on, left
     # to the next step), then the base.
-    pip("install", "--no-deps", str(test_tooling))
+    install("install", "--no-deps", str(test_tooling))
     assert works("import signin_broker_testing") and not works(BASE_WORKS)
-    pip("install", str(wheel))
+    install("install", str(wheel))
     assert works(BASE_WORKS) and works(TOOLING_WORKS)
     assert alias_answers().startswith("0 usage: python -m signin_broker_testing")
     # Removing the base leaves the tooling whole, and reinstalling it changes nothing there.
-    pip("uninstall", "--yes", "signin-broker")
+    install("uninstall", "--yes", "signin-broker")
     assert not works(BASE_WORKS)
     assert works(TOOLING_WORKS)  # the stub imports nothing of the broker
-    pip("install", str(wheel))
+    install("install", str(wheel))
     assert works(BASE_WORKS) and works(TOOLING_WORKS)
     # Removing the tooling leaves the base whole; the old name then says what to install.
-    pip("uninstall", "--yes", "signin-broker-testing")
+    install("uninstall", "--yes", "signin-broker-testing")
     assert works(BASE_WORKS) and not works(TOOLING_WORKS)
     assert alias_answers().startswith("2 python -m signin_broker.testing: the stub provider")
-    pip("install", "--no-deps", str(test_tooling))
+    install("install", "--no-deps", str(test_tooling))
     assert works(BASE_WORKS) and works(TOOLING_WORKS)
     assert works("from signin_broker.testing.daemon import DaemonProcess")
