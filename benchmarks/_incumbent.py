@@ -20,8 +20,8 @@ from collections.abc import Iterator
 
 import httpx2
 
-from signin_broker.testing import StubProvider
-from signin_broker.testing.models import StubClient
+from signin_broker_testing import StubProvider
+from signin_broker_testing.models import StubClient
 
 ACCOUNT = "bench"
 # oidc-gen takes only http://localhost:<port> (or its own scheme) as a redirect URI.

@@ -30,10 +30,10 @@ import _incumbent  # beside this file, as the script's folder is on sys.path
 import psutil
 
 from signin_broker.client import BrokerClient
-from signin_broker.testing import StubProvider
-from signin_broker.testing.models import DEFAULT_CLIENT
 from signin_broker.v1 import broker_pb2 as pb
 from signin_broker.v1 import broker_pb2_grpc as pb_grpc
+from signin_broker_testing import StubProvider
+from signin_broker_testing.models import DEFAULT_CLIENT
 
 HERE = Path(__file__).parent
 BIN = Path(sys.executable).parent

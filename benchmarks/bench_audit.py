@@ -25,7 +25,7 @@ import bench_api  # beside this file, as the script's folder is on sys.path
 import psutil
 
 from signin_broker.client import BrokerClient
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
 
 CALLER = """
 import sys

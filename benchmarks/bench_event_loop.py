@@ -21,7 +21,7 @@ import psutil
 from bench_api import BIN, latencies, percentile, sign_in, start, throughput
 
 from signin_broker.client import BrokerClient
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
 
 # The daemon's entry point with uvloop unimportable: the same code on asyncio's own loop.
 ON_ASYNCIO = (

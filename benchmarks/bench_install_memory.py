@@ -38,9 +38,9 @@ SHELL_ONLY_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR")
 MEASURE = """
 import sys, time
 from signin_broker.client import BrokerClient
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser, location
-from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser, location
+from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
 
 def rss(pid):
     with open(f"/proc/{pid}/status") as status:

@@ -22,7 +22,7 @@ from pathlib import Path
 from bench_api import BIN, percentile, sign_in, start
 
 from signin_broker.client import AsyncBrokerClient, BrokerClient
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
 
 PROVIDER_DELAY_SECONDS = 1.0
 

@@ -26,7 +26,7 @@ import bench_api  # beside this file, as the script's folder is on sys.path
 import psutil
 
 from signin_broker.client import BrokerClient
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
 
 # The daemon's own order: before "ready" (gRPC, the servicer), then in the worker thread
 # (the page, the OAuth client, the store), then what a sign-in and a renewal touch.

@@ -63,7 +63,7 @@ def main() -> int:
     try:
         step("1. a stub OpenID provider on loopback")
         stub = subprocess.Popen(
-            [sys.executable, "-m", "signin_broker.testing"],
+            [sys.executable, "-m", "signin_broker_testing"],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,

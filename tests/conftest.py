@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
-from signin_broker.testing.ledger import SecretLedger
+from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
+from signin_broker_testing.ledger import SecretLedger
 from support.leaks import leaks
 
-pytest_plugins = ["support.signin", "support.accounts"]
+pytest_plugins = ["support.portability", "support.signin", "support.accounts"]
 
 
 @pytest.fixture(scope="session", autouse=True)

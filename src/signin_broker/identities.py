@@ -74,9 +74,17 @@ class AppKind(StrEnum):
     FLATPAK = "flatpak"  # the app id in the sandbox's /.flatpak-info
     SNAP = "snap"  # the snap's name in its enforced AppArmor label
     FORWARD = "forward"  # whatever connects on the forward's socket (its name)
+    BROWSER = "browser"  # an extension, through the broker's native host: "<browser>/<id>"
 
 
-_SANDBOXES = {AppKind.FLATPAK.value, AppKind.SNAP.value, AppKind.FORWARD.value}
+_SANDBOXES = {kind.value for kind in AppKind if kind is not AppKind.PROGRAM}
+# A browser extension's id, as its browser names it: Chromium's 32 letters a-p (from its
+# key), Firefox's add-on id (an e-mail-like name, or a GUID in braces).
+CHROMIUM_EXTENSION_ID = re.compile(r"[a-p]{32}")
+FIREFOX_EXTENSION_ID = re.compile(
+    r"[A-Za-z0-9._+-]{1,80}@[A-Za-z0-9._-]{1,80}"
+    r"|\{[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\}"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +92,11 @@ class AppId:
     """An app as the policy file, the audit and `signin-broker apps` name it.
 
     A sandboxed app is `<kind>:<its id>` ("flatpak:org.example.App", "snap:name"), and so
-    is every connection on a forward ("forward:name", the socket vouching for it); any
-    other is its executable and, after a space, what an interpreter runs
-    ("/usr/bin/python3 /home/alice/app.py"). Read here alone: a path may hold a colon,
-    and only a known sandbox's prefix makes a sandbox.
+    is every connection on a forward ("forward:name", the socket vouching for it) and a
+    browser extension ("browser:chromium/<extension id>", the browser that started the
+    broker's native host vouching for it); any other is its executable and, after a
+    space, what an interpreter runs ("/usr/bin/python3 /home/alice/app.py"). Read here
+    alone: a path may hold a colon, and only a known sandbox's prefix makes a sandbox.
     """
 
     kind: AppKind
@@ -105,7 +114,7 @@ class AppId:
 
     @property
     def sandboxed(self) -> bool:
-        """Whether a sandbox vouches for it (it has no program file to pin)."""
+        """Whether a sandbox, forward or browser vouches for it (it has no program file to pin)."""
         return self.kind is not AppKind.PROGRAM
 
     def __str__(self) -> str:

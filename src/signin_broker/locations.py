@@ -17,6 +17,10 @@ SOCKET_NAME = "broker.sock"
 CONFIG_NAME = "config.toml"
 APP_POLICY_NAME = "apps.toml"
 
+# The native messaging host: its name in the browsers' manifests, and its program's.
+NATIVE_HOST_NAME = "org.signin_broker.native_host"
+NATIVE_HOST_PROGRAM = "signin-broker-native-host"
+
 # sun_path holds 108 bytes on Linux (104 on macOS) including the terminating NUL.
 MAX_SOCKET_PATH_BYTES = 103
 DEFAULT_TIMEOUT_SECONDS = 10.0  # how long a client waits for the daemon to answer
@@ -79,6 +83,21 @@ def _plainly_private(runtime: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def program_folders() -> list[str]:
+    """Where this installation's programs (console scripts) may be, most likely first.
+
+    Beside the running Python (a venv, pipx, a system package), in its scripts folder,
+    in the user's (pip --user). The daemon admits a native host only from these; the
+    CLI writes the first that holds one into the browsers' manifests.
+    """
+    import sysconfig
+
+    folders = [os.path.dirname(sys.executable), sysconfig.get_path("scripts")]
+    if f"{os.name}_user" in sysconfig.get_scheme_names():
+        folders.append(sysconfig.get_path("scripts", f"{os.name}_user"))
+    return list(dict.fromkeys(folder for folder in folders if os.path.isabs(folder)))
 
 
 def default_config_path() -> str:

@@ -16,7 +16,7 @@ import grpc
 import pytest
 
 from signin_broker.client import AppDecision, BrokerClient, BrokerError
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing.daemon import DaemonProcess
 
 MALFORMED = [
     "user:a b",

@@ -14,7 +14,7 @@ from pathlib import Path
 import grpc
 
 from signin_broker.client import BrokerClient, BrokerError
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
 from support.signin import signed_in_daemon
 
 FLOOD = 1000

@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from signin_broker.client import BrokerClient, BrokerError
-from signin_broker.testing import StubProvider
-from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
+from signin_broker_testing import StubProvider
+from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
 from support.accounts import ALICE, ALICE_ID, BOB, BOB_ID, daemon_with_accounts
 from support.apps import App, rule, write_policy
 from support.commands import signin_broker

@@ -23,10 +23,10 @@ import pytest
 from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser, location, query_of
-from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
-from signin_broker.testing.ledger import SecretLedger
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser, location, query_of
+from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
+from signin_broker_testing.ledger import SecretLedger
 from support.fuzzing import FUZZ, troubled_lines, weighted
 from support.leaks import SecretIndex
 from support.signin import BEGIN, CALLBACK, sign_in

@@ -25,10 +25,10 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from signin_broker.client._channel import target
-from signin_broker.testing import StubProvider
-from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
-from signin_broker.testing.ledger import SecretLedger
 from signin_broker.v1 import broker_pb2 as pb
+from signin_broker_testing import StubProvider
+from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
+from signin_broker_testing.ledger import SecretLedger
 from support.accounts import ALICE, ALICE_AT_7, ALICE_ID, BOB, BOB_ID, daemon_with_accounts
 from support.fuzzing import FUZZ, troubled_lines, weighted
 from support.leaks import SecretIndex

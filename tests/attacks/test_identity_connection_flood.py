@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 from signin_broker.daemon.api.transport import MAX_CONNECTIONS_PER_PROCESS
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
 from support.apps import App, outcome
 from support.identity import Script
 from support.signin import signed_in_daemon

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
 from support.apps import write_policy
 from support.identity import RELAY, Script, wait_for_files
 from support.signin import signed_in_daemon

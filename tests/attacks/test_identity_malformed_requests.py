@@ -10,8 +10,8 @@ from __future__ import annotations
 import grpc
 
 from signin_broker.client import BrokerClient
-from signin_broker.testing.daemon import DaemonProcess
 from signin_broker.v1 import broker_pb2 as pb
+from signin_broker_testing.daemon import DaemonProcess
 
 REQUESTS = 200
 SERVICE = pb.DESCRIPTOR.services_by_name["TokenBroker"]

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from signin_broker.client import BrokerClient
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing.daemon import DaemonProcess
 from support.other_user import other_user
 
 ATTEMPTS = 50

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from signin_broker.client import BrokerClient
-from signin_broker.testing import StubProvider
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.daemon import DaemonProcess
 from support.apps import outcome, write_policy
 from support.identity import Script
 from support.signin import signed_in_daemon

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import signin_broker
 from signin_broker.daemon.apps.policy import AppRule, Decision
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
 from support.apps import App, outcome, write_policy
 from support.identity import auditor, namespaces_available
 from support.signin import signed_in_daemon

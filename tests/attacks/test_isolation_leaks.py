@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from signin_broker.client import AppDecision, BrokerClient
-from signin_broker.testing import StubProvider
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.daemon import DaemonProcess
 from support.accounts import ALICE, ALICE_ID, BOB, BOB_ID, daemon_with_accounts, sign_in_as
 from support.apps import App, outcome, policy_path, rule, write_policy
 from support.events import watching

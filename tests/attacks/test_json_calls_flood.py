@@ -12,7 +12,7 @@ import socket
 from pathlib import Path
 
 from signin_broker.daemon.api.json_calls import MAX_BODY_BYTES, MAX_HEAD_BYTES
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
 from support.signin import signed_in_daemon
 
 REQUEST = (

@@ -12,9 +12,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from signin_broker.client import BrokerClient, SignInState
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser, location
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser, location
+from signin_broker_testing.daemon import DaemonProcess
 from support.fuzzing import troubled_lines
 from support.other_user import other_user, run_as
 from support.signin import BEGIN, CALLBACK, sign_in

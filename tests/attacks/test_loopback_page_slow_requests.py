@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import httpx2
 import pytest
 
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing.daemon import DaemonProcess
 from support.fuzzing import troubled_lines
 from support.other_user import AS_USER, other_user
 

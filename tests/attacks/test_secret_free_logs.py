@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from signin_broker.client import BrokerClient, EventKind
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser, location
-from signin_broker.testing.daemon import DaemonProcess
-from signin_broker.testing.ledger import SecretLedger
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser, location
+from signin_broker_testing.daemon import DaemonProcess
+from signin_broker_testing.ledger import SecretLedger
 from support.accounts import ALICE, ALICE_ID, BOB, BOB_ID
 from support.events import watching
 from support.leaks import SecretIndex, leaks

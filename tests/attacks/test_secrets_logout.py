@@ -19,9 +19,9 @@ from pathlib import Path
 import httpx2
 
 from signin_broker.client import BrokerClient
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser, location, query_of
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser, location, query_of
+from signin_broker_testing.daemon import DaemonProcess
 from support.commands import BIN
 from support.other_user import other_user, run_as
 from support.signin import sign_in

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from signin_broker.client import BrokerClient
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
 from support.commands import signin_broker
 from support.signin import signed_in_daemon
 from support.storage import make_state_dir, state_dir

@@ -13,7 +13,7 @@ import pytest
 from signin_broker.store.files import write_atomically
 from signin_broker.store.keys import FileKeyStore
 from signin_broker.store.vault import Vault
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing.daemon import DaemonProcess
 from support.other_user import other_user
 from support.storage import make_state_dir
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing.daemon import DaemonProcess
 
 VICTIM_TEXT = "the user's notes, which no daemon should touch\n"
 

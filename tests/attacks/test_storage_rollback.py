@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from signin_broker.client import BrokerClient, NotSignedIn
-from signin_broker.testing import StubProvider
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.daemon import DaemonProcess
 from support.signin import signed_in_daemon
 from support.state import state_files
 

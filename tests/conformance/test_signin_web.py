@@ -16,13 +16,13 @@ from urllib.parse import urlsplit
 import pytest
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
-from signin_broker.conformance.cases import CASES, Case
-from signin_broker.conformance.catalog import BY_NAME
-from signin_broker.conformance.stage import Stage, Target
 from signin_broker.oidc.code_flow import DeterministicSecrets
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser, location, query_of
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser, location, query_of
+from signin_broker_testing.conformance.cases import CASES, Case
+from signin_broker_testing.conformance.catalog import BY_NAME
+from signin_broker_testing.conformance.stage import Stage, Target
+from signin_broker_testing.daemon import DaemonProcess
 from support.signin import BEGIN, CALLBACK
 
 IN_THE_GRID_ONLY = {"T8", "I1", "I2"}

@@ -22,8 +22,8 @@ import pytest
 
 from signin_broker.client import AppDecision, BrokerClient, BrokerError
 from signin_broker.daemon.apps.policy import AppRule, Decision
-from signin_broker.testing import StubProvider, StubUser
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider, StubUser
+from signin_broker_testing.daemon import DaemonProcess
 from support.accounts import daemon_with_accounts, sign_in_as
 from support.apps import App, rule, write_policy
 from support.commands import BIN, signin_broker

@@ -23,7 +23,7 @@ from signin_broker.client import (
     NotSignedIn,
     SignInState,
 )
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing.daemon import DaemonProcess
 
 
 @pytest.fixture

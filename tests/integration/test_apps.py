@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from signin_broker.client import AppDecision, BrokerClient
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser
+from signin_broker_testing.daemon import DaemonProcess
 from support.accounts import ALICE_ID, BOB_ID, daemon_with_accounts
 from support.apps import App, outcome, policy_path, rule, write_policy
 from support.commands import signin_broker

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from signin_broker.client import BrokerClient, Token
-from signin_broker.testing import StubProvider
-from signin_broker.testing.broken_answers import BROKEN_ANSWERS
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.broken_answers import BROKEN_ANSWERS
+from signin_broker_testing.daemon import DaemonProcess
 from support.signin import signed_in_daemon
 from support.waiting import eventually
 

@@ -12,8 +12,8 @@ import sys
 import grpc
 
 from signin_broker.client import BrokerClient
-from signin_broker.testing.daemon import DaemonProcess
 from signin_broker.v1 import broker_pb2, broker_pb2_grpc
+from signin_broker_testing.daemon import DaemonProcess
 from support.commands import BIN
 from support.other_user import other_user, run_as
 

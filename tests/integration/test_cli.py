@@ -9,7 +9,7 @@ from pathlib import Path
 
 from signin_broker import __version__
 from signin_broker.client import BrokerClient
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing.daemon import DaemonProcess
 from support.commands import BIN, signin_broker
 
 

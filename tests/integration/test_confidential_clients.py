@@ -28,10 +28,10 @@ from signin_broker.oidc.answers import DEVICE_CODE_GRANT
 from signin_broker.oidc.client_auth import ASSERTION_TYPE, ClientAuth, ClientCredentials
 from signin_broker.oidc.errors import OAuthError
 from signin_broker.oidc.provider import Provider
-from signin_broker.testing import StubClient, StubProvider
-from signin_broker.testing.browser import Browser
-from signin_broker.testing.daemon import DaemonProcess
-from signin_broker.testing.models import DEFAULT_CLIENT
+from signin_broker_testing import StubClient, StubProvider
+from signin_broker_testing.browser import Browser
+from signin_broker_testing.daemon import DaemonProcess
+from signin_broker_testing.models import DEFAULT_CLIENT
 from support.commands import BIN
 from support.leaks import SecretIndex
 from support.signin import sign_in

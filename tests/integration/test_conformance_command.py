@@ -10,8 +10,8 @@ import json
 import re
 from pathlib import Path
 
-from signin_broker.conformance.registry import CASE_IDS, read
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
+from signin_broker_testing.conformance.registry import CASE_IDS, read
 from support.commands import signin_broker
 
 ADMIN_TOKEN_ENV = "SIGNIN_BROKER_CONFORMANCE_ADMIN_TOKEN"

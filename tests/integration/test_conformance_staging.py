@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from signin_broker.testing import StubProvider
-from signin_broker.testing.models import StubClient, StubUser
+from signin_broker_testing import StubProvider
+from signin_broker_testing.models import StubClient, StubUser
 from support.commands import signin_broker
 from support.staging_hooks import MADE_UP_SECRET
 

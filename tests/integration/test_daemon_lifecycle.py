@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from signin_broker.client import BrokerClient, SignInState
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing.daemon import DaemonProcess
 
 
 def mode(path: Path) -> int:

@@ -14,8 +14,8 @@ import httpx2
 import pytest
 
 from signin_broker.client import BrokerClient, EventKind
-from signin_broker.testing import StubPaths, StubProvider
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubPaths, StubProvider
+from signin_broker_testing.daemon import DaemonProcess
 from support.commands import BIN
 from support.events import watching
 from support.state import state_files

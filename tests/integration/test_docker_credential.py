@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
 from support.commands import docker_config as configured
 from support.commands import docker_helper as helper
 from support.signin import signed_in_daemon

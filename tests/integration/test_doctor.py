@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from signin_broker.client import BrokerClient
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser, location
-from signin_broker.testing.daemon import DaemonProcess
-from signin_broker.testing.ledger import SecretLedger
-from signin_broker.testing.models import DEFAULT_CLIENT
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser, location
+from signin_broker_testing.daemon import DaemonProcess
+from signin_broker_testing.ledger import SecretLedger
+from signin_broker_testing.models import DEFAULT_CLIENT
 from support.clocks import faked_clock
 from support.commands import signin_broker
 from support.leaks import SecretIndex

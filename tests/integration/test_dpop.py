@@ -28,10 +28,10 @@ from signin_broker.client import BrokerClient, EventKind
 from signin_broker.httpx import BrokerAuth
 from signin_broker.httpx2 import BrokerAuth as Httpx2Auth
 from signin_broker.requests import BrokerAuth as RequestsAuth
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser
-from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
-from signin_broker.testing.models import DEFAULT_CLIENT
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser
+from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
+from signin_broker_testing.models import DEFAULT_CLIENT
 from support.commands import signin_broker
 from support.events import watching
 from support.signin import signed_in_daemon

@@ -21,10 +21,10 @@ import httpx2
 import pytest
 
 from signin_broker.client import BrokerClient, EventKind
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser
-from signin_broker.testing.daemon import DaemonProcess
-from signin_broker.testing.models import DEFAULT_CLIENT
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser
+from signin_broker_testing.daemon import DaemonProcess
+from signin_broker_testing.models import DEFAULT_CLIENT
 from support.commands import signin_broker
 from support.events import watching
 from support.signin import sign_in, signed_in_daemon

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
 from support.commands import signin_broker
 from support.signin import signed_in_daemon
 

@@ -27,9 +27,9 @@ import httpx2
 import pytest
 
 from signin_broker.client import BrokerClient, BrokerError, DaemonNotRunning
-from signin_broker.testing import StubProvider
-from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
-from signin_broker.testing.ledger import SecretLedger
+from signin_broker_testing import StubProvider
+from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
+from signin_broker_testing.ledger import SecretLedger
 from support.accounts import ALICE, ALICE_ID, BOB, BOB_ID, daemon_with_accounts
 from support.commands import BIN, signin_broker
 from support.identity import namespaces_available

@@ -11,8 +11,8 @@ import subprocess
 from pathlib import Path
 
 from signin_broker.client import BrokerClient
-from signin_broker.testing import StubProvider
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.daemon import DaemonProcess
 from support.commands import BIN
 from support.git_server import GitServer, bare_repository, git
 from support.signin import signed_in_daemon

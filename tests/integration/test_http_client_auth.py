@@ -19,7 +19,7 @@ from signin_broker.client import BrokerError, DaemonNotRunning
 from signin_broker.httpx import BrokerAuth as HttpxAuth
 from signin_broker.httpx2 import BrokerAuth as Httpx2Auth
 from signin_broker.requests import BrokerAuth as RequestsAuth
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
 from support.protected_api import ProtectedApi
 from support.signin import signed_in_daemon
 from support.tokens import access_token

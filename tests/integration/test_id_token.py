@@ -17,8 +17,8 @@ import jwt
 import pytest
 
 from signin_broker.client import AppDecision, BrokerClient, BrokerError
-from signin_broker.testing import StubProvider
-from signin_broker.testing.ledger import SecretLedger
+from signin_broker_testing import StubProvider
+from signin_broker_testing.ledger import SecretLedger
 from support.apps import policy_path
 from support.signin import signed_in_daemon
 

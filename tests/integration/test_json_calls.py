@@ -14,15 +14,16 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from signin_broker.cli._token import json_call
 from signin_broker.client import BrokerClient
-from signin_broker.testing import StubProvider
-from signin_broker.testing.daemon import DaemonProcess
 from signin_broker.v1 import broker_pb2
+from signin_broker_testing import StubProvider
+from signin_broker_testing.daemon import DaemonProcess
 from support.apps import write_policy
 from support.other_user import other_user
 from support.signin import signed_in_daemon
@@ -30,10 +31,17 @@ from support.signin import signed_in_daemon
 SERVICE = "/signin_broker.v1.TokenBroker/"
 UNARY = [m.name for m in broker_pb2.DESCRIPTOR.services_by_name["TokenBroker"].methods
          if not m.server_streaming]  # fmt: skip
+# Called with an empty body these change nothing, so they share the module's daemon; any
+# other method (a sign-out, say) gets a daemon of its own.
+LEAVES_THE_DAEMON_AS_IT_WAS = {
+    "GetToken", "GetStatus", "ListAccounts", "GetSignInQr", "ListApps", "ListAuditEvents",
+    "ListForwards", "SignDpopProof",
+}  # fmt: skip
 
 
 @pytest.fixture
-def broker(stub: StubProvider, socket_path: Path) -> DaemonProcess:
+def broker(stub: StubProvider, socket_path: Path) -> Iterator[DaemonProcess]:
+    """A daemon of the test's own, for a test that changes it."""
     daemon = signed_in_daemon(stub, socket_path)
     yield daemon
     daemon.stop()
@@ -51,20 +59,22 @@ def curl(socket_path: Path, method: str, body: str = "{}", *extra: str) -> tuple
 
 
 def test_curl_gets_a_token_and_grpc_still_works_on_the_same_socket(
-    broker: DaemonProcess, stub: StubProvider
+    shared_broker: DaemonProcess, shared_stub: StubProvider
 ) -> None:
-    status, token = curl(broker.socket_path, "GetToken")
+    status, token = curl(shared_broker.socket_path, "GetToken")
     assert status == 200
     assert token["account"] == "user:1001" and token["token_type"] == "Bearer"
     assert int(token["expires_at_unix"]) > 0
-    assert stub.access_token_info(token["access_token"])["active"] is True
-    with BrokerClient(broker.socket_path) as client:
+    assert shared_stub.access_token_info(token["access_token"])["active"] is True
+    with BrokerClient(shared_broker.socket_path) as client:
         assert client.get_token().access_token == token["access_token"]
 
 
 @pytest.mark.parametrize("method", UNARY)
-def test_every_unary_rpc_answers_json(broker: DaemonProcess, method: str) -> None:
+def test_every_unary_rpc_answers_json(request: pytest.FixtureRequest, method: str) -> None:
     """Each answers its response message, or its gRPC refusal mapped to HTTP, never a 500."""
+    shared = method in LEAVES_THE_DAEMON_AS_IT_WAS
+    broker = request.getfixturevalue("shared_broker" if shared else "broker")
     status, body = curl(broker.socket_path, method)
     assert status in {200, 400, 403, 404}, (status, body)
     if status != 200:
@@ -85,12 +95,12 @@ def test_every_unary_rpc_answers_json(broker: DaemonProcess, method: str) -> Non
     ],
 )
 def test_errors_are_the_grpc_status_mapped_to_http_with_an_error_body(
-    broker: DaemonProcess, method: str, body: str, status: int, code: str
+    shared_broker: DaemonProcess, method: str, body: str, status: int, code: str
 ) -> None:
-    answered, error = curl(broker.socket_path, method, body)
+    answered, error = curl(shared_broker.socket_path, method, body)
     assert (answered, error["code"]) == (status, code), error
     assert error["error"]
-    assert broker.alive
+    assert shared_broker.alive
 
 
 def test_not_signed_in_is_401(stub: StubProvider, socket_path: Path) -> None:
@@ -100,19 +110,23 @@ def test_not_signed_in_is_401(stub: StubProvider, socket_path: Path) -> None:
 
 
 def test_a_wrong_content_type_a_get_and_an_oversized_body_are_refused(
-    broker: DaemonProcess,
+    shared_broker: DaemonProcess,
 ) -> None:
-    status, error = curl(broker.socket_path, "GetStatus", "{}", "-H", "Content-Type: text/plain")
+    status, error = curl(
+        shared_broker.socket_path, "GetStatus", "{}", "-H", "Content-Type: text/plain"
+    )
     assert (status, error["code"]) == (400, "invalid_argument")
-    status, _ = curl(broker.socket_path, "GetStatus", "{}", "-X", "GET")
+    status, _ = curl(shared_broker.socket_path, "GetStatus", "{}", "-X", "GET")
     assert status == 405
     big = json.dumps({"account": "x" * (70 * 1024)})
-    status, _ = curl(broker.socket_path, "GetToken", big)
+    status, _ = curl(shared_broker.socket_path, "GetToken", big)
     assert status == 413
-    assert curl(broker.socket_path, "GetStatus")[0] == 200
+    assert curl(shared_broker.socket_path, "GetStatus")[0] == 200
 
 
-def test_a_caller_still_sending_a_refused_body_reads_the_refusal(broker: DaemonProcess) -> None:
+def test_a_caller_still_sending_a_refused_body_reads_the_refusal(
+    shared_broker: DaemonProcess,
+) -> None:
     """The daemon refuses an oversized body at its head, but closes only once the caller
     stopped sending: a client that sends it all before reading gets the 413, not EPIPE."""
     body = b"x" * (70 * 1024)
@@ -122,7 +136,7 @@ def test_a_caller_still_sending_a_refused_body_reads_the_refusal(broker: DaemonP
     ).encode()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as caller:
         caller.settimeout(10)
-        caller.connect(str(broker.socket_path))
+        caller.connect(str(shared_broker.socket_path))
         caller.sendall(head)
         assert caller.recv(12) == b"HTTP/1.1 413"  # refused before the body came
         caller.sendall(body)  # the daemon reads it away instead of closing on it
@@ -130,14 +144,16 @@ def test_a_caller_still_sending_a_refused_body_reads_the_refusal(broker: DaemonP
         while chunk := caller.recv(65536):  # bounded: the daemon closes within seconds
             answer += chunk
     assert b"larger than" in answer
-    assert curl(broker.socket_path, "GetStatus")[0] == 200
+    assert curl(shared_broker.socket_path, "GetStatus")[0] == 200
 
 
-def test_a_refused_caller_that_goes_quiet_is_closed_all_the_same(broker: DaemonProcess) -> None:
+def test_a_refused_caller_that_goes_quiet_is_closed_all_the_same(
+    shared_broker: DaemonProcess,
+) -> None:
     """After a refusal the daemon waits for the rest of a request a few seconds, not forever."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as caller:
         caller.settimeout(10)
-        caller.connect(str(broker.socket_path))
+        caller.connect(str(shared_broker.socket_path))
         caller.sendall(f"GET {SERVICE}GetStatus HTTP/1.1\r\nHost: broker\r\n\r\n".encode())
         assert caller.recv(12) == b"HTTP/1.1 405"
         deadline = time.monotonic() + 10
@@ -149,13 +165,13 @@ def test_a_refused_caller_that_goes_quiet_is_closed_all_the_same(broker: DaemonP
 
 
 def test_the_caller_is_the_kernels_word_and_the_token_is_audited_as_for_grpc(
-    broker: DaemonProcess,
+    shared_broker: DaemonProcess,
 ) -> None:
-    status, info = curl(broker.socket_path, "GetStatus")
+    status, info = curl(shared_broker.socket_path, "GetStatus")
     assert status == 200
     assert info["caller"]["executable"] == os.path.realpath("/usr/bin/curl")
-    curl(broker.socket_path, "GetToken")
-    with BrokerClient(broker.socket_path) as client:
+    curl(shared_broker.socket_path, "GetToken")
+    with BrokerClient(shared_broker.socket_path) as client:
         rows = client.audit_events(limit=50)
     issued = [r for r in rows if r.action == "issue_token"]
     assert any(r.actor_app == os.path.realpath("/usr/bin/curl") for r in issued)
@@ -193,7 +209,7 @@ HEAVY_IMPORTS = ("grpc", "argparse", "re", "json", "socket", "enum", "typing", "
 
 
 def test_the_cli_token_command_loads_nothing_it_can_do_without(
-    broker: DaemonProcess, folder: Path
+    shared_broker: DaemonProcess, folder: Path
 ) -> None:
     """`signin-broker token` answers on the JSON path with the standard library's core alone.
 
@@ -203,7 +219,7 @@ def test_the_cli_token_command_loads_nothing_it_can_do_without(
     """
     runtime = folder / "rt"  # short: a socket's path has 107 bytes
     runtime.mkdir(mode=0o700)
-    (runtime / "signin-broker").symlink_to(broker.socket_path.parent)
+    (runtime / "signin-broker").symlink_to(shared_broker.socket_path.parent)
     environment = {k: v for k, v in os.environ.items() if k != "SIGNIN_BROKER_SOCKET"}
     environment["XDG_RUNTIME_DIR"] = str(runtime)
     probe = (
@@ -211,14 +227,17 @@ def test_the_cli_token_command_loads_nothing_it_can_do_without(
         f" sys.stderr.write(' '.join(m for m in {HEAVY_IMPORTS!r} if m in sys.modules));"
         " sys.exit(code)"
     )
-    with BrokerClient(broker.socket_path) as client:
+    with BrokerClient(shared_broker.socket_path) as client:
         expected = client.get_token().access_token
-    for line in (["--socket", str(broker.socket_path), "token"], ["token", "--format", "header"]):
+    for line in (
+        ["--socket", str(shared_broker.socket_path), "token"],
+        ["token", "--format", "header"],
+    ):
         done = subprocess.run(
             [sys.executable, "-c", probe, *line], env=environment,
             capture_output=True, text=True, timeout=30, check=False,
         )  # fmt: skip
         assert (done.returncode, done.stderr) == (0, ""), line
         assert done.stdout.strip().removeprefix("Authorization: Bearer ") == expected
-    status, answer = json_call(str(broker.socket_path), SERVICE + "GetStatus", b"{}", 10)
+    status, answer = json_call(str(shared_broker.socket_path), SERVICE + "GetStatus", b"{}", 10)
     assert status == 200 and json.loads(answer)["sign_in_state"] == "SIGN_IN_STATE_SIGNED_IN"

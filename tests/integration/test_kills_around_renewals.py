@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 from signin_broker.client import BrokerClient, BrokerError, SignInState
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser
+from signin_broker_testing.daemon import DaemonProcess
 from support.signin import sign_in
 from support.storage import state_dir
 

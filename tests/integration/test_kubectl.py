@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from signin_broker.client import BrokerClient
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
 from support.commands import BIN
 from support.fake_kube_api import FakeKubeApi, kubeconfig
 from support.real import unavailable
@@ -57,7 +57,7 @@ def test_kubectl_without_a_session_fails_with_the_brokers_reason(
     kubectl = shutil.which("kubectl", path=f"{BIN}:{os.environ['PATH']}")
     if kubectl is None:
         unavailable("no kubectl")
-    from signin_broker.testing.daemon import DaemonProcess
+    from signin_broker_testing.daemon import DaemonProcess
 
     daemon = DaemonProcess(socket_path, "--issuer", stub.issuer).start()
     plugin = [str(BIN / "signin-broker"), "--socket", str(socket_path), "token", "--format",

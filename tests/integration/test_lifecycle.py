@@ -19,9 +19,9 @@ import pytest
 
 from signin_broker.client import BrokerClient, BrokerError, EventKind, NotSignedIn
 from signin_broker.daemon.stopping import STOP_LIMIT_SECONDS
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser
+from signin_broker_testing.daemon import DaemonProcess
 from support.commands import signin_broker
 from support.events import watching
 from support.notifications import Notifications

@@ -7,10 +7,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from signin_broker.client import BrokerClient
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser, location
-from signin_broker.testing.daemon import DaemonProcess
-from signin_broker.testing.models import DEFAULT_CLIENT
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser, location
+from signin_broker_testing.daemon import DaemonProcess
+from signin_broker_testing.models import DEFAULT_CLIENT
 from support.commands import BIN
 
 CALLBACK = "/auth/oauth2/id-provider/callback"

@@ -21,7 +21,7 @@ from signin_broker.oidc.device_flow import DeviceSignedIn
 from signin_broker.oidc.errors import OAuthError
 from signin_broker.oidc.provider import Provider
 from signin_broker.session.ports import ProviderClient
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
 from support.refreshing import ISSUER, ScriptedProvider
 
 CLIENT_ID = "signin-broker"

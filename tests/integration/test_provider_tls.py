@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from signin_broker.client import BrokerClient
-from signin_broker.testing import StubProvider, Tls
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider, Tls
+from signin_broker_testing.daemon import DaemonProcess
 from support.certificates import hashed_folder, self_signed
 from support.loopback_http import honoured
 from support.signin import signed_in_daemon

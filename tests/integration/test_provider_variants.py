@@ -15,9 +15,9 @@ import httpx2
 import pytest
 
 from signin_broker.client import BrokerClient, SignInState
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser, location
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser, location
+from signin_broker_testing.daemon import DaemonProcess
 from support.commands import signin_broker
 from support.signin import CALLBACK, sign_in
 

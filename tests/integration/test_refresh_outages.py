@@ -16,7 +16,7 @@ import grpc
 import pytest
 
 from signin_broker.client import BrokerClient, BrokerError, EventKind, NotSignedIn, SignInState
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
 from support.events import watching
 from support.signin import signed_in_daemon
 from support.waiting import eventually

@@ -19,10 +19,11 @@ import pytest
 from signin_broker.cli import _service
 from signin_broker.cli._service import systemd_plan
 from signin_broker.client import BrokerClient
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser
+from signin_broker_testing.daemon import DaemonProcess
 from support.commands import BIN
+from support.installer import new_venv, pip
 from support.real import unavailable
 from support.signin import sign_in
 
@@ -223,16 +224,26 @@ print(sum(
 """
 
 
-def test_the_wheel_works_in_a_fresh_venv_without_the_source_tree(tmp_path: Path) -> None:
-    wheels = tmp_path / "wheels"
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The base wheel and the test tooling's, built from this tree."""
+    folder = tmp_path_factory.mktemp("wheels")
     for project in (REPO, REPO / "packaging" / "testing"):
         subprocess.run(
             [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-             "--wheel-dir", str(wheels), str(project)],
+             "--wheel-dir", str(folder), str(project)],
             check=True, capture_output=True, timeout=300,
         )  # fmt: skip
-    (wheel,) = wheels.glob("signin_broker-*.whl")
-    (test_tooling,) = wheels.glob("signin_broker_testing-*.whl")
+    (wheel,) = folder.glob("signin_broker-*.whl")
+    (test_tooling,) = folder.glob("signin_broker_testing-*.whl")
+    return wheel, test_tooling
+
+
+@pytest.mark.external
+def test_the_wheel_works_in_a_fresh_venv_without_the_source_tree(
+    tmp_path: Path, wheels: tuple[Path, Path]
+) -> None:
+    wheel, test_tooling = wheels
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
@@ -250,24 +261,18 @@ def test_the_wheel_works_in_a_fresh_venv_without_the_source_tree(tmp_path: Path)
     assert any("grpcio>=" in line for line in runtime)
     assert not any("grpcio-tools" in line for line in runtime)
     assert not any(name.startswith("tests/") for name in names)
-    # The stub and the conformance runner are the second wheel's, but for the two files
-    # that say what to install; the two wheels share no file.
-    assert not any(name.startswith("signin_broker/conformance/") for name in names)
-    assert {n for n in names if n.startswith("signin_broker/testing/")} == {
-        "signin_broker/testing/__init__.py",
-        "signin_broker/testing/__main__.py",
-    }
+    # The stub and the conformance runner are the second wheel's, a top-level package of
+    # its own: the two wheels share no file and no folder.
+    assert not any(name.startswith("signin_broker_testing/") for name in names)
     with zipfile.ZipFile(test_tooling) as archive:
-        tooling = {n for n in archive.namelist() if not n.startswith("signin_broker_testing-")}
-    assert "signin_broker/testing/provider.py" in tooling
-    assert "signin_broker/conformance/runner.py" in tooling
-    assert not tooling & names
+        tooling = {n for n in archive.namelist() if ".dist-info/" not in n}
+    assert "signin_broker_testing/provider.py" in tooling
+    assert "signin_broker_testing/conformance/runner.py" in tooling
+    assert all(name.startswith("signin_broker_testing/") for name in tooling), tooling
+    assert not {str(Path(n).parent) for n in tooling} & {str(Path(n).parent) for n in names}
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    installed = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "--quiet", str(wheel)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    python = new_venv(venv)
+    installed = pip(python, "install", str(wheel))
     assert installed.returncode == 0, installed.stderr
     elsewhere = {**os.environ, "PYTHONPATH": "", "VIRTUAL_ENV": str(venv)}
     version = subprocess.run(
@@ -335,10 +340,7 @@ def test_the_wheel_works_in_a_fresh_venv_without_the_source_tree(tmp_path: Path)
         assert missing.returncode == 2, missing
         assert f"pip install 'signin-broker{extra}'" in missing.stderr, missing.stderr
         assert "Traceback" not in missing.stderr
-    installed = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "--quiet", str(test_tooling)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    installed = pip(python, "install", str(test_tooling))
     assert installed.returncode == 0, installed.stderr
     # The conformance cases are package code: the installed wheels run them by themselves.
     registry = tmp_path / "registry.jsonl"
@@ -350,3 +352,66 @@ def test_the_wheel_works_in_a_fresh_venv_without_the_source_tree(tmp_path: Path)
     assert conformance.returncode == 0, conformance.stderr
     assert "desktop  T1-T8 PASS (T1, T3, T4, T6, T7, T8 SKIP)" in conformance.stdout
     assert registry.with_suffix(".html").is_file()
+
+
+TOOLING_WORKS = """
+import signin_broker_testing
+from signin_broker_testing import StubProvider
+with StubProvider() as stub:
+    print(stub.issuer)
+"""
+BASE_WORKS = """
+import signin_broker
+from signin_broker.client import BrokerClient
+print(signin_broker.__version__)
+"""
+
+
+@pytest.mark.external
+def test_the_two_wheels_install_and_uninstall_in_either_order(
+    tmp_path: Path, wheels: tuple[Path, Path]
+) -> None:
+    """Neither wheel's install or removal touches the other's files: no shared folder."""
+    wheel, test_tooling = wheels
+    venv = tmp_path / "venv"
+    python = new_venv(venv)
+    elsewhere = {**os.environ, "PYTHONPATH": "", "VIRTUAL_ENV": str(venv)}
+
+    def install(*args: str) -> None:
+        done = pip(python, *args)
+        assert done.returncode == 0, done.stderr
+
+    def works(code: str) -> bool:
+        run = subprocess.run(
+            [str(python), "-c", code],
+            cwd=tmp_path, env=elsewhere, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        return run.returncode == 0
+
+    def alias_answers() -> str:
+        run = subprocess.run(
+            [str(python), "-m", "signin_broker.testing", "--help"],
+            cwd=tmp_path, env=elsewhere, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        return f"{run.returncode} {run.stdout}{run.stderr}"
+
+    # The tooling first (its pin on the broker, which brings what the stub runs on, left
+    # to the next step), then the base.
+    install("install", "--no-deps", str(test_tooling))
+    assert works("import signin_broker_testing") and not works(BASE_WORKS)
+    install("install", str(wheel))
+    assert works(BASE_WORKS) and works(TOOLING_WORKS)
+    assert alias_answers().startswith("0 usage: python -m signin_broker_testing")
+    # Removing the base leaves the tooling whole, and reinstalling it changes nothing there.
+    install("uninstall", "--yes", "signin-broker")
+    assert not works(BASE_WORKS)
+    assert works(TOOLING_WORKS)  # the stub imports nothing of the broker
+    install("install", str(wheel))
+    assert works(BASE_WORKS) and works(TOOLING_WORKS)
+    # Removing the tooling leaves the base whole; the old name then says what to install.
+    install("uninstall", "--yes", "signin-broker-testing")
+    assert works(BASE_WORKS) and not works(TOOLING_WORKS)
+    assert alias_answers().startswith("2 python -m signin_broker.testing: the stub provider")
+    install("install", "--no-deps", str(test_tooling))
+    assert works(BASE_WORKS) and works(TOOLING_WORKS)
+    assert works("from signin_broker.testing.daemon import DaemonProcess")

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser
+from signin_broker_testing.daemon import DaemonProcess
 from support.commands import signin_broker
 from support.signin import sign_in
 

@@ -16,10 +16,10 @@ import httpx2
 import pytest
 
 from signin_broker.client import BrokerClient, BrokerError, EventKind
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser, location
-from signin_broker.testing.daemon import DaemonProcess
-from signin_broker.testing.models import DEFAULT_CLIENT, StubClient
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser, location
+from signin_broker_testing.daemon import DaemonProcess
+from signin_broker_testing.models import DEFAULT_CLIENT, StubClient
 from support.events import watching
 from support.signin import CALLBACK, sign_in
 

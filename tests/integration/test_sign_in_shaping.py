@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from signin_broker.client import BrokerClient, BrokerError
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser, location
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser, location
+from signin_broker_testing.daemon import DaemonProcess
 from support.commands import BIN
 
 CALLBACK = "/auth/oauth2/id-provider/callback"

@@ -15,9 +15,9 @@ import httpx2
 import pytest
 
 from signin_broker.client import BrokerClient, BrokerError, EventKind, NotSignedIn, SignInState
-from signin_broker.testing import StubPaths, StubProvider
-from signin_broker.testing.browser import Browser, location, query_of
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubPaths, StubProvider
+from signin_broker_testing.browser import Browser, location, query_of
+from signin_broker_testing.daemon import DaemonProcess
 from support.commands import signin_broker
 from support.other_user import other_user, run_as
 from support.signin import (

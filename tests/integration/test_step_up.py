@@ -27,9 +27,9 @@ from signin_broker.client import BrokerClient, BrokerError, EventKind
 from signin_broker.httpx import BrokerAuth as HttpxAuth
 from signin_broker.requests import BrokerAuth as RequestsAuth
 from signin_broker.session.step_ups import MAX_PENDING
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser, location
-from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser, location
+from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
 from support.accounts import ALICE, BOB
 from support.apps import App, policy_path, rule, write_policy
 from support.commands import BIN

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from signin_broker.client import BrokerClient, Token
-from signin_broker.testing import StubProvider
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.daemon import DaemonProcess
 from support.notifications import Notifications
 from support.signin import signed_in_daemon
 from support.storage import filled, read_only, tmpfs

@@ -1,4 +1,4 @@
-"""The stub identity provider (signin_broker.testing) over real HTTP, as a client sees it."""
+"""The stub identity provider (signin_broker_testing) over real HTTP, as a client sees it."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import httpx2
 import jwt
 import pytest
 
-from signin_broker.testing import (
+from signin_broker_testing import (
     RecordedRequest,
     StubClient,
     StubPaths,
@@ -775,7 +775,7 @@ def test_only_loopback_is_served() -> None:
 
 def test_the_command_prints_one_json_line_and_exits_0_on_sigterm(http: httpx2.Client) -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "signin_broker.testing", "--access-token-ttl", "60"],
+        [sys.executable, "-m", "signin_broker_testing", "--access-token-ttl", "60"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -16,9 +16,9 @@ from pathlib import Path
 import httpx2
 
 from signin_broker import BrokerClient
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser
-from signin_broker.testing.lines import Lines
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser
+from signin_broker_testing.lines import Lines
 from support.signin import sign_in, signed_in_daemon
 
 AGENT = "signin_broker.examples.sync_agent"

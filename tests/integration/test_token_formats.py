@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from signin_broker.client import BrokerClient
-from signin_broker.testing import StubProvider
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.daemon import DaemonProcess
 from support.commands import BIN, signin_broker
 from support.signin import signed_in_daemon
 

@@ -16,9 +16,9 @@ import pytest
 
 from signin_broker.client import BrokerClient
 from signin_broker.daemon.apps.policy import AppRule, Decision
-from signin_broker.testing import StubProvider
-from signin_broker.testing.daemon import DaemonProcess
-from signin_broker.testing.terminal import Terminal
+from signin_broker_testing import StubProvider
+from signin_broker_testing.daemon import DaemonProcess
+from signin_broker_testing.terminal import Terminal
 from support.apps import App, outcome, policy_path, write_policy
 from support.commands import BIN
 from support.signin import signed_in_daemon

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from signin_broker.client import BrokerClient
-from signin_broker.testing import StubProvider
-from signin_broker.testing.daemon import DaemonProcess
-from signin_broker.testing.models import StubUser
+from signin_broker_testing import StubProvider
+from signin_broker_testing.daemon import DaemonProcess
+from signin_broker_testing.models import StubUser
 from support.commands import signin_broker
 from support.signin import signed_in_daemon
 

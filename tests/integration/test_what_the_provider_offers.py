@@ -15,9 +15,9 @@ import pytest
 from starlette.responses import JSONResponse, Response
 
 from signin_broker.client import BrokerClient, BrokerError, TokenRevocation
-from signin_broker.testing import StubProvider, web
-from signin_broker.testing.daemon import DaemonProcess
-from signin_broker.testing.server import StubAuthorizationServer
+from signin_broker_testing import StubProvider, web
+from signin_broker_testing.daemon import DaemonProcess
+from signin_broker_testing.server import StubAuthorizationServer
 from support.commands import signin_broker
 from support.signin import signed_in_daemon
 

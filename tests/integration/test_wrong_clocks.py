@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from signin_broker.client import BrokerClient, NotSignedIn
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser
+from signin_broker_testing.daemon import DaemonProcess
 from support.clocks import faked_clock
 from support.signin import sign_in
 from support.waiting import eventually

@@ -36,10 +36,10 @@ from signin_broker.client import BrokerClient, EventKind
 from signin_broker.httpx import BrokerAuth as HttpxAuth
 from signin_broker.httpx2 import BrokerAuth as Httpx2Auth
 from signin_broker.requests import BrokerAuth as RequestsAuth
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser, location
-from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
-from signin_broker.testing.ledger import SecretLedger
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser, location
+from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
+from signin_broker_testing.ledger import SecretLedger
 from support import providers as real
 from support.commands import BIN, docker_config, docker_helper, signin_broker
 from support.events import watching

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from signin_broker.testing.daemon import short_temp_dir
+from signin_broker_testing.daemon import short_temp_dir
 from support.providers import checks
 from support.providers.dot import DjangoOAuthToolkit
 

@@ -20,9 +20,9 @@ import pytest
 from signin_broker.client import BrokerClient, EventKind, Token
 from signin_broker.httpx import BrokerAuth
 from signin_broker.oidc.dpop import DpopKey
-from signin_broker.testing.browser import Browser, location
-from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
-from signin_broker.testing.ledger import SecretLedger
+from signin_broker_testing.browser import Browser, location
+from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
+from signin_broker_testing.ledger import SecretLedger
 from support.commands import signin_broker
 from support.events import watching
 from support.providers import approve_device, sign_in

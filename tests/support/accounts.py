@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from signin_broker.client import BrokerClient, EventKind
-from signin_broker.testing import StubProvider, StubUser
-from signin_broker.testing.browser import Browser
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider, StubUser
+from signin_broker_testing.browser import Browser
+from signin_broker_testing.daemon import DaemonProcess
 from support.events import watching
 from support.signin import sign_in
 

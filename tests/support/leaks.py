@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing.daemon import DaemonProcess
 
 WINDOW = 12  # 72 random bits of a urlsafe secret: no line holds them by chance
 TOKEN_RUN = re.compile(r"[A-Za-z0-9_~-]{%d,}" % WINDOW)  # noqa: UP031 - a regex's braces

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from http.server import BaseHTTPRequestHandler
 
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
 from support.loopback_http import LoopbackServer, QuietHandler, honoured
 
 STEP_UP = "insufficient_user_authentication"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,9 +12,9 @@ import httpx2
 import pytest
 
 from signin_broker.oidc.code_flow import DeterministicSecrets
-from signin_broker.testing import StubProvider
-from signin_broker.testing.browser import Browser, location
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser, location
+from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
 from support.commands import BIN
 
 SEED = "contract-5.3c-seed"
@@ -25,6 +26,27 @@ CALLBACK = BEGIN + "/callback"
 def stub() -> Iterator[StubProvider]:
     with StubProvider() as provider:
         yield provider
+
+
+@pytest.fixture(scope="module")
+def shared_stub() -> Iterator[StubProvider]:
+    """One stub for a module's tests that leave it as they found it (its records grow)."""
+    with StubProvider() as provider:
+        yield provider
+
+
+@pytest.fixture(scope="module")
+def shared_broker(shared_stub: StubProvider) -> Iterator[DaemonProcess]:
+    """A daemon signed in to shared_stub, for a module's tests that leave it as they found it.
+
+    Read-only calls and refusals share it; a test that signs out, changes the policy,
+    the folders or the clock starts its own daemon (the `broker` fixture and the like).
+    """
+    folder = short_temp_dir()
+    daemon = signed_in_daemon(shared_stub, folder / "run" / "broker.sock")
+    yield daemon
+    daemon.stop()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from signin_broker.testing.daemon import DaemonProcess
-from signin_broker.testing.ledger import SecretLedger
+from signin_broker_testing.daemon import DaemonProcess
+from signin_broker_testing.ledger import SecretLedger
 
 
 def state_files(socket_path: Path) -> list[Path]:

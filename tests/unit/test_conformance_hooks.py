@@ -14,10 +14,10 @@ import grpc
 import pytest
 
 from signin_broker.client import NotSignedIn, Token
-from signin_broker.conformance.hooks import REVOKE, Hook
-from signin_broker.conformance.steps import wait_until_the_daemon_refuses
-from signin_broker.conformance.surfaces import Tv
-from signin_broker.testing import StubProvider
+from signin_broker_testing import StubProvider
+from signin_broker_testing.conformance.hooks import REVOKE, Hook
+from signin_broker_testing.conformance.steps import wait_until_the_daemon_refuses
+from signin_broker_testing.conformance.surfaces import Tv
 
 PRINT_ARGV = f"{sys.executable} -c 'import json, sys; print(json.dumps(sys.argv[1:]))'"
 

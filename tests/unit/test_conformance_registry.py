@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from signin_broker.conformance.registry import (
+from signin_broker_testing.conformance.registry import (
     CASE_IDS,
     FAIL,
     PASS,

@@ -1,4 +1,4 @@
-"""The README's forwarding recipes name the paths the daemon really uses.
+"""The documentation's forwarding recipes name the paths the daemon really uses.
 
 The recipes themselves run in tests/integration/test_forwards.py (ssh -R through sshd;
 a bind-mounted socket in namespaces of its own for the containers); what cannot run
@@ -14,8 +14,7 @@ from pathlib import Path
 from signin_broker.daemon.host.forward_sockets import default_forward_path
 from signin_broker.locations import APP_NAME, SOCKET_ENV, SOCKET_NAME
 
-README = (Path(__file__).parents[2] / "README.md").read_text()
-SECTION = README.split("### Forwarding:", 1)[1].split("\n### ", 1)[0]
+SECTION = (Path(__file__).parents[2] / "docs" / "how-to" / "forwarding.md").read_text()
 RUNTIME = "/run/user/1000"
 
 

@@ -30,7 +30,7 @@ from signin_broker.store.keys import (
     open_key_store,
 )
 from signin_broker.store.vault import Vault
-from signin_broker.testing.daemon import short_temp_dir
+from signin_broker_testing.daemon import short_temp_dir
 from support.secret_service import secret_service
 
 DATA_KEY = bytes(range(256))[:40]  # the vault's entry: a 32-byte key and a generation

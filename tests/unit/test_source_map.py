@@ -1,4 +1,4 @@
-"""The README's source map names every top-level room of the package, and only files that exist."""
+"""The architecture page's source map names every room of the package, and only real files."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ MODULE = re.compile(r"\b\w+\.py\b")
 
 
 def source_map() -> dict[str, str]:
-    """Each entry under `src/signin_broker/` in the README, with its whole description."""
-    lines = (ROOT / "README.md").read_text().splitlines()
+    """Each entry under `src/signin_broker/` in the source map, with its whole description."""
+    lines = (ROOT / "docs" / "explanation" / "architecture.md").read_text().splitlines()
     start = next(n for n, line in enumerate(lines) if line.startswith("    src/signin_broker/"))
     entries: dict[str, str] = {}
     name = ""
@@ -33,7 +33,8 @@ def test_every_package_and_top_level_module_is_on_the_map() -> None:
     tree = {
         f"{path.name}/" if path.is_dir() else path.name
         for path in PACKAGE.iterdir()
-        if (path / "__init__.py").is_file() or (path.suffix == ".py" and path.stem != "__init__")
+        if (path.is_dir() and path.name != "__pycache__")
+        or (path.suffix == ".py" and path.stem != "__init__")
     }
     assert set(source_map()) == tree
 

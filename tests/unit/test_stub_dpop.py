@@ -9,7 +9,7 @@ from joserfc import jwt
 from joserfc.jwk import ECKey
 
 from signin_broker.oidc.dpop import DpopKey
-from signin_broker.testing.dpop import IAT_WINDOW_SECONDS, DpopRefusal, StubDpop
+from signin_broker_testing.dpop import IAT_WINDOW_SECONDS, DpopRefusal, StubDpop
 
 URL = "http://127.0.0.1:9/token"
 

@@ -331,6 +331,7 @@ def apps(client: BrokerClient, args: argparse.Namespace) -> int:
             pin=getattr(args, "pin", False),
             id_token=getattr(args, "id_token", False),
             once=getattr(args, "once", False),
+            origins=getattr(args, "origins", ()),
         )
         if args.json:
             return print_json(app)

@@ -12,12 +12,13 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from signin_broker_testing.conformance import hooks, registry
+from signin_broker_testing.conformance.catalog import BY_NAME
+from signin_broker_testing.conformance.runner import run_surface
+from signin_broker_testing.conformance.stage import CALLBACK, Target
+
 from .._version import __version__
 from ..client import BrokerClient
-from ..conformance import hooks, registry
-from ..conformance.catalog import BY_NAME
-from ..conformance.runner import run_surface
-from ..conformance.stage import CALLBACK, Target
 from ..locations import default_state_dir
 from ._failures import EXIT_USAGE
 

@@ -141,6 +141,7 @@ def apps(parser: argparse.ArgumentParser) -> None:
                 action="store_true",
                 help="the account's ID token as well (kubectl's OIDC set-up wants it)",
             )
+            _repeatable(sub, "--origin", "a browser extension: tokens for this web origin")
 
 
 def audit(parser: argparse.ArgumentParser) -> None:
@@ -218,7 +219,7 @@ def conformance(parser: argparse.ArgumentParser) -> None:
     try:
         from ._conformance import add_options
     except ModuleNotFoundError as error:
-        if not missing_package(error, "signin_broker.conformance"):
+        if not missing_package(error, "signin_broker_testing"):
             raise
         # The command then says what to install, whatever flags it was given.
         parser.description = f"Not installed: {CONFORMANCE_MISSING}."

@@ -159,7 +159,7 @@ def _conformance(client: BrokerClient, args: argparse.Namespace) -> int:
     try:
         from ._conformance import conformance
     except ModuleNotFoundError as error:
-        if not missing_package(error, "signin_broker.conformance"):
+        if not missing_package(error, "signin_broker_testing"):
             raise
         complain(CONFORMANCE_MISSING)
         return EXIT_USAGE
@@ -263,6 +263,16 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
         _lean_options("_completion"),
         _Lean("_completion", "completion"),
     ),
+    "install-browser": (
+        "let browser extensions reach the broker: the native messaging manifests",
+        _lean_options("_browsers"),
+        _Lean("_browsers", "install_browser"),
+    ),
+    "native-host": (
+        "the native messaging host a browser starts for an extension (not for people)",
+        _lean_options("_native_host"),
+        _Lean("_native_host", "native_host"),
+    ),
     "proto": (
         "print the path of the API's broker.proto, for apps in other languages",
         _no_options,
@@ -346,6 +356,11 @@ def git_credential_helper() -> NoReturn:
 def docker_credential_helper() -> NoReturn:
     """`docker-credential-signin-broker get|store|erase|list`: the name docker looks for."""
     _finish(lambda: main(["docker-credential", *sys.argv[1:]]))
+
+
+def native_host() -> NoReturn:
+    """`signin-broker-native-host`: the program the browsers' manifests name (their `path`)."""
+    _finish(lambda: main(["native-host", *sys.argv[1:]]))
 
 
 def _finish(command: Callable[[], int]) -> NoReturn:

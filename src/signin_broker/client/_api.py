@@ -306,12 +306,15 @@ class BrokerApi:
         pin: bool = False,
         id_token: bool = False,
         once: bool = False,
+        origins: Iterable[str] = (),
     ) -> pb.SetAppPolicyRequest:
         """Record the user's decision for an app; returns it and how many waiting calls it answered.
 
         AppDecision.UNSPECIFIED removes the app's entry so the default applies again.
         `id_token` (with ALLOW) lets the app have the account's ID token as well.
         `once` (ALLOW or DENY) answers only the requests waiting now and records nothing.
+        `origins`: the web origins a browser extension (`browser:<browser>/<id>`) may get
+        tokens for.
         """
         return pb.SetAppPolicyRequest(
             app=app,
@@ -321,6 +324,7 @@ class BrokerApi:
             pin=pin,
             id_token=id_token,
             once=once,
+            origins=list(origins),
         )
 
     @unary("SetDefaultAccount", lambda response: Account.from_proto(response.account))

@@ -387,6 +387,7 @@ class App(Model, message=pb.App):
     waiting: bool  # a request of it waits for the user's answer
     sha256: str  # the pinned program file; "" when not pinned
     id_token: bool = False  # it may have the account's ID token as well
+    origins: tuple[str, ...] = ()  # a browser extension's web origins; () for none
 
 
 class AppList(Model, message=pb.ListAppsResponse):

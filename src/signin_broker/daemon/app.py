@@ -43,6 +43,8 @@ from .api.transport import (
 from .apps.gate import AppGate
 from .apps.policy import Decision, PolicyFile
 from .audit_trail import AuditTrail
+from .callers.browsers import BrowserHosts
+from .callers.identity import identify_caller
 from .host.desktop import notify
 from .host.instance import LISTEN_BACKLOG, Instance, loopback_base_url
 from .host.systemd import Notifier, watchdog_seconds
@@ -109,7 +111,9 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
     forwards.start(ForwardHandlers(broker, forward_calls.reduced_status), forward_calls.closed)
     connections = ConnectionTable()
     serving = ServiceStatus()
-    server = _grpc_server(broker, serving, TransportGate(frozenset({os.geteuid()}), connections))
+    identify = functools.partial(identify_caller, browsers=BrowserHosts(settings.browsers))
+    gate = TransportGate(frozenset({os.geteuid()}), connections, identify)
+    server = _grpc_server(broker, serving, gate)
     await server.start(sock=instance.listening, backlog=LISTEN_BACKLOG)
     serving.set(True)
 

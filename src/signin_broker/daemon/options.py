@@ -20,6 +20,7 @@ from .. import locations
 from ..identities import MAIN_NAME
 from ..oidc import client_auth, credentials, dpop
 from ..session.validation import check_authorize_params, check_provider, check_scope
+from .browser_setting import BROWSERS_HELP, parse_browsers
 
 ENV_PREFIX = "SIGNIN_BROKER_"
 PROVIDERS_TABLE = "providers"
@@ -440,6 +441,7 @@ OPTIONS: tuple[Option, ...] = (
         lambda: "365",
         "DAYS",
     ),
+    Option("browsers", BROWSERS_HELP, parse_browsers, lambda: "", "NAME=PATH,..."),
     Option("log_level", "debug, info, warn or error", _one_of(LOG_LEVELS), lambda: "info", "LEVEL"),
 )
 

@@ -91,6 +91,7 @@ class Settings:
     audit_retention_days: int
     audit_keep_days: int
     log_level: str
+    browsers: tuple[tuple[str, str], ...]  # more browsers' (name, executable) pairs
     config_file: Path | None  # the user's file that was read, if any
     managed_files: tuple[Path, ...] = ()  # the organisation's files that were read
 

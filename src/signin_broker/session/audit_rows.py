@@ -52,6 +52,8 @@ def token_issued(
         payload["with"] = "ID token"
     if actor.hint:
         payload["hint"] = actor.hint
+    if actor.web_origin:
+        payload["web_origin"] = actor.web_origin
     return AuditEntry(actor, Action.ISSUE_TOKEN, "token", account, payload=payload, repeat_of=grant)
 
 
@@ -61,19 +63,29 @@ def dpop_proof_signed(actor: Actor, account: str, origin: str, expires_at: int) 
     Each proof is a repeat of the first for that server and token: the log grows with
     the servers an app reaches, not with its requests.
     """
-    grant = f"dpop\0{actor.app}\0{account}\0{origin}\0{expires_at}"
-    payload = {"dpop_proofs_for": origin, "expires_at": expires_at}
+    grant = f"dpop\0{actor.app}\0{actor.web_origin}\0{account}\0{origin}\0{expires_at}"
+    payload: dict[str, object] = {"dpop_proofs_for": origin, "expires_at": expires_at}
+    if actor.web_origin:
+        payload["web_origin"] = actor.web_origin
     return AuditEntry(actor, Action.ISSUE_TOKEN, "token", account, payload=payload, repeat_of=grant)
 
 
 def app_decided(
-    actor: Actor, app: str, decision: str, accounts: Sequence[str], *, kept: bool, id_token: bool
+    actor: Actor,
+    app: str,
+    decision: str,
+    accounts: Sequence[str],
+    *,
+    kept: bool,
+    id_token: bool,
+    origins: Sequence[str] = (),
 ) -> AuditEntry:
     """The user's lasting decision for an app (not `kept`: reset to the default)."""
     payload = {
         "decision": decision,
         "accounts": list(accounts),
         **({"with": "ID token"} if id_token else {}),
+        **({"web_origins": list(origins)} if origins else {}),
     }
     action = Action.UPDATE if kept else Action.DELETE
     return AuditEntry(actor, action, "app_policy", resource_id=app, payload=payload)

@@ -42,7 +42,8 @@ class UseLedger:
         self.app_use[actor.app] = _one_more(self.app_use.get(actor.app), actor, now)
         # str caches its hash: the key costs nothing per call, and is kept in memory only
         grant = (
-            f"{actor.app}\0{account.info.id}\0{hash(tokens.access_token)}\0{audience}\0{id_token}"
+            f"{actor.app}\0{actor.web_origin}\0{account.info.id}\0{hash(tokens.access_token)}"
+            f"\0{audience}\0{id_token}"
         )
         expires_at = int(to_wall(self._clock, tokens.expires_at))
         self._audit.record(

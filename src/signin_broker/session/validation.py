@@ -53,6 +53,49 @@ def check_audience(audience: str) -> str:
     return audience
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+MAX_ORIGIN_LENGTH = 512
+MAX_ORIGINS = 64
+
+
+def check_origin(origin: str) -> str:
+    """A web origin as browsers serialise it (RFC 6454): scheme://host[:port], http(s) only.
+
+    The scheme and host are lower-cased and a default port left out, so that a policy's
+    `https://App.example.com:443` and a browser's `https://app.example.com` are one origin.
+    """
+    parts = urlsplit(origin)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if (
+        len(origin) > MAX_ORIGIN_LENGTH
+        or parts.scheme not in _DEFAULT_PORTS
+        or not parts.hostname
+        or port == -1
+        or parts.username is not None
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+        or not origin.isascii()
+        or not origin.isprintable()
+    ):
+        shown = origin if len(origin) <= 80 else origin[:80] + "..."
+        raise ValueError(f"{shown!r} is not a web origin (https://host or http://host:port)")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    if port is not None and port != _DEFAULT_PORTS[parts.scheme]:
+        host += f":{port}"
+    return f"{parts.scheme}://{host.lower()}"
+
+
+def check_origins(origins: Sequence[str]) -> tuple[str, ...]:
+    """Valid, de-duplicated origins in their given order; ValueError names the first bad one."""
+    if len(origins) > MAX_ORIGINS:
+        raise ValueError(f"at most {MAX_ORIGINS} origins, not {len(origins)}")
+    return tuple(dict.fromkeys(check_origin(origin) for origin in origins))
+
+
 HTTP_METHOD = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,32}")  # an RFC 9110 token
 MAX_URL_LENGTH = 4096
 

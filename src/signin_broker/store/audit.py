@@ -163,6 +163,8 @@ class Actor:
     # Through a forward: what the caller says of itself and what the kernel saw of the
     # peer, recorded with its tokens' rows; never identity (the app is the forward).
     hint: str = ""
+    # A browser extension's request: the web origin the extension vouched for.
+    web_origin: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,8 +30,8 @@ from urllib.parse import urljoin
 import httpx2
 
 from signin_broker.daemon.options import env_name
-from signin_broker.testing.browser import Browser, location
-from signin_broker.testing.daemon import DaemonProcess
+from signin_broker_testing.browser import Browser, location
+from signin_broker_testing.daemon import DaemonProcess
 
 CLIENT_ID = "signin-broker"
 CALLBACK = "/auth/oauth2/id-provider/callback"

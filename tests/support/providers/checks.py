@@ -20,10 +20,10 @@ import grpc
 import httpx2
 
 from signin_broker.client import BrokerClient, BrokerError, EventKind, NotSignedIn, Token
-from signin_broker.conformance import registry
-from signin_broker.testing.browser import Browser, location
-from signin_broker.testing.daemon import DaemonProcess
-from signin_broker.testing.ledger import SecretLedger
+from signin_broker_testing.browser import Browser, location
+from signin_broker_testing.conformance import registry
+from signin_broker_testing.daemon import DaemonProcess
+from signin_broker_testing.ledger import SecretLedger
 from support.commands import signin_broker
 from support.events import watching
 from support.providers import CLIENT_ID, USER_EMAIL, RealProvider, sign_in

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from signin_broker.testing.browser import Browser
+from signin_broker_testing.browser import Browser
 from support.providers import RealProvider, through_provider_pages
 from support.providers.dot import DjangoOAuthToolkit
 from support.providers.node import NodeOidcProvider

@@ -19,8 +19,8 @@ import httpx2
 
 from signin_broker.client import BrokerClient, EventKind
 from signin_broker.httpx import BrokerAuth
-from signin_broker.testing.browser import Browser
-from signin_broker.testing.ledger import SecretLedger
+from signin_broker_testing.browser import Browser
+from signin_broker_testing.ledger import SecretLedger
 from support.commands import BIN
 from support.events import watching
 from support.loopback_http import LoopbackServer, QuietHandler

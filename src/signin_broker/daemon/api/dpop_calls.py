@@ -10,7 +10,7 @@ from ...session.manager import SessionManager
 from ...session.validation import check_http_method, check_request_url
 from ...v1 import broker_pb2 as pb
 from ..apps.gate import AppGate
-from .messages import actor_of, token_terms
+from .messages import actor_of, token_terms, web_origin_of
 from .statuses import InvalidRequest, checked, unary
 from .transport import current_caller
 
@@ -36,7 +36,8 @@ class DpopCalls:
                 f"nonce must be at most {MAX_NONCE_LENGTH} printable ASCII characters"
             )
         caller = current_caller()
-        entitlement = await self._apps.admit(caller)
+        origin = web_origin_of(request, caller)
+        entitlement = await self._apps.admit(caller, origin)
         token, proof = await self._session.dpop_proof(
             self._session.account_named(account, entitlement),
             scopes,
@@ -45,7 +46,7 @@ class DpopCalls:
             url=url,
             nonce=nonce,
             audience=audience,
-            actor=actor_of(caller, request.app_hint),
+            actor=actor_of(caller, request.app_hint, origin or ""),
             entitlement=entitlement,
             refused=request.refused,
         )

@@ -6,7 +6,7 @@ from ...session import audit_rows
 from ...session.accounts import AppUse
 from ...session.errors import AccountNotFound
 from ...session.manager import SessionManager
-from ...session.validation import check_account, check_alias, check_scopes
+from ...session.validation import check_account, check_alias, check_origins, check_scopes
 from ...v1 import broker_pb2 as pb
 from ..apps.gate import AppGate, AppView
 from ..apps.policy import Decision
@@ -49,11 +49,13 @@ class ManagerCalls:
             raise InvalidRequest("accounts must not contain an empty id")
         accounts = [self._session.account_named(account) for account in accounts]  # as ids
         scopes = checked(check_scopes, list(request.scopes))
+        origins = checked(check_origins, list(request.origins))
         decision = DECISION_OF.get(request.decision)
         if request.id_token and decision is not Decision.ALLOW:
             raise InvalidRequest("the ID token can be allowed only with the decision allow")
         if request.once:
-            if decision not in (Decision.ALLOW, Decision.DENY) or request.id_token or request.pin:
+            rules = request.id_token or request.pin or origins
+            if decision not in (Decision.ALLOW, Decision.DENY) or rules:
                 raise InvalidRequest("an answer for once is allow or deny, without rules")
             view, answered = self._apps.answer_once(request.app, decision)
             entry = audit_rows.app_answered_once(
@@ -61,7 +63,13 @@ class ManagerCalls:
             )
         else:
             view, answered = await self._apps.decide(
-                request.app, decision, accounts, scopes, pin=request.pin, id_token=request.id_token
+                request.app,
+                decision,
+                accounts,
+                scopes,
+                pin=request.pin,
+                id_token=request.id_token,
+                origins=origins,
             )
             entry = audit_rows.app_decided(
                 actor_of(caller),
@@ -70,6 +78,7 @@ class ManagerCalls:
                 accounts,
                 kept=view.decided,
                 id_token=request.id_token,
+                origins=origins,
             )
         self._audit.record(entry)
         use = self._session.app_use().get(view.record.id)

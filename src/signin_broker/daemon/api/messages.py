@@ -7,7 +7,13 @@ import json
 from ...session.accounts import AccountInfo, AppUse, Revocation, SignInState
 from ...session.events import EventKind
 from ...session.providers import ProviderLink
-from ...session.validation import MAX_MIN_TTL_SECONDS, check_account, check_audience, check_scopes
+from ...session.validation import (
+    MAX_MIN_TTL_SECONDS,
+    check_account,
+    check_audience,
+    check_origin,
+    check_scopes,
+)
 from ...store.audit import Actor, AuditRow
 from ...v1 import broker_pb2 as pb
 from ..apps.gate import AppView
@@ -51,13 +57,17 @@ REVOCATION = {
 }
 
 
-def actor_of(caller: Caller, claimed: str = "") -> Actor:
-    """Who acts, for the audit; through a forward with hints of who is behind it."""
+def actor_of(caller: Caller, claimed: str = "", web_origin: str = "") -> Actor:
+    """Who acts, for the audit; through a forward with hints of who is behind it.
+
+    `web_origin`: a browser extension's request, the origin it is for.
+    """
     hint = ""
     if caller.forward is not None:
         said = [f"says {claimed!r}" if claimed else "", f"peer {caller.executable or '?'}"]
         hint = ", ".join([*filter(None, said), f"pid {caller.pid}"])
-    return Actor(app=caller.app or f"pid {caller.pid}", uid=caller.uid, pid=caller.pid, hint=hint)
+    app = caller.app or f"pid {caller.pid}"
+    return Actor(app=app, uid=caller.uid, pid=caller.pid, hint=hint, web_origin=web_origin)
 
 
 def app_message(view: AppView, use: AppUse | None) -> pb.App:
@@ -76,6 +86,7 @@ def app_message(view: AppView, use: AppUse | None) -> pb.App:
         waiting=view.waiting,
         sha256=rule.sha256,
         id_token=rule.id_token,
+        origins=rule.origins,
     )
 
 
@@ -147,3 +158,22 @@ def token_terms(
     if len(request.app_hint) > MAX_APP_HINT or not request.app_hint.isprintable():
         raise InvalidRequest(f"app_hint must be at most {MAX_APP_HINT} printable characters")
     return account, scopes, checked(check_audience, request.audience)
+
+
+def web_origin_of(
+    request: pb.GetTokenRequest | pb.SignDpopProofRequest, caller: Caller
+) -> str | None:
+    """The web origin a browser extension's token request is for; None for any other app's.
+
+    A caller without an identity is refused for that (AppGate.admit), whatever it sent.
+    """
+    if not caller.browser:
+        if request.origin and caller.identified:
+            raise InvalidRequest(
+                "origin is for a browser extension's requests (through signin-broker native-host)"
+            )
+        return None
+    if not request.origin:
+        raise InvalidRequest("a browser extension's request must name the web origin it is for")
+    origin: str = checked(check_origin, request.origin)
+    return origin

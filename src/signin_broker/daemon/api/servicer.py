@@ -39,6 +39,7 @@ from .messages import (
     actor_of,
     provider_message,
     token_terms,
+    web_origin_of,
 )
 from .service_info import DaemonInfo
 from .statuses import checked, status_of, unary
@@ -69,12 +70,13 @@ class TokenBrokerServicer:
             max_age = request.max_age_seconds if request.HasField("max_age_seconds") else None
             step_up = checked(partial(check_step_up, request.acr_values), max_age)
         caller = current_caller()
-        entitlement = await self._apps.admit(caller)
+        origin = web_origin_of(request, caller)
+        entitlement = await self._apps.admit(caller, origin)
         asked: dict[str, Any] = {
             "scopes": scopes,
             "min_ttl": request.min_ttl_seconds,
             "audience": audience,
-            "actor": actor_of(caller, request.app_hint),
+            "actor": actor_of(caller, request.app_hint, origin or ""),
             "entitlement": entitlement,
             "id_token": request.id_token,
             "refused": request.refused,

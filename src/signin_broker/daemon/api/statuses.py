@@ -40,7 +40,7 @@ from ...session.errors import (
     TooManyNewTokens,
     UnknownAlias,
 )
-from ..apps.gate import AppDenied, NothingWaits, UnknownApp
+from ..apps.gate import AppDenied, NotABrowserApp, NothingWaits, UnknownApp
 from .forwards import ForwardExists, ForwardNotFound
 
 log = logging.getLogger(__name__)
@@ -68,6 +68,7 @@ _STATUS_OF: dict[type[SessionError], Status] = {
     IdTokenUnavailable: Status.FAILED_PRECONDITION,
     UnknownApp: Status.NOT_FOUND,
     NothingWaits: Status.FAILED_PRECONDITION,
+    NotABrowserApp: Status.INVALID_ARGUMENT,
     ForwardExists: Status.ALREADY_EXISTS,
     ForwardNotFound: Status.NOT_FOUND,
 }

@@ -7,6 +7,9 @@ the daemon's default. "ask" holds the app's token request until the user answers
 with `signin-broker apps allow|deny` (a desktop notification says so where one can
 be shown), or until the wait times out with PERMISSION_DENIED.
 
+A browser extension (`browser:<browser>/<id>`, through the broker's native host) gets
+tokens only, and only for the web origins its rule lists.
+
 The policy keeps well-behaved apps to what the user chose; it is not a sandbox: any
 program running as the user can also edit the policy file or read the keyring.
 """
@@ -23,6 +26,7 @@ from pathlib import Path
 from ...identities import AppId, AppKind
 from ...session.accounts import NOTHING, Entitlement
 from ...session.errors import SessionError
+from ..callers.browsers import names_an_extension
 from ..callers.forwarded import ForwardConnection
 from ..callers.identity import Caller
 from ..callers.pins import Unpinnable, file_sha256, running_sha256
@@ -42,6 +46,10 @@ class UnknownApp(SessionError):
 
 class NothingWaits(SessionError):
     """An answer for this request only, and no request of the app waits for one."""
+
+
+class NotABrowserApp(SessionError):
+    """Web origins were given for an app that is no browser extension."""
 
 
 class FixedAtOpening(SessionError):
@@ -116,24 +124,31 @@ class AppGate:
         rule = self.rule_for(caller)
         if (
             not caller.identified
+            or caller.browser
             or rule.decision is not Decision.ALLOW
             or await self._pin_refusal(rule, caller)
         ):
             return NOTHING
         return _entitlement(rule)
 
-    async def admit(self, caller: Caller) -> Entitlement:
+    async def admit(self, caller: Caller, origin: str | None = None) -> Entitlement:
         """What the app may get tokens of; waits for the user's answer when the rule says ask.
 
         A caller the daemon could not identify (it exited, or its program could not be
         read) is refused whatever the default: "allow" is for apps the user can name.
+        A browser extension is admitted to token requests only (`origin`: the web origin
+        the request is for, checked), and only for an origin its rule lists.
         """
         if not caller.identified:
             raise _unidentified(caller)
+        if caller.browser and origin is None:
+            raise AppDenied(f"{caller.app} may get tokens only")
         record = self._record(caller)
         if caller.forward is not None:
             return await self._admit_forwarded(caller.forward, record)
         rule = self.rule_for(caller)
+        if origin is not None and origin not in rule.origins:
+            raise AppDenied(_origin_refused(caller.app, origin, rule))
         if rule.decision is Decision.ASK:
             rule = replace(rule, decision=await self._ask(record))
         if rule.decision is Decision.DENY:
@@ -174,7 +189,7 @@ class AppGate:
         """
         if not caller.identified:
             raise _unidentified(caller)
-        if caller.forward is not None:
+        if caller.forward is not None or caller.browser:
             raise AppDenied(f"{caller.app} may get tokens only")
         rule = self.rule_for(caller)
         if rule.decision is Decision.DENY:
@@ -196,8 +211,8 @@ class AppGate:
         """
         if not caller.identified:
             raise _unidentified(caller)
-        if caller.forward is not None:
-            raise AppDenied(f"{caller.app} may not manage the broker: a forward gets tokens only")
+        if caller.forward is not None or caller.browser:
+            raise AppDenied(f"{caller.app} may not manage the broker: it gets tokens only")
         if caller.app not in self.policy.rules:
             self.policy.refresh()
         if caller.app in self.policy.rules:
@@ -253,6 +268,8 @@ class AppGate:
         known = self._known()
         if named in known:
             return known[named]
+        if names_an_extension(named):  # its rule comes before its first request
+            return AppRecord.named_in_policy(named)
         matches = [
             record
             for record in known.values()
@@ -285,6 +302,7 @@ class AppGate:
         *,
         pin: bool = False,
         id_token: bool = False,
+        origins: Sequence[str] = (),
     ) -> tuple[AppView, int]:
         """Record the user's decision (None removes the entry); answer the app's waiting calls."""
         record = self.find(named)
@@ -293,13 +311,23 @@ class AppGate:
                 f"{record.id}'s policy was chosen when it was opened; answer its waiting"
                 f" request with --once, or open it again (signin-broker forward)"
             )
+        if origins and AppId.parse(record.id).kind is not AppKind.BROWSER:
+            raise NotABrowserApp(
+                f"origins limit a browser extension (browser:<browser>/<id>), not {record.id}"
+            )
         rules = dict(self.policy.rules)
         if decision is None:
             rules.pop(record.id, None)
         else:
             sha256 = await self._pin_of(record) if pin else ""
             rules[record.id] = AppRule(
-                record.id, decision, tuple(accounts), tuple(scopes), sha256, id_token
+                record.id,
+                decision,
+                tuple(accounts),
+                tuple(scopes),
+                sha256,
+                id_token,
+                tuple(origins),
             )
         self.policy.save(rules)
         effective = self._rule_of(record.id).decision  # the policy now holds `rules`
@@ -356,9 +384,19 @@ class AppGate:
 
 
 def _unidentified(caller: Caller) -> AppDenied:
+    if caller.refusal:
+        return AppDenied(f"refused: {caller.refusal}")
     return AppDenied(
         f"the broker could not tell which program is calling (pid {caller.pid}: it exited"
         " or changed before it could be identified); try again"
+    )
+
+
+def _origin_refused(app: str, origin: str, rule: AppRule) -> str:
+    allowed = ", ".join(rule.origins) or "none"
+    return (
+        f"{app} may not get tokens for {origin} (its policy's origins: {allowed}); to allow"
+        f" it: signin-broker apps allow {app!r} --origin {origin}"
     )
 
 

@@ -20,7 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...session.validation import check_scope
+from ...identities import AppId, AppKind
+from ...session.validation import check_origins, check_scope
 from ...store.files import write_atomically
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,8 @@ HEADER = """\
 # decision: "allow", "deny" or "ask" (each request waits for `signin-broker apps allow|deny`).
 # accounts: only these accounts (default: all); scopes: at most these (default: the sign-in's);
 # sha256: only this build of the executable (or script); id_token: may have the ID token too.
+# origins: a browser extension (app "browser:<browser>/<id>") gets tokens for these web
+# origins only; without them, for none.
 # Written by `signin-broker apps`; hand edits are read when the file changes.
 """
 
@@ -57,6 +60,7 @@ class AppRule:
     scopes: tuple[str, ...] = ()  # empty: the scopes of the sign-in
     sha256: str = ""  # pins the program file; "" accepts any
     id_token: bool = False  # may have the account's ID token as well (never by default)
+    origins: tuple[str, ...] = ()  # a browser extension's web origins; empty: none
 
 
 def parse(text: str, source: str = "apps.toml") -> dict[str, AppRule]:
@@ -83,10 +87,13 @@ def parse(text: str, source: str = "apps.toml") -> dict[str, AppRule]:
     return rules
 
 
+KEYS = ("app", "decision", "accounts", "scopes", "sha256", "id_token", "origins")
+
+
 def _rule(table: object) -> AppRule:
     if not isinstance(table, Mapping):
         raise TypeError("must be a table")
-    unknown = sorted(set(table) - {"app", "decision", "accounts", "scopes", "sha256", "id_token"})
+    unknown = sorted(set(table) - {*KEYS})
     if unknown:
         raise ValueError(f"unknown key {unknown[0]!r}")
     app = table.get("app")
@@ -104,6 +111,9 @@ def _rule(table: object) -> AppRule:
         raise TypeError("id_token must be true or false")
     if id_token and decision is not Decision.ALLOW:
         raise ValueError('id_token = true needs decision = "allow"')
+    origins = check_origins(_strings(table.get("origins", []), "origins"))
+    if origins and AppId.parse(app.strip()).kind is not AppKind.BROWSER:
+        raise ValueError('origins are a browser extension\'s (app = "browser:<browser>/<id>")')
     return AppRule(
         app=app.strip(),
         decision=decision,
@@ -111,6 +121,7 @@ def _rule(table: object) -> AppRule:
         scopes=tuple(check_scope(scope) for scope in _strings(table.get("scopes", []), "scopes")),
         sha256=sha256,
         id_token=id_token,
+        origins=origins,
     )
 
 
@@ -138,6 +149,8 @@ def render(rules: Iterable[AppRule]) -> str:
             lines.append(f"sha256 = {_quoted(rule.sha256)}")
         if rule.id_token:
             lines.append("id_token = true")
+        if rule.origins:
+            lines.append(f"origins = [{', '.join(map(_quoted, rule.origins))}]")
         parts.append("\n".join(lines) + "\n")
     return "".join(parts)
 

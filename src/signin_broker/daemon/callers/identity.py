@@ -15,6 +15,8 @@ What can be trusted, and how far:
   the daemon's look. What can be made sound is: the pid is the caller (pinned by a
   pidfd, else by its start time), a caller that cannot be identified has no app id and
   never gets a default "allow", and a relative script path is not trusted for a pin.
+- A browser extension is the broker's native host started by a known browser
+  (browsers.py); a caller that claims to be the host otherwise is refused with the reason.
 """
 
 from __future__ import annotations
@@ -33,10 +35,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...identities import AppId, AppKind
+from ..logs import Throttled
+from .browsers import BrowserHosts, NotFromABrowser, known_browsers
 from .forwarded import ForwardConnection, ForwardGrant
 from .peercred import open_peer_pidfd, read_peer_credentials
 
 log = logging.getLogger(__name__)
+# Whoever runs the host by hand decides how often: said a few times a minute at most.
+_NOT_FROM_A_BROWSER = Throttled(
+    log, "refused a caller that claims to be the native host of a browser extension"
+)
 
 # Linux: the peer's LSM label at connect() (AppArmor, SELinux), e.g. "snap.app.cmd (enforce)".
 SO_PEERSEC = getattr(socket, "SO_PEERSEC", 31)
@@ -57,16 +65,22 @@ class Caller:
     executable: str  # "" where it could not be read safely
     connection: int  # the daemon's sequence number of the connection, for logs
     script: str = ""  # what an interpreter runs (see script_of); "" for a native program
-    sandbox: AppId | None = None  # the app id, when a sandbox vouches for it
+    sandbox: AppId | None = None  # the app id, when a sandbox, forward or browser vouches for it
     script_is_absolute: bool = True  # False: the script's path depends on the cwd at start
     forward: ForwardConnection | None = None  # set on a forward's connection (forwarded.py)
+    refusal: str = ""  # why a caller that claims an identity it cannot have has none
     # The app's identity for policy and audit ("" when it could not be identified): the
     # sandbox's app id, else the program's. Written once: each call reads it several times.
     app: str = field(init=False)
 
     def __post_init__(self) -> None:
         app = self.sandbox or AppId(AppKind.PROGRAM, self.executable, self.script)
-        object.__setattr__(self, "app", str(app))
+        object.__setattr__(self, "app", "" if self.refusal else str(app))
+
+    @property
+    def browser(self) -> bool:
+        """Whether the caller is a browser extension, through the broker's native host."""
+        return self.sandbox is not None and self.sandbox.kind is AppKind.BROWSER
 
     @property
     def identified(self) -> bool:
@@ -74,23 +88,39 @@ class Caller:
         return bool(self.app)
 
 
-def identify_caller(sock: socket.socket, connection: int) -> Caller:
-    """Read the caller's kernel credentials and app identity from an accepted connection."""
+def identify_caller(
+    sock: socket.socket, connection: int, browsers: BrowserHosts | None = None
+) -> Caller:
+    """Read the caller's kernel credentials and app identity from an accepted connection.
+
+    `browsers`: which callers are browser extensions (by default the known browsers only).
+    """
+    browsers = browsers or known_browsers()
     accepted_at_ticks = int(time.clock_gettime(time.CLOCK_BOOTTIME) * _CLOCK_TICKS)
     creds = read_peer_credentials(sock)
     if not creds.pid or creds.uid != os.geteuid():
         return Caller(creds.uid, creds.gid, creds.pid or 0, "", connection)
     pidfd = open_peer_pidfd(sock)
     try:
-        program = _program_of(creds.pid, pidfd, accepted_at_ticks, _peer_label(sock))
+        program = _program_of(creds.pid, pidfd, accepted_at_ticks, _peer_label(sock), browsers)
     finally:
         if pidfd is not None:
             os.close(pidfd)
     if program is None:
         return Caller(creds.uid, creds.gid, creds.pid, "", connection)
-    executable, script, sandbox, absolute = program
+    executable, script, sandbox, absolute, refusal = program
+    if refusal:
+        _NOT_FROM_A_BROWSER.warn(caller_pid=creds.pid, connection=connection, reason=refusal)
     return Caller(
-        creds.uid, creds.gid, creds.pid, executable, connection, script, sandbox, absolute
+        creds.uid,
+        creds.gid,
+        creds.pid,
+        executable,
+        connection,
+        script,
+        sandbox,
+        absolute,
+        refusal=refusal,
     )
 
 
@@ -117,9 +147,9 @@ def identify_forwarded(sock: socket.socket, connection: int, grant: ForwardGrant
 
 
 def _program_of(
-    pid: int, pidfd: int | None, accepted_at_ticks: int, label: str
-) -> tuple[str, str, AppId | None, bool] | None:
-    """Executable, script, sandbox and script-is-absolute; None unless pid surely is the caller.
+    pid: int, pidfd: int | None, accepted_at_ticks: int, label: str, browsers: BrowserHosts
+) -> tuple[str, str, AppId | None, bool, str] | None:
+    """Executable, script, sandbox, script-is-absolute and a refusal; None unless pid is the caller.
 
     The pid could be reused between connect() and this read. A pidfd pins the
     process: if it is still alive after the read, the pid was not reused. Without one
@@ -133,18 +163,51 @@ def _program_of(
         executable = os.readlink(f"/proc/{pid}/exe")  # noqa: PTH115 - a str, not a Path, is kept
         cmdline = _read_small(f"/proc/{pid}/cmdline").split(b"\0")
         arguments = [part.decode("utf-8", "surrogateescape") for part in cmdline if part]
-        script, absolute = "", True
+        script, absolute, refusal = "", True, ""
         if INTERPRETER.fullmatch(Path(executable).name):
             script = script_of(arguments, os.readlink(f"/proc/{pid}/cwd"))  # noqa: PTH115
             absolute = _named_absolutely(arguments)
+            passed = browsers.claimed(script, _after_script(arguments)) if sandbox is None else None
+            if passed is not None:
+                try:
+                    sandbox = browsers.extension(script, absolute, passed, _parent_of(pid))
+                except NotFromABrowser as error:
+                    refusal = str(error)
     except (OSError, ValueError, UnidentifiableSandbox) as error:
         log.debug("caller cannot be identified", extra={"pid": pid, "reason": str(error)})
         return None
     if pidfd is not None and not _is_alive(pidfd):
         return None
-    if executable.endswith(" (deleted)"):
-        executable = executable.removesuffix(" (deleted)")
-    return executable, script, sandbox, absolute
+    return executable.removesuffix(" (deleted)"), script, sandbox, absolute, refusal
+
+
+def _parent_of(pid: int) -> str:
+    """The executable of pid's parent process, as the kernel names it ("" when it cannot).
+
+    The parent is pinned by a pidfd while its executable is read, and pid must still be
+    its child afterwards: a parent that exited (the host then belongs to a reaper) or a
+    reused pid names nobody.
+    """
+    parent = _parent_pid(pid)
+    try:
+        parent_fd = os.pidfd_open(parent)
+    except OSError:
+        return ""
+    try:
+        executable = os.readlink(f"/proc/{parent}/exe")  # noqa: PTH115
+        if _parent_pid(pid) != parent or not _is_alive(parent_fd):
+            return ""
+    except OSError:
+        return ""
+    finally:
+        os.close(parent_fd)
+    return executable.removesuffix(" (deleted)")  # a browser upgraded while it runs
+
+
+def _parent_pid(pid: int) -> int:
+    """The process id of pid's parent (/proc/<pid>/stat field 4)."""
+    stat_line = _read_small(f"/proc/{pid}/stat")
+    return int(stat_line[stat_line.rindex(b")") + 2 :].split()[1])
 
 
 class UnidentifiableSandbox(Exception):
@@ -256,19 +319,29 @@ _OPTIONS_WITH_VALUE = frozenset({"-W", "-X", "--check-hash-based-pycs", "-r", "-
 
 def _script_argument(cmdline: Sequence[str]) -> str | None:
     """The argument naming the script ("-m module" for a module), or None (inline code)."""
+    return _script_and_rest(cmdline)[0]
+
+
+def _after_script(cmdline: Sequence[str]) -> list[str]:
+    """The arguments the script is given (those after it); none for inline code."""
+    return _script_and_rest(cmdline)[1]
+
+
+def _script_and_rest(cmdline: Sequence[str]) -> tuple[str | None, list[str]]:
+    """The argument naming the script (or None), and the arguments after it."""
     arguments = iter(cmdline[1:])
     for argument in arguments:
         if argument in ("-c", "-e", "--eval", "-"):
-            return None
+            return None, []
         if argument == "-m":
-            return f"-m {next(arguments, '')}".rstrip()
+            return f"-m {next(arguments, '')}".rstrip(), list(arguments)
         if argument.startswith("-m") and not argument.startswith("--"):
-            return f"-m {argument[2:]}"
+            return f"-m {argument[2:]}", list(arguments)
         if argument in _OPTIONS_WITH_VALUE:
             next(arguments, None)
         elif not argument.startswith("-"):
-            return argument
-    return None
+            return argument, list(arguments)
+    return None, []
 
 
 def script_of(cmdline: Sequence[str], cwd: str) -> str:

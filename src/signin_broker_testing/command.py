@@ -1,4 +1,4 @@
-"""What `python -m signin_broker.testing` runs: the stub provider in the foreground, for a demo.
+"""What `python -m signin_broker_testing` runs: the stub provider in the foreground, for a demo.
 
 Prints one JSON line, {"issuer": ..., "admin_token": ...}, then logs each request to
 stderr until SIGTERM or SIGINT, when it stops and exits 0.
@@ -20,7 +20,7 @@ STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit status."""
     parser = argparse.ArgumentParser(
-        prog="python -m signin_broker.testing",
+        prog="python -m signin_broker_testing",
         description="Run a stub OpenID Connect provider on loopback.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="a loopback address")

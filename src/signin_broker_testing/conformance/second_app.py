@@ -1,6 +1,6 @@
 """The second app of case I3: it asks the daemon for the token and the provider for the user.
 
-`python -m signin_broker.conformance.second_app SOCKET` prints the user's sub. It has no
+`python -m signin_broker_testing.conformance.second_app SOCKET` prints the user's sub. It has no
 sign-in of its own: with no token from the daemon it fails, and never opens a browser.
 """
 
@@ -10,7 +10,7 @@ import sys
 
 import httpx2
 
-from ..client import BrokerClient
+from signin_broker.client import BrokerClient
 
 
 def main(socket_path: str) -> int:

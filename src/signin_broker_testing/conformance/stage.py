@@ -17,10 +17,11 @@ from urllib.parse import urlsplit
 
 import httpx2
 
-from ..client import BrokerClient
-from ..testing import StubProvider, StubUser
-from ..testing.browser import Browser
-from ..testing.daemon import DaemonProcess, short_temp_dir
+from signin_broker.client import BrokerClient
+
+from .. import StubProvider, StubUser
+from ..browser import Browser
+from ..daemon import DaemonProcess, short_temp_dir
 from .hooks import Hook
 
 BEGIN = "/auth/oauth2/id-provider"
@@ -103,7 +104,9 @@ class Stage:
                 # minute (the default, 60, is the contract's bound and holds it too).
                 "--revalidate-seconds",
                 str(REVALIDATE_SECONDS),
-            ).start()
+            )
+            # Started once it is the stage's: one that never gets ready is still stopped.
+            self.daemon.start()
             self.web_url = self.daemon.web_url
         except BaseException:
             self.close()

@@ -21,8 +21,9 @@ from urllib.parse import quote
 
 import httpx2
 
-from ..client import BrokerError, Event, EventKind, NotSignedIn, SignInState
-from ..testing.browser import location
+from signin_broker.client import BrokerError, Event, EventKind, NotSignedIn, SignInState
+
+from ..browser import location
 from .stage import BEGIN, Stage
 
 OUTCOME_SECONDS = 30  # a sign-in's outcome arrives in well under this

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import httpx2
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
-from ..testing.browser import location, query_of
+from ..browser import location, query_of
 from .stage import CALLBACK, PERSON, Skip, Stage
 from .steps import (
     DEEP_LINK,
@@ -293,7 +293,7 @@ def i3(stage: Stage, surface: Surface) -> None:
         [
             sys.executable,
             "-m",
-            "signin_broker.conformance.second_app",
+            "signin_broker_testing.conformance.second_app",
             str(stage.running.socket_path),
         ],
         capture_output=True,

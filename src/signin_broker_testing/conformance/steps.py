@@ -14,7 +14,7 @@ from urllib.parse import urlencode, urlsplit
 import httpx2
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
-from ..testing.browser import location, query_of
+from ..browser import location, query_of
 from .stage import BEGIN, CALLBACK, Stage
 from .surfaces import Attempt, Surface, Verdict
 

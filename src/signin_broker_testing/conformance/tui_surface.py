@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import httpx2
 
-from ..testing.terminal import Terminal
+from ..terminal import Terminal
 from .stage import Stage
 from .surfaces import OUTCOME_SECONDS, Attempt, Surface, Verdict
 

@@ -17,8 +17,8 @@ import sys
 
 import httpx2
 
-from ..testing.lines import Lines
-from ..testing.processes import stop
+from ..lines import Lines
+from ..processes import stop
 from .stage import Stage
 from .surfaces import OUTCOME_SECONDS, Attempt, Verdict, Web
 
