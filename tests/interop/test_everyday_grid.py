@@ -103,8 +103,9 @@ def grid(request: pytest.FixtureRequest) -> Iterator[Grid]:
         stack.callback(daemon.stop)
         provider.sign_in(daemon)
         with BrokerClient(daemon.socket_path) as broker:
-            token = broker.get_token()
-        yield Grid(provider, daemon, folder, str(provider.accepted(token.access_token)["sub"]))
+            signed_in = broker.status().default
+        assert signed_in is not None, daemon.output()
+        yield Grid(provider, daemon, folder, signed_in.platform_user_id)
     shutil.rmtree(folder, ignore_errors=True)
 
 
