@@ -114,7 +114,8 @@ def test_idle_connections_by_the_thousand_neither_lock_an_app_out_nor_pile_up_in
         assert line, attacker.stderr.read() if attacker.stderr else ""
         held = json.loads(line)
         late = App(folder / "apps", "late").start(socket_path, "token")
-        assert outcome(late, timeout=60)["ok"]  # bounded: an app locked out never gets here
+        answered = outcome(late, timeout=60)  # bounded: an app locked out never gets here
+        assert answered["ok"], answered
         attacker.stdin.close()
         assert attacker.wait(timeout=60) == 0
     finally:

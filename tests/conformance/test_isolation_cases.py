@@ -11,9 +11,11 @@ is a pending device (QR) sign-in.
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
@@ -26,8 +28,8 @@ from signin_broker.store.tenants import MissingTenantKey
 from signin_broker.store.vault import Vault
 from signin_broker_testing import StubProvider
 from signin_broker_testing.browser import Browser
-from signin_broker_testing.daemon import DaemonProcess
-from support.accounts import ALICE_AT_7, ALICE_ID, BOB_ID, daemon_with_accounts
+from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
+from support.accounts import ALICE, ALICE_AT_7, ALICE_ID, BOB, BOB_ID, daemon_with_accounts
 from support.apps import App, rule, write_policy
 from support.commands import BIN
 from support.events import watching
@@ -36,6 +38,27 @@ from support.state import keyring_has, state_files
 
 NOT_FOUND = {"ok": False, "code": "NOT_FOUND", "message": "not found"}
 SECOND_APP = Path(__file__).parents[2] / "examples" / "app_userinfo.py"
+
+
+@pytest.fixture(scope="module")
+def shared_people() -> Iterator[StubProvider]:
+    with StubProvider(users=[ALICE, BOB], auto_approve=ALICE.sub) as provider:
+        yield provider
+
+
+@pytest.fixture(scope="module")
+def accounts_daemon(shared_people: StubProvider) -> Iterator[DaemonProcess]:
+    """Alice (the default), Bob and Alice in workspace 7, for the tests that only read.
+
+    Each writes the policy for its own apps (the whole file: no rule of another test's
+    stays) and changes no account; a test that signs out or removes one has a daemon of
+    its own.
+    """
+    folder = short_temp_dir()
+    daemon = daemon_with_accounts(shared_people, folder / "run" / "broker.sock")
+    yield daemon
+    daemon.stop()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def audit_db(daemon: DaemonProcess) -> sqlite3.Connection:
@@ -84,29 +107,27 @@ def test_iso_T1_an_app_the_user_denied_is_refused_and_sees_nothing(
 
 
 def test_iso_T2_an_app_sees_only_the_accounts_it_is_allowed(
-    people: StubProvider, socket_path: Path, tmp_path: Path
+    accounts_daemon: DaemonProcess, tmp_path: Path
 ) -> None:
-    daemon = daemon_with_accounts(people, socket_path, workspace=False)
+    socket_path = accounts_daemon.socket_path
     bobs_app, everyones_app = App(tmp_path, "bobs"), App(tmp_path, "everyones")
     write_policy(socket_path, rule(bobs_app, "allow", [BOB_ID]))
     assert bobs_app.run(socket_path, "accounts")["accounts"] == [BOB_ID]
     assert bobs_app.run(socket_path, "token")["account"] == BOB_ID  # its default is Bob
     assert bobs_app.run(socket_path, "status") == {"ok": True, "default": BOB_ID, "count": 1}
-    assert everyones_app.run(socket_path, "accounts")["accounts"] == [ALICE_ID, BOB_ID]
+    assert everyones_app.run(socket_path, "accounts")["accounts"] == [ALICE_ID, BOB_ID, ALICE_AT_7]
     assert everyones_app.run(socket_path, "token")["account"] == ALICE_ID
-    daemon.stop()
 
 
 def test_iso_T3_another_account_is_not_found_exactly_like_a_missing_one(
-    people: StubProvider, socket_path: Path, tmp_path: Path
+    accounts_daemon: DaemonProcess, tmp_path: Path
 ) -> None:
-    daemon = daemon_with_accounts(people, socket_path, workspace=False)
+    socket_path = accounts_daemon.socket_path
     bobs_app = App(tmp_path, "bobs")
     write_policy(socket_path, rule(bobs_app, "allow", [BOB_ID]))
     assert bobs_app.run(socket_path, "token", ALICE_ID) == NOT_FOUND  # exists, not Bob's
     assert bobs_app.run(socket_path, "token", "user:9999") == NOT_FOUND  # does not exist
     assert bobs_app.run(socket_path, "audit", ALICE_ID) == NOT_FOUND
-    daemon.stop()
 
 
 def test_iso_T4_a_write_naming_another_account_is_refused_and_changes_nothing(
@@ -128,35 +149,33 @@ def test_iso_T4_a_write_naming_another_account_is_refused_and_changes_nothing(
 
 
 def test_iso_T5_a_workspace_account_is_seen_by_the_apps_allowed_to_it(
-    people: StubProvider, socket_path: Path, tmp_path: Path
+    shared_people: StubProvider, accounts_daemon: DaemonProcess, tmp_path: Path
 ) -> None:
-    daemon = daemon_with_accounts(people, socket_path)
+    socket_path = accounts_daemon.socket_path
     workspace_app = App(tmp_path, "workspace")
     write_policy(socket_path, rule(workspace_app, "allow", [ALICE_AT_7]))
     assert workspace_app.run(socket_path, "accounts")["accounts"] == [ALICE_AT_7]
     token = workspace_app.run(socket_path, "token", ALICE_AT_7)
     assert token["account"] == ALICE_AT_7
     claims = httpx2.get(
-        people.base_url + "/oauth/v2/userinfo",
+        shared_people.base_url + "/oauth/v2/userinfo",
         headers={"Authorization": f"Bearer {token['access_token']}"},
     ).json()
     assert claims["sub"] == "1001" and claims["workspace_id"] == "7"
     with BrokerClient(socket_path) as client:
         listed = {a.id: a for a in client.accounts()}
     assert listed[ALICE_AT_7].workspace_id == "7" and listed[ALICE_ID].workspace_id == ""
-    daemon.stop()
 
 
 def test_iso_T6_a_workspace_account_is_not_found_for_apps_not_allowed_to_it(
-    people: StubProvider, socket_path: Path, tmp_path: Path
+    shared_people: StubProvider, accounts_daemon: DaemonProcess, tmp_path: Path
 ) -> None:
-    daemon = daemon_with_accounts(people, socket_path)
+    socket_path = accounts_daemon.socket_path
     personal_app = App(tmp_path, "personal")
     write_policy(socket_path, rule(personal_app, "allow", [ALICE_ID]))
     assert personal_app.run(socket_path, "accounts")["accounts"] == [ALICE_ID]
     assert personal_app.run(socket_path, "token", ALICE_AT_7) == NOT_FOUND
     assert personal_app.run(socket_path, "token", "user:1001:workspace:8") == NOT_FOUND
-    daemon.stop()
 
 
 def test_iso_T6_a_workspace_the_user_is_not_a_member_of_gives_no_account(
@@ -189,14 +208,14 @@ def test_iso_T7_the_stores_refuse_any_access_without_a_tenant_key(tmp_path: Path
 
 
 def test_iso_T8_the_daemons_audit_reads_use_the_tenant_and_actor_indexes(
-    people: StubProvider, socket_path: Path, tmp_path: Path
+    accounts_daemon: DaemonProcess, tmp_path: Path
 ) -> None:
-    daemon = daemon_with_accounts(people, socket_path, workspace=False)
+    socket_path = accounts_daemon.socket_path
     with BrokerClient(socket_path) as client:
         for _ in range(20):
             client.get_token()
         assert client.audit_events(account=ALICE_ID)  # written, and read through the API
-    with audit_db(daemon) as db:
+    with audit_db(accounts_daemon) as db:
         db.execute("ANALYZE")
         for sql, index, params in (
             (FOR_ACCOUNT_SQL, "audit_log_target_created", {"account": ALICE_ID, "app": ""}),

@@ -19,6 +19,7 @@ from signin_broker_testing.daemon import DaemonProcess
 from support.commands import BIN
 from support.events import watching
 from support.state import state_files
+from support.waiting import eventually
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
@@ -46,7 +47,9 @@ def test_approved_on_another_device_the_session_is_ready(
         assert started.url.endswith("user_code=" + started.user_code)
         progress = events.wait_for(EventKind.SIGN_IN_PROGRESS)
         assert started.user_code in progress.detail and progress.sign_in_id == started.sign_in_id
-        time.sleep(2.5)  # a few polls while nobody has approved yet
+        eventually(  # a few polls while nobody has approved yet
+            lambda: len(tv_stub.device_polls(started.user_code)) >= 2, "two polls", 15, 0.05
+        )
         tv_stub.approve_device(started.user_code)
         signed_in = events.wait_for(EventKind.SIGNED_IN, timeout=15)
         assert signed_in.sign_in_id == started.sign_in_id and signed_in.account == "user:1001"
@@ -86,8 +89,7 @@ def test_slow_down_makes_the_daemon_poll_five_seconds_slower(
         while not any("every 6 s" in e.detail for e in events.events):
             assert time.monotonic() < deadline, events.events
             time.sleep(0.1)
-        time.sleep(6.5)  # one more poll, six seconds after the slow_down
-        tv_stub.approve_device(started.user_code)
+        tv_stub.approve_device(started.user_code)  # the next poll, 6 s on, signs in
         events.wait_for(EventKind.SIGNED_IN, timeout=15)
     polls = tv_stub.device_polls(started.user_code)  # the first one was told to slow down
     gaps = [later - earlier for earlier, later in itertools.pairwise(polls)]

@@ -20,6 +20,7 @@ from signin_broker.httpx import BrokerAuth as HttpxAuth
 from signin_broker.httpx2 import BrokerAuth as Httpx2Auth
 from signin_broker.requests import BrokerAuth as RequestsAuth
 from signin_broker_testing import StubProvider
+from signin_broker_testing.daemon import DaemonProcess
 from support.protected_api import ProtectedApi
 from support.signin import signed_in_daemon
 from support.tokens import access_token
@@ -74,14 +75,17 @@ CLIENTS: dict[str, Callable[[ProtectedApi, Path], tuple[int, dict]]] = {
 
 @pytest.mark.parametrize("name", list(CLIENTS))
 def test_the_request_carries_the_brokers_token(
-    name: str, stub: StubProvider, socket_path: Path
+    name: str, shared_stub: StubProvider, shared_broker: DaemonProcess
 ) -> None:
-    daemon = signed_in_daemon(stub, socket_path)
-    with ProtectedApi(stub) as api:
+    socket_path = shared_broker.socket_path
+    with ProtectedApi(shared_stub) as api:
         status, me = CLIENTS[name](api, socket_path)
     assert (status, me["sub"]) == (200, "1001")
     assert api.seen == [access_token(socket_path)]
-    daemon.stop()
+
+
+# The tests below renew the token (a renewal within a quarter of its lifetime is not
+# made again): each has a daemon of its own.
 
 
 @pytest.mark.parametrize("name", list(CLIENTS))
