@@ -160,8 +160,12 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
         )
 
     def validate_token_request(self) -> None:
-        """Check the request as authlib does; a code bound to a DPoP key needs its proof."""
+        """Check the request as authlib does; a code bound to a DPoP key needs its proof.
+
+        A client that must use DPoP gets invalid_grant without one, its code spent.
+        """
         super().validate_token_request()
+        refuse_without_a_proof(self.request)
         bound = self.request.authorization_code.dpop_jkt
         if bound is not None and bound != self.request.dpop_jkt:
             raise InvalidGrantError("The code is bound to another DPoP key (dpop_jkt).")
@@ -221,6 +225,7 @@ class RefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
     def validate_token_request(self) -> None:
         """Check client, token and scope as authlib does, then the RFC 8707 resource."""
         super().validate_token_request()
+        refuse_without_a_proof(self.request)
         self.request.resource = requested_resource(self.request.payload)
 
     def authenticate_refresh_token(self, refresh_token: str) -> RefreshCredential | None:
@@ -316,6 +321,9 @@ class StubDeviceCodeGrant(DeviceCodeGrant):  # type: ignore[misc]
         cannot both redeem an approval.
         """
         store: StubStore = self.server.store
+        if self.request.client.registration.dpop_bound_access_tokens and not self.request.dpop_jkt:
+            store.spend_approved_device(credential)
+            refuse_without_a_proof(self.request)
         outcome = store.poll_device(credential, time.monotonic())
         if outcome == "approved":
             return store.users[credential.sub]
@@ -325,6 +333,12 @@ class StubDeviceCodeGrant(DeviceCodeGrant):  # type: ignore[misc]
         """Keep the new pair, in the workspace the device asked for."""
         device: DeviceAuthorization = self.request.credential
         self.server.save_token(token, self.request, workspace_id=device.workspace_id)
+
+
+def refuse_without_a_proof(request: AuthlibRequest) -> None:
+    """invalid_grant, as oidc-provider words it, for a client that must prove and did not."""
+    if request.client.registration.dpop_bound_access_tokens and request.dpop_jkt is None:
+        raise InvalidGrantError("grant request is invalid")
 
 
 def requested_workspace(payload: Parameters) -> str | None:

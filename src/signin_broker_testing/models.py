@@ -39,6 +39,10 @@ class StubClient:
     A confidential client must authenticate with its `token_endpoint_auth_method`
     alone, at the token, revocation and device authorization endpoints: with its
     `client_secret`, or with a JWT signed by a key of its `jwks` (public keys, RFC 7517).
+    With `dpop_bound_access_tokens` (RFC 9449 10.2; the stub must offer DPoP) every
+    token request without a DPoP proof is refused with a plain invalid_grant, as panva's
+    oidc-provider refuses it, only harsher: the code is spent, and so is a device code
+    already approved (a pending one is left, as oidc-provider leaves it).
     """
 
     client_id: str
@@ -47,6 +51,7 @@ class StubClient:
     token_endpoint_auth_method: str = "none"  # noqa: S105 - one of CLIENT_AUTH_METHODS
     client_secret: str = field(default="", repr=False)
     jwks: Mapping[str, Any] | None = None
+    dpop_bound_access_tokens: bool = False
 
     def accepts_redirect_uri(self, uri: str) -> bool:
         """Whether `uri` is one of the registered redirect URIs."""
@@ -121,8 +126,10 @@ def _loopback_parts(uri: str) -> tuple[str, str, str, str] | None:
     return (parts.hostname, parts.path, parts.query, parts.fragment)
 
 
-def check_client(client: StubClient) -> None:
+def check_client(client: StubClient, *, dpop_offered: bool = True) -> None:
     """A client has what its authentication method needs, and nothing it does not use."""
+    if client.dpop_bound_access_tokens and not dpop_offered:
+        raise ValueError(f"{client.client_id}: dpop_bound_access_tokens needs dpop=True")
     method = client.token_endpoint_auth_method
     if method not in CLIENT_AUTH_METHODS:
         raise ValueError(

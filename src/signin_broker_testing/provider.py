@@ -393,7 +393,7 @@ def _check_settings(stub: StubProvider) -> None:
     if not client_ids or len(set(client_ids)) != len(client_ids):
         raise ValueError("clients must be at least one, each with its own client_id")
     for client in stub.clients:
-        check_client(client)
+        check_client(client, dpop_offered=stub.dpop)
     if not set(stub.token_endpoint_auth_methods) <= set(CLIENT_AUTH_METHODS):
         raise ValueError(f"token_endpoint_auth_methods are among {CLIENT_AUTH_METHODS} only")
     if stub.auto_approve is not None and stub.auto_approve not in subs:

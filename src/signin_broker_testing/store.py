@@ -177,6 +177,12 @@ class StubStore:
                 return "approved"
             return "pending"
 
+    def spend_approved_device(self, device: DeviceAuthorization) -> None:
+        """Use up an approved device code without tokens (a refusal that spends it)."""
+        with self._lock:
+            if device.state == "approved":
+                device.state = "redeemed"
+
     def expire_device(self, user_code: str) -> None:
         """Make a device code expire now; KeyError for an unknown user code."""
         with self._lock:

@@ -1,6 +1,7 @@
 """DPoP (RFC 9449) under attack: proofs only for allowed apps, each proof good once, the key kept.
 
-One stub offering DPoP and one daemon with two accounts serve the module.
+One stub offering DPoP and one daemon with two accounts, its `dpop` setting asking for
+DPoP (auto: wherever the provider offers it), serve the module.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ def stub() -> Iterator[StubProvider]:
 @pytest.fixture(scope="module")
 def daemon(stub: StubProvider) -> Iterator[DaemonProcess]:
     folder = short_temp_dir()
-    daemon = daemon_with_accounts(stub, folder / "run" / "broker.sock", workspace=False)
+    daemon = daemon_with_accounts(
+        stub, folder / "run" / "broker.sock", "--dpop", "auto", workspace=False
+    )
     yield daemon
     daemon.stop()
     shutil.rmtree(folder, ignore_errors=True)

@@ -3,32 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 from signin_broker_testing import StubProvider
-from support.commands import BIN
+from support.commands import docker_config as configured
+from support.commands import docker_helper as helper
 from support.signin import signed_in_daemon
 from support.tokens import access_token
 
-HELPER = str(BIN / "docker-credential-signin-broker")
 REGISTRY = "registry.example.com"
-
-
-def helper(socket_path: Path, config: Path, operation: str, given: str):
-    return subprocess.run(
-        [HELPER, "--socket", str(socket_path), operation],
-        input=given, capture_output=True, text=True, timeout=30,
-        env={**os.environ, "XDG_CONFIG_HOME": str(config)},
-    )  # fmt: skip
-
-
-def configured(folder: Path, text: str) -> Path:
-    config = folder / "tool-config"
-    (config / "signin-broker").mkdir(parents=True)
-    (config / "signin-broker" / "docker.toml").write_text(text)
-    return config
 
 
 def test_get_list_store_and_erase_round_trips(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -33,6 +34,7 @@ CHECKS = [
     "daemon",
     "provider main",
     "clock (main)",
+    "tokens (user:1001)",
     "keyring",
     "state folder",
     "systemd units",
@@ -68,6 +70,7 @@ def test_a_healthy_set_up_passes_every_check_in_order(
     assert findings["daemon"]["seen"].startswith(f"running: pid {daemon.pid}, version ")
     assert "started by manual" in findings["daemon"]["seen"]
     assert findings["provider main"]["seen"].startswith(f"{stub.issuer} answers")
+    assert findings["tokens (user:1001)"]["seen"] == "Bearer: any tool can send them"
     shown = signin_broker("--socket", str(socket_path), "doctor", env=daemon.env)
     assert shown.returncode == 0 and shown.stdout.rstrip().endswith("all checks passed"), shown
 
@@ -102,10 +105,13 @@ def test_a_misspelt_variable_of_the_running_daemon_is_named_with_the_setting_mea
 
 
 def test_an_unreachable_provider_says_so_and_what_to_check(socket_path: Path) -> None:
-    with StubProvider() as gone:
-        issuer = gone.issuer
-    with DaemonProcess(socket_path, "--issuer", issuer) as daemon:
-        code, findings = doctor(daemon)
+    # A port bound and never listened on: connections are refused, and no server another
+    # test starts meanwhile can take it (a stopped stub's port could answer again).
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        issuer = f"http://127.0.0.1:{held.getsockname()[1]}"
+        with DaemonProcess(socket_path, "--issuer", issuer) as daemon:
+            code, findings = doctor(daemon)
     assert code == 1
     assert failed(findings) == ["provider main"]
     provider = findings["provider main"]

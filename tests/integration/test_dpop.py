@@ -1,7 +1,9 @@
 """DPoP (RFC 9449) against the stub provider: tokens bound to the daemon's key, end to end.
 
-One stub offering DPoP and one daemon signed in to it serve the whole module; each
-test leaves the session signed in for the next.
+One stub whose client must use DPoP (`dpop_bound_access_tokens`, its refusal spending
+the code) and one daemon on default settings, signed in to it, serve the whole module:
+everything DPoP does where a provider requires it. Each test leaves the session signed
+in for the next. Where the `dpop` setting asks for it: tests/attacks/test_dpop_attacks.py.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,17 +31,19 @@ from signin_broker.requests import BrokerAuth as RequestsAuth
 from signin_broker_testing import StubProvider
 from signin_broker_testing.browser import Browser
 from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
+from signin_broker_testing.models import DEFAULT_CLIENT
 from support.commands import signin_broker
 from support.events import watching
 from support.signin import signed_in_daemon
 from support.state import decrypted_record
 
 ACCOUNT = "user:1001"
+MUST_PROVE = replace(DEFAULT_CLIENT, dpop_bound_access_tokens=True)
 
 
 @pytest.fixture(scope="module")
 def stub() -> Iterator[StubProvider]:
-    with StubProvider(dpop=True, device_interval=1) as provider:
+    with StubProvider(clients=[MUST_PROVE], dpop=True, device_interval=1) as provider:
         yield provider
 
 
@@ -71,8 +76,10 @@ def test_the_sign_in_binds_the_tokens_to_the_daemons_key(
     assert exchange.headers.get("dpop"), "the code was redeemed without a proof"
     with BrokerClient(daemon.socket_path) as broker:
         token = broker.get_token()
-        assert token.token_type == "DPoP"
-        assert [provider.dpop for provider in broker.status().providers] == ["auto"]
+        assert (token.token_type, token.dpop_bound_by) == ("DPoP", "provider")
+        status = broker.status()
+        assert [(p.dpop, p.dpop_required) for p in status.providers] == [("if-required", True)]
+        assert status.default is not None and status.default.dpop_bound_by == "provider"
         as_bearer = httpx.get(
             userinfo_url(stub), headers={"Authorization": f"Bearer {token.access_token}"}
         )
@@ -221,7 +228,8 @@ def test_the_cli_prints_both_headers_and_tools_that_cannot_send_them_say_why(
         signin_broker(*socket, "token", "--format", "exec-credential"),
         signin_broker(*socket, "token", "--format", "header"),
     ):
-        assert "cannot send DPoP proofs" in refused.stderr and 'dpop = "off"' in refused.stderr
+        assert "cannot send DPoP proofs" in refused.stderr, refused.stderr
+        assert "provider requires DPoP of the broker's client" in refused.stderr
         assert "DPoP " not in refused.stdout
 
 

@@ -7,7 +7,6 @@ checks it with the provider, as a forge taking OAuth tokens does.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -15,31 +14,11 @@ from signin_broker.client import BrokerClient
 from signin_broker_testing import StubProvider
 from signin_broker_testing.daemon import DaemonProcess
 from support.commands import BIN
-from support.git_server import GitServer, bare_repository
+from support.git_server import GitServer, bare_repository, git
 from support.signin import signed_in_daemon
 from support.tokens import access_token
 
 HELPER = str(BIN / "git-credential-signin-broker")
-
-
-def git(folder: Path, socket_path: Path, server: GitServer, *args: str):
-    """Run git with only this test's config: the helper for the forge, no prompts."""
-    config = folder / "gitconfig"
-    config.write_text(
-        f'[credential "{server.url}"]\n'
-        f'\thelper = "signin-broker --socket {socket_path} --username someone"\n'
-    )
-    env = {
-        "HOME": str(folder),
-        "GIT_CONFIG_GLOBAL": str(config),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_ASKPASS": "/bin/false",
-        "PATH": f"{BIN}:{os.environ['PATH']}",
-    }
-    return subprocess.run(
-        ["git", *args], cwd=folder, env=env, capture_output=True, text=True, timeout=60
-    )
 
 
 def test_git_clones_with_the_token_the_daemon_serves(

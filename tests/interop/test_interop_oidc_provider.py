@@ -20,6 +20,8 @@ from signin_broker_testing.daemon import short_temp_dir
 from support.providers import checks, step_up
 from support.providers.node import NodeOidcProvider
 
+pytestmark = pytest.mark.external  # Node
+
 ACCESS_TOKEN_TTL = 20
 
 

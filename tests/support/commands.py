@@ -25,3 +25,22 @@ def signin_broker(
         timeout=timeout,
         env={**os.environ, **(env or {})},
     )
+
+
+def docker_helper(
+    socket_path: Path, config: Path, operation: str, given: str
+) -> subprocess.CompletedProcess[str]:
+    """Run `docker-credential-signin-broker OPERATION` as docker does: `given` on stdin."""
+    return subprocess.run(
+        [str(BIN / "docker-credential-signin-broker"), "--socket", str(socket_path), operation],
+        input=given, capture_output=True, text=True, timeout=30,
+        env={**os.environ, "XDG_CONFIG_HOME": str(config)},
+    )  # fmt: skip
+
+
+def docker_config(folder: Path, text: str) -> Path:
+    """An XDG_CONFIG_HOME under `folder` whose signin-broker/docker.toml holds `text`."""
+    config = folder / "tool-config"
+    (config / "signin-broker").mkdir(parents=True)
+    (config / "signin-broker" / "docker.toml").write_text(text)
+    return config

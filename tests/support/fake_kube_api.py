@@ -13,15 +13,14 @@ import ssl
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-from signin_broker_testing import StubProvider
 from support.certificates import self_signed
-from support.loopback_http import LoopbackServer, QuietHandler, honoured
+from support.loopback_http import LoopbackServer, QuietHandler, TokenJudge, honoured
 
 
 class FakeKubeApi(LoopbackServer):
     """Serves https://127.0.0.1:PORT; `tokens` holds each accepted request's token."""
 
-    def __init__(self, folder: Path, stub: StubProvider) -> None:
+    def __init__(self, folder: Path, stub: TokenJudge) -> None:
         self.stub = stub
         self.tokens: list[str] = []
         self.certificate = folder / "kube-api.pem"

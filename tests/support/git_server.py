@@ -8,12 +8,13 @@ server would after a revocation) to drive the helper's `erase`.
 from __future__ import annotations
 
 import base64
+import os
 import subprocess
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-from signin_broker_testing import StubProvider
-from support.loopback_http import LoopbackServer, QuietHandler, honoured
+from support.commands import BIN
+from support.loopback_http import LoopbackServer, QuietHandler, TokenJudge, honoured
 
 HTTP_BACKEND = "/usr/lib/git-core/git-http-backend"
 
@@ -21,7 +22,7 @@ HTTP_BACKEND = "/usr/lib/git-core/git-http-backend"
 class GitServer(LoopbackServer):
     """Serves the bare repositories under `root` at http://127.0.0.1:PORT/<name>.git."""
 
-    def __init__(self, root: Path, stub: StubProvider) -> None:
+    def __init__(self, root: Path, stub: TokenJudge) -> None:
         self.root = root
         self.stub = stub
         self.seen: list[tuple[str, str]] = []  # (username, token) of each accepted request
@@ -108,3 +109,25 @@ def bare_repository(root: Path, name: str) -> Path:
     bare = root / f"{name}.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(work), str(bare)], check=True)
     return bare
+
+
+def git(
+    folder: Path, socket_path: Path, server: GitServer, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """Run git with only this test's config: the broker's helper for the forge, no prompts."""
+    config = folder / "gitconfig"
+    config.write_text(
+        f'[credential "{server.url}"]\n'
+        f'\thelper = "signin-broker --socket {socket_path} --username someone"\n'
+    )
+    env = {
+        "HOME": str(folder),
+        "GIT_CONFIG_GLOBAL": str(config),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_ASKPASS": "/bin/false",
+        "PATH": f"{BIN}:{os.environ['PATH']}",
+    }
+    return subprocess.run(
+        ["git", *args], cwd=folder, env=env, capture_output=True, text=True, timeout=60
+    )

@@ -11,8 +11,18 @@ import httpx2
 import jwt as pyjwt
 import pytest
 
-from signin_broker.oidc.dpop import AUTO, OFF, REQUIRE, DpopKey, Nonces, key_for
-from signin_broker.oidc.errors import ProviderMisfit
+from signin_broker.oidc.dpop import (
+    AUTO,
+    IF_REQUIRED,
+    MODES,
+    OFF,
+    REQUIRE,
+    DpopKey,
+    Nonces,
+    key_for,
+    retry_key,
+)
+from signin_broker.oidc.errors import DpopWanted, OAuthError, ProviderMisfit
 from signin_broker.oidc.provider import Provider
 from support.fake_provider import run
 
@@ -55,13 +65,49 @@ def test_the_key_is_kept_whole_and_shown_by_its_thumbprint_only() -> None:
 
 
 def test_the_setting_and_the_providers_algorithms_choose_the_key() -> None:
+    assert MODES[0] == IF_REQUIRED  # the default (daemon.options): Bearer unless required
     assert key_for(OFF, ("ES256",), "it") is None
+    assert key_for(OFF, ("ES256",), "it", required=True) is None  # off wins, even then
+    assert key_for(IF_REQUIRED, ("ES256", "EdDSA"), "it") is None  # offered is not required
+    required = key_for(IF_REQUIRED, ("ES256",), "it", required=True)
+    assert required is not None and required.algorithm == "ES256"
+    assert key_for(IF_REQUIRED, (), "it", required=True) is None  # no longer offered
     assert key_for(AUTO, (), "it") is None
     assert key_for(AUTO, ("RS256",), "it") is None
     assert key_for(AUTO, ("ES256",), "it").algorithm == "ES256"  # type: ignore[union-attr]
     assert key_for(REQUIRE, ("ES256", "EdDSA"), "it").algorithm == "EdDSA"  # type: ignore[union-attr]
-    with pytest.raises(ProviderMisfit, match="dpop is require.*set dpop to auto or off"):
+    with pytest.raises(ProviderMisfit, match="dpop is require.*set dpop to if-required or off"):
         key_for(REQUIRE, ("RS256",), "the provider https://id.example.com")
+
+
+@pytest.mark.parametrize(
+    ("error", "description", "retried"),
+    [
+        ("invalid_grant", "grant request is invalid", True),  # panva's oidc-provider
+        ("invalid_request", "", True),
+        ("invalid_dpop_proof", "", True),
+        ("unauthorized_client", "DPoP proof JWT not provided", True),  # it says so itself
+        ("access_denied", "", False),
+        ("invalid_client", "", False),
+        ("authorization_pending", "", False),
+    ],
+)
+def test_a_refusal_without_a_proof_is_retried_with_one_where_it_may_be_wanted(
+    error: str, description: str, retried: bool
+) -> None:
+    refusal = OAuthError(error, description, 400)
+    key = retry_key(IF_REQUIRED, ("ES256", "EdDSA"), refusal)
+    assert (key is not None) is retried
+    assert key is None or key.algorithm == "EdDSA"
+    assert retry_key(IF_REQUIRED, ("RS256",), refusal) is None  # DPoP not offered
+    assert retry_key(AUTO, ("ES256",), refusal) is None  # a proof was sent already
+    assert retry_key(REQUIRE, ("ES256",), refusal) is None
+    if retried:  # off sends none: the person hears that the setting stands in the way
+        with pytest.raises(DpopWanted) as wanted:
+            retry_key(OFF, ("ES256",), refusal)
+        assert 'remove dpop = "off"' in wanted.value.hint and error in wanted.value.hint
+    else:
+        assert retry_key(OFF, ("ES256",), refusal) is None
 
 
 def test_a_nonce_is_kept_per_origin_and_a_challenge_recognised() -> None:

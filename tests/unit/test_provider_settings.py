@@ -101,12 +101,15 @@ def test_dpop_is_a_setting_of_each_provider(tmp_path: Path) -> None:
         'issuer = "https://idp.example"\ndpop = "require"\n'
         '[providers.work]\nissuer = "https://work.example"\ndpop = "off"\n'
         '[providers.home]\nissuer = "https://home.example"\n'
+        '[providers.old]\nissuer = "https://old.example"\ndpop = "auto"\n'
     )
-    main, work, home = settings_of(tmp_path, text).providers
-    assert (main.dpop, work.dpop, home.dpop) == ("require", "off", "auto")
+    main, work, home, old = settings_of(tmp_path, text).providers
+    # None set: Bearer unless the provider requires DPoP; what a config says keeps its meaning
+    assert (main.dpop, work.dpop, home.dpop, old.dpop) == ("require", "off", "if-required", "auto")
     flagged = load(["--issuer", "https://idp.example", "--dpop", "OFF"], environ={})
     assert flagged.main.dpop == "off"
     from_env = load(["--issuer", "https://idp.example"], environ={"SIGNIN_BROKER_DPOP": "require"})
     assert from_env.main.dpop == "require"
-    with pytest.raises(SettingsError, match=r"dpop \(\[providers.work\].*must be one of auto"):
+    modes = "must be one of if-required, auto, require, off"
+    with pytest.raises(SettingsError, match=r"dpop \(\[providers.work\].*" + modes):
         settings_of(tmp_path, '[providers.work]\nissuer = "https://w.example"\ndpop = "on"\n')

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -24,11 +25,13 @@ from ..client import (
 from ._output import (
     accounts_table,
     by_source,
+    dpop_rows,
     duration,
     jsonable,
     key_values,
     moment,
     print_json,
+    provider_state,
     shortened,
     table,
 )
@@ -43,20 +46,23 @@ _STATE_WORDS = {
 
 
 def status(client: BrokerClient, args: argparse.Namespace) -> int:
-    """Print whether the daemon runs, where, and who is signed in."""
+    """Print whether the daemon runs, where, who is signed in and how their tokens go."""
     info = client.status()
-    if args.json:
-        return print_json(info)
     if info.forward is not None:  # asked through a forward: nothing of the host to show
         from ._forward import print_status
 
-        return print_status(info, info.forward)
+        return print_json(info) if args.json else print_status(info, info.forward)
+    listed: tuple[Account, ...] = ()
+    with contextlib.suppress(BrokerError):  # an app whose policy lets it list no account
+        listed = tuple(client.accounts())
+    if args.json:
+        return print_json({**jsonable(info), "accounts": jsonable(listed)})
     caller = info.caller
     default = info.default
     providers = [
         (
             f"provider {p.alias or 'main'}" + (" (default)" if p.is_default else ""),
-            _provider_state(p.issuer, p.degraded_reason, p.last_contact_unix),
+            provider_state(p.issuer, p.degraded_reason, p.last_contact_unix),
         )
         for p in info.providers
     ]
@@ -64,7 +70,7 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
         providers = [
             (
                 "provider",
-                _provider_state(info.issuer, info.degraded_reason, info.last_provider_contact_unix)
+                provider_state(info.issuer, info.degraded_reason, info.last_provider_contact_unix)
                 if info.issuer
                 else "none configured",
             )
@@ -113,6 +119,7 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
         for ended in info.ended_sessions
     ]
     rows += [
+        *dpop_rows(info.providers, listed),
         ("accounts", str(info.account_count)),
         (
             "storage",
@@ -126,15 +133,6 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
     ]
     print(key_values(rows))
     return 0
-
-
-def _provider_state(issuer: str, degraded_reason: str, last_contact_unix: int) -> str:
-    contact = (
-        f"last answered {duration(time.time() - last_contact_unix)} ago"
-        if last_contact_unix
-        else "not contacted yet"
-    )
-    return f"{issuer} ({'DEGRADED: ' + degraded_reason if degraded_reason else contact})"
 
 
 def _describe(account: Account) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 from .._version import __version__
 from ..client import BrokerClient, BrokerError, DaemonNotRunning, Status
 from ._failures import EXIT_FAILED, HOW_TO_START
-from ._output import duration, print_json
+from ._output import duration, print_json, token_binding
 from ._service import daemon_path, systemd_plan
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -35,6 +35,7 @@ ORDER = (
     "daemon",
     "provider",
     "clock",
+    "tokens",
     "keyring",
     "state",
     "systemd",
@@ -59,7 +60,7 @@ def doctor(client: BrokerClient, args: argparse.Namespace) -> int:
         flags += ["--socket", args.socket] if args.socket else []
     examined = _examine(flags, environ)
     findings = sorted(
-        [daemon, *examined.get("findings", []), *_systemd_units()],
+        [daemon, *examined.get("findings", []), *_tokens(client, status), *_systemd_units()],
         key=lambda f: ORDER.index(f["check"]),
     )
     if args.bundle:
@@ -104,6 +105,20 @@ def _daemon(client: BrokerClient) -> tuple[Status | None, dict[str, str]]:
             "restart the daemon to run the installed version",
         )  # fmt: skip
     return status, finding("daemon", "daemon", OK, seen)
+
+
+def _tokens(client: BrokerClient, status: Status | None) -> list[dict[str, str]]:
+    """How each account's tokens are sent (Bearer or DPoP-bound) and why: the running daemon's."""
+    if status is None:
+        return []
+    try:
+        listed = client.accounts()
+    except BrokerError:  # an app whose policy lets it list no account
+        return []
+    return [
+        finding("tokens", f"tokens ({account.id})", OK, token_binding(account.dpop_bound_by))
+        for account in listed
+    ]
 
 
 def _daemon_command(status: Status) -> tuple[list[str] | None, dict[str, str] | None]:

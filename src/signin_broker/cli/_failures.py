@@ -52,14 +52,29 @@ def not_signed_in(reason: str) -> int:
     return EXIT_NOT_SIGNED_IN
 
 
-def dpop_bound(tool: str) -> int:
-    """The token is DPoP-bound (RFC 9449) and `tool` can send no proof: say what to change."""
-    complain(
-        f"{tool} cannot send DPoP proofs, and this account's tokens are DPoP-bound (its"
-        " provider's `dpop` setting is auto or require, and the provider offers DPoP). To use"
-        f' {tool}, set dpop = "off" for that provider (SIGNIN_BROKER_DPOP, or `dpop` in'
-        " config.toml or its [providers.<alias>] table), restart the daemon and sign in again"
-    )
+def dpop_bound(tool: str, bound_by: str) -> int:
+    """The token is DPoP-bound (RFC 9449) and `tool` can send no proof: say why, and what to do.
+
+    `bound_by`: "provider" when the provider requires DPoP of the broker's client (no
+    setting here can give Bearer tokens then), else the provider's `dpop` setting.
+    """
+    if bound_by == "provider":
+        complain(
+            f"{tool} cannot send DPoP proofs, and this account's tokens are DPoP-bound: its"
+            " identity provider requires DPoP of the broker's client (it refused a sign-in"
+            " without a proof), whatever the `dpop` setting says. Use a tool that sends"
+            " proofs (`signin-broker token --format dpop`, the SDK, the HTTP auths), or ask"
+            " the provider's administrator for a client without dpop_bound_access_tokens"
+        )
+    else:
+        complain(
+            f"{tool} cannot send DPoP proofs, and this account's tokens are DPoP-bound by its"
+            " provider's `dpop` setting (auto or require; auto was the default for sign-ins"
+            f' of earlier versions). To use {tool}, set dpop = "if-required" for that'
+            " provider or leave it unset (SIGNIN_BROKER_DPOP, `dpop` in config.toml or its"
+            " [providers.<alias>] table, or an organisation's file in /etc/xdg/signin-broker),"
+            " restart the daemon and sign in again"
+        )
     return EXIT_FAILED
 
 

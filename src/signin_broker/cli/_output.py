@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..client._record import Record
 
 if TYPE_CHECKING:
-    from ..client import Account
+    from ..client import Account, ProviderStatus
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -88,6 +88,58 @@ def by_source(sources: Mapping[str, str]) -> str:
     for setting, source in sources.items():
         grouped.setdefault(source, []).append(setting)
     return "; ".join(f"{', '.join(names)} {source}" for source, names in grouped.items())
+
+
+def provider_state(issuer: str, degraded_reason: str, last_contact_unix: int) -> str:
+    """A provider as status shows it: its issuer, and whether and when it last answered."""
+    contact = (
+        f"last answered {duration(time.time() - last_contact_unix)} ago"
+        if last_contact_unix
+        else "not contacted yet"
+    )
+    return f"{issuer} ({'DEGRADED: ' + degraded_reason if degraded_reason else contact})"
+
+
+def token_binding(bound_by: str) -> str:
+    """How an account's tokens are sent, and why (RFC 9449): status and the doctor say it."""
+    if bound_by == "provider":
+        return (
+            "DPoP-bound: the identity provider requires DPoP of this client (git, kubectl,"
+            " docker and `token --format header` cannot send them; proofs come from"
+            " `token --format dpop`, the SDK and the HTTP auths)"
+        )
+    if bound_by:
+        return (
+            "DPoP-bound: its provider's `dpop` setting asks for DPoP (git, kubectl, docker and"
+            ' `token --format header` cannot send them; dpop = "if-required" gives Bearer'
+            " tokens at the next sign-in)"
+        )
+    return "Bearer: any tool can send them"
+
+
+def dpop_rows(
+    providers: Sequence[ProviderStatus], accounts: Sequence[Account]
+) -> list[tuple[str, str]]:
+    """Status rows: the `dpop` setting of each provider, and each account's tokens."""
+    several = len(providers) > 1
+    rows = [
+        (
+            "dpop" + (f" of {p.alias or 'main'}" if several else ""),
+            p.dpop
+            + (
+                "; the provider requires DPoP of this client (learned at a sign-in)"
+                if p.dpop_required
+                else ""
+            ),
+        )
+        for p in providers
+        if p.dpop
+    ]
+    rows += [
+        ("tokens" + (f" of {a.id}" if len(accounts) > 1 else ""), token_binding(a.dpop_bound_by))
+        for a in accounts
+    ]
+    return rows
 
 
 def jsonable(value: Any) -> Any:

@@ -64,26 +64,43 @@ def callback_of(pasted: str, begin_url: str) -> str:
     return pasted
 
 
-def deliver(callback: str) -> None:
-    """Hand the callback to the daemon's page, as the browser would have."""
+def deliver(callback: str) -> str:
+    """Hand the callback to the daemon's page, as the browser would have.
+
+    Returns the provider's address where the page sends the browser once more (the
+    sign-in begun again with DPoP, once: the provider refused the code without a proof
+    and with one); "" otherwise, the outcome arriving as an event.
+    """
     try:
         with _OPENER.open(callback, timeout=60):
-            pass
-    except urllib.error.HTTPError:
-        pass  # a redirect or an error page: the outcome arrives as an event
+            return ""
+    except urllib.error.HTTPError as error:  # a redirect not followed, or an error page
+        status, location = error.code, str(error.headers.get("Location", ""))
+    elsewhere = urlsplit(location).netloc not in ("", urlsplit(callback).netloc)
+    again = status in (302, 303, 307) and location.startswith(("https://", "http://"))
+    return location if again and elsewhere else ""
 
 
 def paste_back(begin_url: str, read: TextIO = sys.stdin, say: TextIO = sys.stderr) -> None:
-    """Print the authorize address, read where the browser ended, and deliver it."""
-    print(
-        "Open this address in a browser on any device and sign in:\n\n"
-        f"    {authorize_address(begin_url)}\n\n"
-        "The browser then fails to load a page starting with"
-        f" {begin_url.split('?', 1)[0]}/callback.\n"
-        "Copy that whole address from its address bar and paste it here:",
-        file=say,
-    )
-    line = read.readline(MAX_PASTED_LENGTH + 2)
-    if not line:
-        raise PasteError("nothing was pasted")
-    deliver(callback_of(line, begin_url))
+    """Print the authorize address, read where the browser ended, and deliver it.
+
+    A sign-in the page begins again with DPoP asks for a second pass, at most.
+    """
+    address = authorize_address(begin_url)
+    for attempt in range(2):
+        print(
+            ("Open this address in a browser on any device and sign in:\n\n" if attempt == 0
+             else "The identity provider wants this sign-in bound to this device's key (DPoP):"
+             " open this address and sign in once more:\n\n")
+            + f"    {address}\n\n"
+            "The browser then fails to load a page starting with"
+            f" {begin_url.split('?', 1)[0]}/callback.\n"
+            "Copy that whole address from its address bar and paste it here:",
+            file=say,
+        )  # fmt: skip
+        line = read.readline(MAX_PASTED_LENGTH + 2)
+        if not line:
+            raise PasteError("nothing was pasted")
+        address = deliver(callback_of(line, begin_url))
+        if not address:
+            return

@@ -246,7 +246,7 @@ def fetch(
     if status != 200:
         raise Refused(refused(issued.get("code", "unknown"), issued.get("error", "")))
     if tool and str(issued.get("token_type", "")).lower() == "dpop":
-        raise Refused(dpop_bound(tool))
+        raise Refused(dpop_bound(tool, str(issued.get("dpop_bound_by", ""))))
     return dict(issued)
 
 

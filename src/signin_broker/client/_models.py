@@ -164,6 +164,9 @@ class Token(Model, message=pb.GetTokenResponse, secret=("access_token", "id_toke
     id_token_expires_at_unix: int = 0
     acr: str = ""  # the sign-in's authentication context class; "" when the provider named none
     auth_time_unix: int = 0  # when the person authenticated for it; 0 when not said
+    # Why a DPoP-bound token is: "setting" (the `dpop` setting), "provider" (it requires
+    # DPoP of the client); "" for a Bearer token.
+    dpop_bound_by: str = ""
 
     @property
     def authorization(self) -> str:
@@ -226,6 +229,9 @@ class Account(Model, message=pb.Account):
     aliases: tuple[str, ...] = ()  # the names you gave it (`signin-broker accounts alias`)
     acr: str = ""  # its sign-in's authentication context class; "" when none was named
     auth_time_unix: int = 0  # when the person authenticated for its sign-in; 0 when not said
+    # Why its tokens are DPoP-bound: "setting" (its provider's `dpop` setting asks for it),
+    # "provider" (the provider requires DPoP of the client); "" for Bearer tokens.
+    dpop_bound_by: str = ""
 
 
 class ProviderStatus(
@@ -245,7 +251,8 @@ class ProviderStatus(
     clock_problem: str = ""  # how far this device's clock is off the provider's; "" if not
     # Where each setting that is not a default was set: {"issuer": "from /etc/xdg/..."}.
     setting_sources: Mapping[str, str] = MappingProxyType({})
-    dpop: str = ""  # the `dpop` setting: auto, require or off (RFC 9449); "": not said
+    dpop: str = ""  # the `dpop` setting: if-required, auto, require or off (RFC 9449)
+    dpop_required: bool = False  # the provider requires DPoP of the client (a sign-in learned)
 
 
 class EndedSession(Model, message=pb.EndedSession):

@@ -18,10 +18,12 @@ from grpclib.health.service import Health
 
 from ..identities import name_of
 from ..session.clock import SteadyClock
+from ..session.dpop_requirements import DpopRequirements
 from ..session.events import EventKind, WatcherDropped
 from ..session.manager import SessionManager
 from ..session.providers import Providers
 from ..store.aliases import AliasFile
+from ..store.dpop_requirements import REQUIREMENTS_FILE, RequirementFile
 from ..v1 import broker_pb2
 from .api.account_calls import AccountCalls
 from .api.dpop_calls import DpopCalls
@@ -164,7 +166,11 @@ async def _start_sessions(
     keyring = ("keyring",) if settings.key_store == "keyring" else ()
     await asyncio.to_thread(_import_all, _OAUTH_STACK + keyring)
     store, storage = await asyncio.to_thread(_open_store, settings)
-    links = [await _provider_link(settings, provider) for provider in settings.providers]
+    requirements = DpopRequirements(RequirementFile(settings.state_dir / REQUIREMENTS_FILE))
+    await asyncio.to_thread(requirements.load)
+    links = [
+        await _provider_link(settings, provider, requirements) for provider in settings.providers
+    ]
     aliases = AliasFile(settings.state_dir / "aliases.json")
     await session.start(Providers(links, settings.default_alias), store, storage, aliases)
     keeper = asyncio.get_running_loop().create_task(session.keep())
@@ -263,15 +269,23 @@ def _open_store(settings: Settings) -> tuple[Vault | None, str]:
     return vault, vault.description
 
 
-async def _provider_link(settings: Settings, provider: ProviderSettings) -> ProviderLink:
+async def _provider_link(
+    settings: Settings, provider: ProviderSettings, requirements: DpopRequirements
+) -> ProviderLink:
     """One provider with its clients and sign-in flows (the OAuth stack is loaded by now)."""
     from ..oidc.provider import Provider
     from ..session.device import DeviceFlow
     from ..session.providers import ProviderLink
     from ..session.signin import SignInFlow
 
+    def client_of(client_id: str, auth: ClientAuth) -> Provider:
+        required = requirements.required(provider.issuer, client_id)
+        return Provider(
+            provider.issuer, client_id, client_auth=auth, dpop=provider.dpop, dpop_required=required
+        )
+
     auth = await asyncio.to_thread(_client_auth, settings, provider, provider.client_id)
-    client = Provider(provider.issuer, provider.client_id, client_auth=auth, dpop=provider.dpop)
+    client = client_of(provider.client_id, auth)
     device_client = client
     if provider.device_client_id:
         # The files and method set are the main client's: the device client is public
@@ -286,9 +300,7 @@ async def _provider_link(settings: Settings, provider: ProviderSettings) -> Prov
         device_auth = await asyncio.to_thread(
             _client_auth, settings, device, provider.device_client_id
         )
-        device_client = Provider(
-            provider.issuer, provider.device_client_id, client_auth=device_auth, dpop=provider.dpop
-        )
+        device_client = client_of(provider.device_client_id, device_auth)
     return ProviderLink(
         alias=provider.alias,
         issuer=provider.issuer,
@@ -300,8 +312,9 @@ async def _provider_link(settings: Settings, provider: ProviderSettings) -> Prov
             _secrets_source(provider.issuer),
             provider.authorize_params,
             provider.alias,
+            requirements=requirements,
         ),
-        device=DeviceFlow(device_client, provider.scopes, provider.alias),
+        device=DeviceFlow(device_client, provider.scopes, provider.alias, requirements),
         setting_sources=provider.sources,
         dpop=provider.dpop,
     )

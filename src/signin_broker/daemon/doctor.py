@@ -25,9 +25,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..identities import name_of
-from ..oidc.dpop import DpopKey
+from ..oidc.dpop import IF_REQUIRED, DpopKey, offers
 from ..oidc.errors import ProviderMisfit, ProviderUnavailable
 from ..oidc.provider import CLOCK_NOTICED_SECONDS, Provider
+from ..store.dpop_requirements import REQUIREMENTS_FILE, RequirementFile
 from ..store.files import UnsafeStorage, check_private_folder
 from ..store.keys import KeyStoreUnavailable, open_key_store
 from .apps.policy import PolicyFile
@@ -82,10 +83,13 @@ def socket_folder(settings: Settings) -> Finding:
     return Finding("socket", name, OK, f"{folder} is yours alone (0700), its socket 0600")
 
 
-async def _provider(provider: ProviderSettings) -> list[Finding]:
+async def _provider(provider: ProviderSettings, required: set[tuple[str, str]]) -> list[Finding]:
     """Discovery from the issuer, which also reaches the provider and reads its clock."""
     name = f"provider {name_of(provider.alias)}"
-    client = Provider(provider.issuer, provider.client_id, dpop=provider.dpop)
+    learned = (provider.issuer, provider.client_id) in required
+    client = Provider(
+        provider.issuer, provider.client_id, dpop=provider.dpop, dpop_required=learned
+    )
     try:
         metadata = await client.metadata()
         dpop = await _dpop_key(client)
@@ -110,9 +114,23 @@ async def _provider(provider: ProviderSettings) -> list[Finding]:
         "provider", name, OK,
         f"{provider.issuer} answers; token endpoint {metadata.token_endpoint}"
         + ("" if metadata.device_authorization_endpoint else "; it offers no device sign-in")
-        + (f"; tokens bound to a key by DPoP ({dpop.algorithm})" if dpop else ""),
+        + _binding(client, metadata.dpop_signing_algorithms, dpop),
     )  # fmt: skip
     return [found, _clock(client, provider)]
+
+
+def _binding(client: Provider, offered: tuple[str, ...], key: DpopKey | None) -> str:
+    """How a sign-in's tokens would be sent, and why (the dpop setting, or the provider)."""
+    if key is not None and client.dpop_required:
+        return (
+            f"; it requires DPoP of client {client.client_id} (learned at a sign-in):"
+            f" tokens are bound by DPoP ({key.algorithm})"
+        )
+    if key is not None:
+        return f"; dpop = {client.dpop}: tokens are bound by DPoP ({key.algorithm})"
+    if offers(offered) and client.dpop == IF_REQUIRED:
+        return "; it offers DPoP: tokens stay Bearer unless it requires DPoP of this client"
+    return "; Bearer tokens"
 
 
 async def _dpop_key(client: Provider) -> DpopKey | ProviderMisfit | None:
@@ -147,8 +165,17 @@ async def providers(settings: Settings) -> list[Finding]:
                 'set one: `issuer = "https://id.example.com"` in the config file, or --issuer',
             )
         ]  # fmt: skip
-    checked = await asyncio.gather(*(_provider(p) for p in settings.providers))
+    required = _dpop_required(settings)
+    checked = await asyncio.gather(*(_provider(p, required) for p in settings.providers))
     return [finding for pair in checked for finding in pair]
+
+
+def _dpop_required(settings: Settings) -> set[tuple[str, str]]:
+    """The clients that sign-ins learned providers require DPoP of (the daemon's own file)."""
+    try:
+        return RequirementFile(settings.state_dir / REQUIREMENTS_FILE).load()
+    except (OSError, ValueError):
+        return set()  # the daemon says so in its log, and learns it again
 
 
 def key_store(settings: Settings) -> Finding:

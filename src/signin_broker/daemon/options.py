@@ -332,11 +332,11 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "dpop",
-        "DPoP (RFC 9449): bind the tokens to a key pair kept here, so a copied token or"
-        " refresh token is worthless elsewhere: auto (where the provider's discovery lists"
-        " dpop_signing_alg_values_supported), require (refuse a provider without it) or off",
+        "DPoP (RFC 9449), tokens bound to a key kept here: if-required (Bearer, which every"
+        " tool sends, unless the provider requires DPoP of this client), auto (wherever"
+        " discovery offers it), require (refuse a provider without it) or off",
         _one_of(dpop.MODES),
-        lambda: dpop.AUTO,
+        lambda: dpop.IF_REQUIRED,
         "MODE",
     ),
     Option(

@@ -66,7 +66,7 @@ class ProviderSettings:
     client_assertion_audience: str
     scopes: tuple[str, ...]
     authorize_params: dict[str, str]
-    dpop: str  # auto, require or off (oidc.dpop.MODES)
+    dpop: str  # if-required, auto, require or off (oidc.dpop.MODES)
     # Where each setting that is not a default came from: "from /etc/xdg/...", "from
     # --issuer", "from SIGNIN_BROKER_ISSUER"; status and the start-up log show it.
     sources: dict[str, str] = field(default_factory=dict, compare=False)

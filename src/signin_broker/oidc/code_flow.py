@@ -20,8 +20,8 @@ from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 from .answers import TokenResponse
-from .dpop import DpopKey
-from .errors import IdTokenInvalid
+from .dpop import DpopKey, is_bound
+from .errors import DpopSignInAgain, IdTokenInvalid, OAuthError
 from .id_tokens import check_workspace
 from .metadata import ProviderMetadata
 from .provider import Provider
@@ -154,16 +154,39 @@ class AuthorizationRequest:
             return f"the response names issuer {iss!r}, not {self.provider.issuer!r}"
         return ""
 
-    async def redeem(self, provider: Provider, code: str) -> tuple[TokenResponse, dict[str, Any]]:
-        """Redeem the code and validate the id_token against this request's nonce."""
-        tokens = await provider.exchange_code(
-            code, self.redirect_uri, self.code_verifier, self.dpop_key
-        )
+    async def redeem(
+        self, provider: Provider, code: str
+    ) -> tuple[TokenResponse, dict[str, Any], DpopKey | None]:
+        """Redeem the code and validate the id_token against this request's nonce.
+
+        Returns the tokens, the id_token's claims and the key the tokens are bound to
+        (None: Bearer tokens). A provider that offers DPoP and refuses the code without
+        a proof may require DPoP of this client (panva's oidc-provider answers a plain
+        invalid_grant and keeps the code): the code is sent once more with a new key's
+        proof. DpopSignInAgain when that is refused too: the provider may have spent it.
+        """
+        key = self.dpop_key
+        try:
+            tokens = await provider.exchange_code(code, self.redirect_uri, self.code_verifier, key)
+        except OAuthError as refusal:
+            key = None if key is not None else await provider.key_after_refusal(refusal)
+            if key is None:
+                raise
+            try:
+                tokens = await provider.exchange_code(
+                    code, self.redirect_uri, self.code_verifier, key
+                )
+            except OAuthError:
+                raise DpopSignInAgain(
+                    "the provider refused the code without a DPoP proof and with one"
+                ) from refusal
+            if is_bound(tokens.token_type):
+                provider.learned_dpop_required()
         if tokens.id_token is None:
             raise IdTokenInvalid("the token response has no id_token (is openid in the scopes?)")
         claims = await provider.validate_id_token(tokens.id_token, self.nonce)
         check_workspace(claims, self.workspace_id)
-        return tokens, claims
+        return tokens, claims, key if is_bound(tokens.token_type) else None
 
 
 def offline_consent(scopes: tuple[str, ...], params: Mapping[str, str]) -> dict[str, str]:

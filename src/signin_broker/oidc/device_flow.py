@@ -4,6 +4,11 @@ The user enters the code on another device while the token endpoint is polled as
 slowly as the provider asks: every `interval` seconds, 5 s more after each slow_down,
 and twice as long after a network failure (RFC 8628 3.5). polled() yields how it
 stands and, last, who signed in; it never calls back into its caller.
+
+A provider that requires DPoP of this client refuses a poll without a proof (panva's
+oidc-provider at once, before the person has approved, with a plain invalid_grant that
+leaves the device code alone): the polls go on with a new key's proofs, so the person
+who approved on the phone is never asked again.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from .answers import DeviceAuthorization, TokenResponse
 from .dpop import DpopKey, is_bound
 from .errors import (
     DeviceGrantEnded,
+    DpopWanted,
     IdTokenInvalid,
     NoDeviceGrant,
     OAuthError,
@@ -42,6 +48,7 @@ class DeviceSignedIn:
 
     tokens: TokenResponse
     claims: dict[str, Any] = field(repr=False)
+    dpop_key: DpopKey | None = field(default=None, repr=False)  # the tokens' key; None: Bearer
 
 
 async def authorization(
@@ -69,6 +76,7 @@ async def polled(
     ProviderUnavailable, as a browser sign-in's does.
     """
     interval = grant.interval
+    proven_after_refusal = False  # a poll without a proof was refused; these carry one
     while True:
         await asyncio.sleep(interval)
         if clock() >= deadline:
@@ -81,12 +89,20 @@ async def polled(
         except OAuthError as error:
             if error.error == "authorization_pending":
                 continue
-            if error.error != "slow_down":
-                raise _ended(error) from None
-            interval += SLOW_DOWN_SECONDS
-            yield SlowerPolling(interval)
-            continue
-        yield DeviceSignedIn(tokens, await identity(provider, tokens, dpop))
+            if error.error == "slow_down":
+                interval += SLOW_DOWN_SECONDS
+                yield SlowerPolling(interval)
+                continue
+            if dpop is None and (dpop := await _key_after(provider, error)) is not None:
+                proven_after_refusal = True
+                continue
+            if proven_after_refusal:  # the refusal without a proof was DPoP's: the next
+                provider.learned_dpop_required()  # sign-in proves from its first poll
+            raise _ended(error, proven_after_refusal) from None
+        if proven_after_refusal and is_bound(tokens.token_type):
+            provider.learned_dpop_required()
+        bound = dpop if dpop is not None and is_bound(tokens.token_type) else None
+        yield DeviceSignedIn(tokens, await identity(provider, tokens, bound), bound)
         return
 
 
@@ -94,6 +110,8 @@ async def identity(
     provider: Provider, tokens: TokenResponse, dpop: DpopKey | None = None
 ) -> dict[str, Any]:
     """Who signed in: the validated id_token, else the provider's userinfo.
+
+    `dpop`: the key the tokens are bound to (None: Bearer tokens).
 
     RFC 8628 is an OAuth grant, and some providers (django-oauth-toolkit) issue no
     id_token from it; then the userinfo endpoint, asked with the new access token
@@ -103,8 +121,7 @@ async def identity(
     if tokens.id_token is not None:
         return await provider.validate_id_token(tokens.id_token, None)
     try:
-        bound = dpop if dpop is not None and is_bound(tokens.token_type) else None
-        claims = await provider.userinfo(tokens.access_token, bound)
+        claims = await provider.userinfo(tokens.access_token, dpop)
     except OAuthError as error:
         raise IdTokenInvalid(
             f"no id_token, and userinfo refused the new access token ({error.error})"
@@ -114,11 +131,26 @@ async def identity(
     return claims
 
 
-def _ended(error: OAuthError) -> DeviceGrantEnded:
+async def _key_after(provider: Provider, refusal: OAuthError) -> DpopKey | None:
+    """The key to poll with after a refusal without a proof (Provider.key_after_refusal)."""
+    try:
+        return await provider.key_after_refusal(refusal)
+    except DpopWanted as wanted:
+        raise DeviceGrantEnded("invalid_code", wanted.hint) from None
+
+
+def _ended(error: OAuthError, proven_after_refusal: bool = False) -> DeviceGrantEnded:
     if error.error == "access_denied":
         return DeviceGrantEnded("access_denied", "the sign-in was denied")
     if error.error == "expired_token":
         return DeviceGrantEnded("expired_token", "the code expired before it was used")
+    if proven_after_refusal:
+        return DeviceGrantEnded(
+            "invalid_code",
+            "the identity provider refused the device code without a DPoP proof, then with"
+            f" one ({error.error}): it requires DPoP of this client and may have spent the"
+            " code; sign in again, and the new sign-in sends proofs from the start",
+        )
     return DeviceGrantEnded(
         "invalid_code", f"the identity provider did not accept the device code ({error.error})"
     )

@@ -17,14 +17,21 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .errors import ProviderMisfit
+from .errors import DpopWanted, OAuthError, ProviderMisfit
 from .jose import eddsa_by_its_old_name
 
 if TYPE_CHECKING:
     import httpx2
 
-AUTO, REQUIRE, OFF = "auto", "require", "off"
-MODES = (AUTO, REQUIRE, OFF)  # the `dpop` setting
+# The `dpop` setting. IF_REQUIRED, the default: Bearer tokens, which every tool can send,
+# unless the provider requires DPoP of this client (learned from its refusal of a request
+# without a proof, and remembered); AUTO: DPoP wherever the provider offers it (the
+# default before); REQUIRE: DPoP or no sign-in; OFF: never.
+IF_REQUIRED, AUTO, REQUIRE, OFF = "if-required", "auto", "require", "off"
+MODES = (IF_REQUIRED, AUTO, REQUIRE, OFF)
+# Why an account's tokens are bound: its provider's `dpop` setting asked for it, or the
+# provider requires DPoP of the client (and a sign-in learned so).
+BY_SETTING, BY_PROVIDER = "setting", "provider"
 PROOF_TYPE = "dpop+jwt"
 USE_DPOP_NONCE = "use_dpop_nonce"
 TOKEN_TYPE = "DPoP"  # noqa: S105 - how a bound token is presented (RFC 9449 7.1)
@@ -121,12 +128,15 @@ class DpopKey:
             return jwt.encode(header, claims, import_key(self.jwk), algorithms=[self.algorithm])
 
 
-def key_for(mode: str, offered: tuple[str, ...], where: str) -> DpopKey | None:
+def key_for(
+    mode: str, offered: tuple[str, ...], where: str, *, required: bool = False
+) -> DpopKey | None:
     """A new key for a sign-in at a provider that offers these algorithms; None: no DPoP.
 
-    `require` with a provider that offers none of ALGORITHMS is ProviderMisfit.
+    `required`: the provider is known to require DPoP of this client. `require` with a
+    provider that offers none of ALGORITHMS is ProviderMisfit.
     """
-    if mode == OFF:
+    if mode == OFF or (mode == IF_REQUIRED and not required):
         return None
     usable = [algorithm for algorithm in ALGORITHMS if algorithm in offered]
     if usable:
@@ -136,9 +146,44 @@ def key_for(mode: str, offered: tuple[str, ...], where: str) -> DpopKey | None:
         raise ProviderMisfit(
             f"dpop is require, but {where} offers no DPoP algorithm this broker signs with"
             f" ({', '.join(ALGORITHMS)}; its discovery document lists {listed}); set dpop"
-            " to auto or off for it, or enable DPoP at the provider"
+            " to if-required or off for it, or enable DPoP at the provider"
         )
     return None
+
+
+def offers(offered: tuple[str, ...]) -> bool:
+    """Whether a provider's dpop_signing_alg_values_supported has one this broker signs with."""
+    return any(algorithm in offered for algorithm in ALGORITHMS)
+
+
+# Refusals that a provider requiring DPoP of a client gives a request without a proof:
+# panva's oidc-provider answers a plain invalid_grant ("grant request is invalid"), others
+# invalid_request or invalid_dpop_proof. With DPoP offered, any of them may mean it.
+REFUSALS_WITHOUT_A_PROOF = ("invalid_grant", "invalid_request", "invalid_dpop_proof")
+
+
+def retry_key(mode: str, offered: tuple[str, ...], refusal: OAuthError) -> DpopKey | None:
+    """A key to send a token request refused without a proof again with; else None.
+
+    Only where the provider offers DPoP, the refusal may be for want of a proof, and the
+    setting is if-required (auto and require sent one). With off, such a refusal is
+    DpopWanted: the person has to hear which setting stands in the way.
+    """
+    if not offers(offered) or not may_want_a_proof(refusal.error, refusal.description):
+        return None
+    if mode == OFF:
+        raise DpopWanted(refusal)
+    return key_for(AUTO, offered, "") if mode == IF_REQUIRED else None
+
+
+def may_want_a_proof(error: str, description: str) -> bool:
+    """Whether a refusal of a request sent without a proof may be for want of one."""
+    return error in REFUSALS_WITHOUT_A_PROOF or names_dpop(description)
+
+
+def names_dpop(description: str) -> bool:
+    """Whether a refusal's error_description says that DPoP is what was missing."""
+    return "dpop" in description.lower()
 
 
 class Nonces:

@@ -60,6 +60,31 @@ class OAuthError(Exception):
         self.status = status
 
 
+class DpopWanted(OAuthError):
+    """A provider that offers DPoP refused a request without a proof, and `dpop` is off.
+
+    Such a provider may require DPoP of this client (panva's oidc-provider answers a
+    plain invalid_grant then), and the setting forbids sending a proof.
+    """
+
+    def __init__(self, refusal: OAuthError) -> None:
+        super().__init__(refusal.error, refusal.description, refusal.status)
+        self.hint = (
+            f"the identity provider refused a request without a DPoP proof ({refusal.error});"
+            " it offers DPoP and may require it of this client, which its `dpop` setting,"
+            ' off, forbids; remove dpop = "off" for it (or set dpop = "if-required"),'
+            " restart the daemon and sign in again"
+        )
+
+
+class DpopSignInAgain(Exception):
+    """The code was refused without a DPoP proof, then with one: the provider may have spent it.
+
+    It may require DPoP of this client: the sign-in begins again, with a proof from the
+    start (once).
+    """
+
+
 class IdTokenInvalid(Exception):
     """The id_token failed validation; the message says which check."""
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from .errors import (
     ClockSkewed,
     DeviceGrantEnded,
+    DpopSignInAgain,
+    DpopWanted,
     IdTokenInvalid,
     OAuthError,
     ProviderMisfit,
@@ -45,6 +47,10 @@ def failure_of(error: Exception) -> SignInFailure:  # noqa: PLR0911 - one per ki
     reason = str(error)
     if isinstance(error, DeviceGrantEnded):
         return SignInFailure(error.error_code, error.reason, _sentence(error.reason))
+    if isinstance(error, DpopWanted):  # a setting stands in the way: say which
+        return SignInFailure("invalid_code", error.hint, _sentence(error.hint))
+    if isinstance(error, DpopSignInAgain):  # the sign-in begun again with DPoP failed too
+        return SignInFailure("invalid_code", reason, _sentence(reason))
     if isinstance(error, OAuthError) and error.error == "invalid_client":
         return SignInFailure("invalid_client", CLIENT_REFUSED, CLIENT_REFUSED)
     if isinstance(error, OAuthError):

@@ -23,7 +23,7 @@ from authlib.oauth2.rfc6749.parameters import prepare_token_request
 from .._version import __version__
 from .answers import DEVICE_CODE_GRANT, DeviceAuthorization, TokenResponse
 from .client_auth import ClientAuth
-from .dpop import AUTO, REQUIRE, DpopKey, Nonces, is_bound, key_for
+from .dpop import IF_REQUIRED, REQUIRE, DpopKey, Nonces, is_bound, key_for, retry_key
 from .errors import (
     AnswerLost,
     OAuthError,
@@ -60,11 +60,15 @@ class Provider:
         *,
         clock: Callable[[], float] = time.monotonic,
         client_auth: ClientAuth | None = None,
-        dpop: str = AUTO,
+        dpop: str = IF_REQUIRED,
+        dpop_required: bool = False,
     ) -> None:
         self.issuer = issuer
         self.client_id = client_id
-        self.dpop = dpop  # the `dpop` setting: auto, require or off (oidc.dpop)
+        self.dpop = dpop  # the `dpop` setting: if-required, auto, require or off (oidc.dpop)
+        # Whether the provider requires DPoP of this client: learned when it refused a
+        # token request without a proof and took it with one; kept by the caller.
+        self.dpop_required = dpop_required
         self._nonces = Nonces()
         self._client_auth = client_auth or ClientAuth(client_id)  # a public client by default
         self._http = http or httpx2.AsyncClient(
@@ -152,7 +156,21 @@ class Provider:
         None: no DPoP here. ProviderMisfit when `require` meets a provider without it.
         """
         offered = (await self.metadata()).dpop_signing_algorithms
-        return key_for(self.dpop, offered, f"the provider {self.issuer}")
+        where = f"the provider {self.issuer}"
+        return key_for(self.dpop, offered, where, required=self.dpop_required)
+
+    async def key_after_refusal(self, refusal: OAuthError) -> DpopKey | None:
+        """A key to send a token request refused without a proof again with (oidc.dpop)."""
+        return retry_key(self.dpop, (await self.metadata()).dpop_signing_algorithms, refusal)
+
+    def learned_dpop_required(self) -> None:
+        """A proof got what a request without one was refused: DPoP is required of this client."""
+        if not self.dpop_required:
+            self.dpop_required = True
+            log.info(
+                "the provider requires DPoP of this client: its sign-ins bind tokens from now on",
+                extra={"issuer": self.issuer, "client_id": self.client_id},
+            )
 
     async def exchange_code(
         self, code: str, redirect_uri: str, code_verifier: str, dpop: DpopKey | None = None

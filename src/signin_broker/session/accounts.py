@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..identities import AccountId
-from ..oidc.dpop import DpopKey, is_bound
+from ..oidc.dpop import BY_PROVIDER, BY_SETTING, DpopKey, is_bound
 from .limits import ScopedTokens
 from .schedule import refresh_early_fraction
 from .tokens import TokenSet
@@ -61,6 +61,8 @@ class AccountInfo:
     aliases: tuple[str, ...] = ()  # the person's names for it (session.names; not stored here)
     acr: str = ""  # the sign-in's authentication context class (the ID token's acr)
     auth_time: int = 0  # when the person authenticated for it (auth_time; 0: not said)
+    # Why its tokens are DPoP-bound (oidc.dpop.BY_SETTING or BY_PROVIDER); "": Bearer tokens.
+    dpop_bound_by: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +78,7 @@ class IssuedToken:
     id_token_expires_at: int = 0
     acr: str = ""  # of the sign-in behind the token (AccountInfo.acr)
     auth_time: int = 0
+    dpop_bound_by: str = ""  # why a DPoP-bound token is (AccountInfo.dpop_bound_by)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +199,7 @@ class Account:
             # account's fields as they were, and so still restores the session.
             "username": info.pop("username"),
             "sign_in": {"acr": info.pop("acr"), "auth_time": info.pop("auth_time")},
+            "dpop_bound_by": info.pop("dpop_bound_by"),
             "account": info,
             "tokens": self.tokens.to_record(),
             **({"dpop_key": self.dpop_key.to_record()} if self.dpop_key else {}),
@@ -210,6 +214,8 @@ class Account:
         username = record.get("username", "")
         sign_in = record.get("sign_in")
         acr, auth_time = sign_in_facts(sign_in if isinstance(sign_in, dict) else {})
+        dpop_key = DpopKey.from_record(record.get("dpop_key"))
+        tokens = TokenSet.from_record(record["tokens"])
         return cls(
             info=replace(
                 info,
@@ -218,11 +224,23 @@ class Account:
                 username=username if isinstance(username, str) else "",
                 acr=acr,
                 auth_time=auth_time,
+                dpop_bound_by=_bound_by(record.get("dpop_bound_by"), dpop_key, tokens),
             ),
-            tokens=TokenSet.from_record(record["tokens"]),
+            tokens=tokens,
             client_id=str(record.get("client_id", "")),
-            dpop_key=DpopKey.from_record(record.get("dpop_key")),
+            dpop_key=dpop_key,
         )
+
+
+def _bound_by(stored: object, key: DpopKey | None, tokens: TokenSet) -> str:
+    """Why a restored account's tokens are bound; "" when they are not.
+
+    An account bound before the reason was kept was bound by the setting, whose
+    default (auto) then bound tokens wherever the provider offered DPoP.
+    """
+    if key is None or not is_bound(tokens.token_type):
+        return ""
+    return stored if stored in (BY_SETTING, BY_PROVIDER) else BY_SETTING
 
 
 def sign_in_facts(claims: Mapping[str, Any]) -> tuple[str, int]:

@@ -18,6 +18,7 @@ from ..oidc.device_flow import SlowerPolling
 from ..oidc.errors import DeviceGrantEnded
 from ..oidc.id_tokens import check_workspace
 from ..oidc.provider import Provider
+from .dpop_requirements import DpopRequirements, bound_by
 from .schedule import SIGN_IN_SECONDS
 from .signin import SignedIn
 
@@ -39,10 +40,17 @@ class DeviceStart:
 class DeviceFlow:
     """Asks one provider for device codes and polls it until the person has signed in."""
 
-    def __init__(self, provider: Provider, scopes: tuple[str, ...], alias: str = "") -> None:
+    def __init__(
+        self,
+        provider: Provider,
+        scopes: tuple[str, ...],
+        alias: str = "",
+        requirements: DpopRequirements | None = None,
+    ) -> None:
         self.alias = alias  # of the provider (session.providers)
         self._provider = provider
         self._scopes = scopes
+        self._requirements = requirements or DpopRequirements()
 
     async def begin(
         self, sign_in_id: str, owner: str, workspace_id: str = ""
@@ -72,21 +80,29 @@ class DeviceFlow:
         """Poll until the person signs in; `progress` hears of slower polling on the way.
 
         DeviceGrantEnded (refused, expired), IdTokenInvalid or ProviderUnavailable else.
+        What it learned of the provider requiring DPoP is kept, whatever the outcome.
         """
         deadline = time.monotonic() + max(0.0, started.expires_at - time.time())
-        key = await self._provider.new_dpop_key()
-        async for step in device_flow.polled(self._provider, grant, deadline, dpop=key):
-            if isinstance(step, SlowerPolling):
-                progress(f"the provider asked for slower polling: every {step.interval} s")
-                continue
-            check_workspace(step.claims, started.workspace_id)
-            return SignedIn(
-                step.tokens,
-                step.claims,
-                started.sign_in_id,
-                started.workspace_id,
-                self.alias,
-                self._provider.client_id,
-                key,
-            )
+        provider = self._provider
+        try:
+            key = await provider.new_dpop_key()
+            async for step in device_flow.polled(provider, grant, deadline, dpop=key):
+                if isinstance(step, SlowerPolling):
+                    progress(f"the provider asked for slower polling: every {step.interval} s")
+                    continue
+                check_workspace(step.claims, started.workspace_id)
+                if step.dpop_key is None:  # taken without a proof: DPoP is not required now
+                    provider.dpop_required = False
+                return SignedIn(
+                    step.tokens,
+                    step.claims,
+                    started.sign_in_id,
+                    started.workspace_id,
+                    self.alias,
+                    provider.client_id,
+                    step.dpop_key,
+                    bound_by(provider, step.dpop_key),
+                )
+        finally:
+            await self._requirements.keep(provider)
         raise DeviceGrantEnded("expired_token", "the code expired before it was used")

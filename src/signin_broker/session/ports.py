@@ -55,6 +55,19 @@ class AliasStore(Protocol):
         """Replace what is kept with these aliases."""
 
 
+class RequirementStore(Protocol):
+    """Where the clients that providers require DPoP of survive a restart.
+
+    store.dpop_requirements.RequirementFile; each is an (issuer, client id) pair.
+    """
+
+    def load(self) -> set[tuple[str, str]]:
+        """The pairs kept; empty when none are."""
+
+    def save(self, required: frozenset[tuple[str, str]]) -> None:
+        """Replace what is kept with these pairs."""
+
+
 class ProviderClient(Protocol):
     """One client at a provider, as renewal, re-validation and sign-out use it.
 

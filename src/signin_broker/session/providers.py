@@ -40,7 +40,7 @@ class ProviderLink:
     answer_seconds: float = ASSUMED_ANSWER_SECONDS  # how long its userinfo takes, smoothed
     is_default: bool = field(default=False)
     setting_sources: dict[str, str] = field(default_factory=dict)  # setting: where it was set
-    dpop: str = "auto"  # the `dpop` setting (oidc.dpop.MODES), for status
+    dpop: str = "if-required"  # the `dpop` setting (oidc.dpop.MODES), for status
 
     def timed(self, seconds: float) -> None:
         """Take a userinfo answer time into account: a slowdown at once, a speed-up slowly."""

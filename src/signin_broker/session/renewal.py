@@ -151,6 +151,7 @@ class TokenKeeper:
             id_token_expires_at=identity[1],
             acr=account.info.acr,
             auth_time=account.info.auth_time,
+            dpop_bound_by=account.info.dpop_bound_by if account.dpop_for(tokens) else "",
         )
 
     def _id_token(self, account: Account, min_ttl: int) -> tuple[str, int]:

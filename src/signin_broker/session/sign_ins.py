@@ -186,13 +186,16 @@ class SignIns:
         redirect_to: str,
         sign_in_id: str = "",
         workspace_id: str = "",
+        *,
         provider: str = "",
+        dpop_again: bool = False,
     ) -> str:
         """The provider's authorize URL for a browser at the page; the request waits here.
 
         An app's sign-in (sign_in_id) goes where the app chose; one begun on the page,
         to the provider the page names. ValueError for a malformed provider name,
         NotConfigured for an unknown one, ProviderUnavailable (the waiting app is told).
+        `dpop_again`: begun again, with DPoP, after a DpopSignInAgain (SignInFlow.begin).
         """
         begun = self._started(sign_in_id) if sign_in_id else None
         providers = self._registry.providers
@@ -209,6 +212,7 @@ class SignIns:
                 created_at=self._clock(),
                 workspace_id=workspace_id,
                 authorize_params=begun.authorize_params if begun is not None else None,
+                dpop_again=dpop_again,
             )
         except ProviderUnavailable as error:
             if sign_in_id:  # an app (`signin-broker login`) waits for this sign-in: tell it
@@ -345,6 +349,7 @@ class SignIns:
             signed_in_at=now,
             acr=acr,
             auth_time=auth_time,
+            dpop_bound_by=signed_in.dpop_bound_by,
         )
         tokens = TokenSet.issued(signed_in.tokens, now, ())
         if tokens.refresh_token is None:  # status shows it too: no next renewal

@@ -2,7 +2,9 @@
 
 This is one provider's half of it, and holds nothing: the pending request is kept
 under its state by session.sign_ins until the callback. The protocol itself (PKCE,
-nonce, the answer's `iss`) is signin_broker.oidc.code_flow.
+nonce, the answer's `iss`) is signin_broker.oidc.code_flow. Whether the tokens are
+DPoP-bound, and what a sign-in learned of the provider requiring it, is
+session.dpop_requirements'.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from typing import Any
 
 from ..oidc.answers import TokenResponse
 from ..oidc.code_flow import AuthorizationRequest, SignInSecrets
-from ..oidc.dpop import DpopKey
+from ..oidc.dpop import AUTO, DpopKey, key_for
 from ..oidc.provider import Provider
+from .dpop_requirements import DpopRequirements, bound_by
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +28,7 @@ class PendingSignIn:
     redirect_to: str  # where the browser goes afterwards (a same-origin path)
     sign_in_id: str  # correlates the outcome with a BeginSignIn; "" when begun in the browser
     created_at: float
+    dpop_again: bool = False  # begun again with DPoP after the code was refused without it
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +42,7 @@ class SignedIn:
     provider: str = ""  # the alias of the provider it signed in at ("" the main one)
     client_id: str = ""  # the client the tokens were issued to
     dpop_key: DpopKey | None = field(default=None, repr=False)  # the key they are bound to
+    dpop_bound_by: str = ""  # why they are bound (oidc.dpop.BY_SETTING, BY_PROVIDER); "" if not
 
 
 class SignInFlow:
@@ -50,12 +55,20 @@ class SignInFlow:
         source: SignInSecrets,
         authorize_params: Mapping[str, str] | None = None,
         alias: str = "",
+        *,
+        requirements: DpopRequirements | None = None,
     ) -> None:
         self.alias = alias  # of the provider (session.providers)
         self._provider = provider
         self._scopes = scopes
         self._source = source
         self._authorize_params = dict(authorize_params or {})  # the daemon's setting
+        self._requirements = requirements or DpopRequirements()
+
+    @property
+    def dpop_required(self) -> bool:
+        """Whether the provider is known to require DPoP of this flow's client."""
+        return self._provider.dpop_required
 
     async def begin(
         self,
@@ -66,37 +79,52 @@ class SignInFlow:
         created_at: float,
         workspace_id: str = "",
         authorize_params: Mapping[str, str] | None = None,
+        dpop_again: bool = False,
     ) -> tuple[PendingSignIn, str]:
         """A new sign-in to remember under its state, and the provider's authorize URL for it.
 
         A workspace is asked for with the `workspace_id` authorization parameter; the
         provider must confirm the membership with the same claim in the id_token.
         authorize_params (login_hint, prompt, ...; checked by the caller) are added,
-        over the daemon's own setting.
+        over the daemon's own setting. `dpop_again`: a sign-in begun again because the
+        provider refused its code without a DPoP proof and with one (DpopSignInAgain):
+        this one is bound with DPoP from the start.
         """
-        request = AuthorizationRequest.new(
-            self._source,
-            redirect_uri,
-            await self._provider.metadata(),
-            workspace_id,
-            await self._provider.new_dpop_key(),
+        metadata = await self._provider.metadata()
+        key = (
+            key_for(AUTO, metadata.dpop_signing_algorithms, self._provider.issuer)
+            if dpop_again
+            else await self._provider.new_dpop_key()
         )
+        request = AuthorizationRequest.new(self._source, redirect_uri, metadata, workspace_id, key)
         url = request.url(
             self._provider.client_id,
             self._scopes,
             {**self._authorize_params, **(authorize_params or {})},
         )
-        return PendingSignIn(request, redirect_to, sign_in_id, created_at), url
+        return PendingSignIn(request, redirect_to, sign_in_id, created_at, dpop_again), url
 
     async def complete(self, pending: PendingSignIn, code: str) -> SignedIn:
-        """Redeem the code and validate the id_token against this sign-in's nonce."""
-        tokens, claims = await pending.request.redeem(self._provider, code)
+        """Redeem the code and validate the id_token against this sign-in's nonce.
+
+        What it learned of the provider requiring DPoP is kept, whatever the outcome.
+        """
+        provider = self._provider
+        try:
+            tokens, claims, key = await pending.request.redeem(provider, code)
+            if pending.dpop_again and key is not None:
+                provider.learned_dpop_required()
+            elif key is None:  # taken without a proof: whatever it required before, not now
+                provider.dpop_required = False
+        finally:
+            await self._requirements.keep(provider)
         return SignedIn(
             tokens,
             claims,
             pending.sign_in_id,
             pending.request.workspace_id,
             self.alias,
-            self._provider.client_id,
-            pending.request.dpop_key,
+            provider.client_id,
+            key,
+            bound_by(provider, key),
         )

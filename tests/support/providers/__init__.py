@@ -21,6 +21,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -39,6 +40,30 @@ USER_EMAIL = "alice@example.com"  # the test user's, at every provider
 START_TIMEOUT_SECONDS = 60.0
 MAX_PAGES = 5  # login, consent, and room to spare
 PAUSE_FLAG = "pause-at-next-refresh"  # in the provider's folder; the provider removes it
+# What a user must tell the daemon about a provider beside its issuer and client id, and
+# why; a provider fixture tells it nothing else (tests/unit/test_provider_fixtures.py).
+# A fixture that switched one of the broker's defaults off to pass would hide a bug in
+# the default: every everyday tool must work on the defaults.
+MUST_SET = {
+    "scopes": "offline_access, where the provider issues a refresh token only for it",
+    "device_client_id": "a client of its own for device sign-in, where a client has one grant",
+    "client_secret_file": "a confidential client's secret",
+}
+REFRESH_SCOPES = {"offline_access"}
+
+
+def beyond_what_a_user_must_set(args: Sequence[str]) -> list[str]:
+    """The daemon flags in `args` (`--name value` pairs) beyond the issuer, the client id,
+    and MUST_SET: for scopes, beyond those a refresh token needs. Empty when there are none.
+    """
+    beyond = []
+    for flag, value in zip(args[::2], args[1::2], strict=True):
+        name = flag.removeprefix("--").replace("-", "_")
+        if name in ("issuer", "client_id"):
+            continue
+        if name not in MUST_SET or (name == "scopes" and set(value.split()) - REFRESH_SCOPES):
+            beyond.append(f"{flag} {value}")
+    return beyond
 
 
 class RealProvider:
@@ -47,6 +72,7 @@ class RealProvider:
     name: ClassVar[str]
     version: ClassVar[str]
     credentials: ClassVar[dict[str, str]]  # what the scripted browser types into its forms
+    declines: ClassVar[tuple[str, ...]] = ()  # names of its pages' buttons that say no
     daemon_settings: ClassVar[dict[str, str]] = {}  # what else the daemon must be told, by name
 
     @classmethod
@@ -200,18 +226,25 @@ class _Forms(HTMLParser):
         attributes = {k: v or "" for k, v in attrs}
         if tag == "form" and attributes.get("method", "").lower() == "post":
             self.forms.append((attributes.get("action", ""), {}))
-        elif tag in ("input", "button") and self.forms and attributes.get("name"):
+        elif tag == "input" and self.forms and attributes.get("name"):
             self.forms[-1][1][attributes["name"]] = attributes.get("value", "")
+        elif tag == "button" and self.forms and attributes.get("name"):  # the first: "accept"
+            self.forms[-1][1].setdefault(attributes["name"], attributes.get("value", ""))
 
 
 def sign_in(browser: Browser, daemon: DaemonProcess, provider: RealProvider) -> httpx2.Response:
     """Sign in through the daemon's page and the provider's own login and consent pages.
 
-    Returns the daemon's answer to the callback.
+    Returns the daemon's answer to the callback; a callback that sends the browser back
+    to the provider (a sign-in begun again with DPoP, once) is followed there.
     """
     callback = daemon.web_url + CALLBACK
     response = browser.follow(browser.get(daemon.web_url + "/user/login"), until=callback)
-    return browser.get(through_provider_pages(browser, response, provider, callback))
+    answer = browser.get(through_provider_pages(browser, response, provider, callback))
+    if answer.is_redirect and not urljoin(callback, location(answer)).startswith(daemon.web_url):
+        again = browser.follow(answer, until=callback)
+        answer = browser.get(through_provider_pages(browser, again, provider, callback))
+    return answer
 
 
 def through_provider_pages(
@@ -239,3 +272,26 @@ def through_provider_pages(
         submitted = browser.post(urljoin(str(response.url), action), data=fields)
         response = browser.follow(submitted, until=callback)
     raise AssertionError(f"still on {provider.name}'s pages after {MAX_PAGES} forms")
+
+
+def approve_device(browser: Browser, provider: RealProvider, address: str) -> None:
+    """Approve a device sign-in as its person would, from the address with the code in it.
+
+    Sign in, confirm: every page's first POST form is submitted (credentials filled in,
+    the buttons that say no left out) until a page has none, the provider's "done".
+    """
+    response = browser.follow(browser.get(address))
+    for _ in range(MAX_PAGES + 2):  # the code's confirmation and its outcome, beside sign-in
+        assert response.status_code == 200, f"{response.status_code} from {response.url}"
+        parser = _Forms()
+        parser.feed(response.text)
+        if not parser.forms:
+            return
+        action, fields = parser.forms[0]
+        for name in provider.declines:
+            fields.pop(name, None)
+        for name, value in provider.credentials.items():
+            if name in fields:
+                fields[name] = value
+        response = browser.follow(browser.post(urljoin(str(response.url), action), data=fields))
+    raise AssertionError(f"still on {provider.name}'s pages after {MAX_PAGES + 2} forms")

@@ -2,8 +2,9 @@
 
 Installed as dev extras at pinned versions (pyproject.toml). Each start gets a fresh
 SQLite database in its folder, a new RSA key, one user and one public client with
-skip_authorization, so the only page the browser sees is Django's login form. The
-issuer is DOT's default one, http://127.0.0.1:PORT/o, read from its discovery document.
+skip_authorization, so the only page the browser sees is Django's login form, and a
+public client for device sign-ins (its discovery names the device endpoint). The issuer
+is DOT's default one, http://127.0.0.1:PORT/o, read from its discovery document.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from support.providers import CLIENT_ID, PAUSE_FLAG, REDIRECT_URI, USER_EMAIL, R
 from support.real import unavailable
 
 PINNED = {"django-oauth-toolkit": "3.4.1", "oauthlib": "3.3.1"}  # oauthlib 4.0.1: 500s
+DEVICE_CLIENT_ID = CLIENT_ID + "-device"  # DOT's applications have one grant type each
 PORT_TRIES = 3
 REVOKE_TIMEOUT_SECONDS = 30
 HERE = Path(__file__).parent  # on the provider's PYTHONPATH: dot_project is imported alone
@@ -34,6 +36,8 @@ class DjangoOAuthToolkit(RealProvider):
     name = "django-oauth-toolkit"
     version = PINNED["django-oauth-toolkit"]
     credentials: ClassVar[dict[str, str]] = {"username": "alice", "password": "alice-password-1"}
+    # Device sign-ins go to an application of their own: a DOT application has one grant.
+    daemon_settings: ClassVar[dict[str, str]] = {"device_client_id": DEVICE_CLIENT_ID}
 
     @staticmethod
     def check_installed() -> None:
@@ -76,6 +80,8 @@ class DjangoOAuthToolkit(RealProvider):
             "signing_key_pem": pem,
             "access_token_ttl": self.access_token_ttl,
             "client_id": CLIENT_ID,
+            "device_client_id": DEVICE_CLIENT_ID,
+            "device_verification_uri": f"http://127.0.0.1:{self.port}/o/device/",
             "redirect_uris": [REDIRECT_URI],
             "username": self.credentials["username"],
             "password": self.credentials["password"],

@@ -39,34 +39,18 @@ class NodeOidcProvider(RealProvider):
     name = "oidc-provider"
     version = json.loads((SOURCE / "package.json").read_text())["dependencies"]["oidc-provider"]
     credentials: ClassVar[dict[str, str]] = {"login": "alice", "password": "any"}
+    declines: ClassVar[tuple[str, ...]] = ("abort",)  # the device confirmation's [ Abort ]
     # The acr values it offers: a sign-in gets the first asked for, else the first here.
     acr_values: ClassVar[tuple[str, str]] = ("urn:rig:pwd", "urn:rig:mfa")
     # A refresh token only for offline_access (OIDC Core 11), which needs prompt=consent.
-    # DPoP is on at this provider, so `dpop = auto` would bind every token: the shared
-    # checks send tokens as Bearer, and DPOP_CLIENT_ID's own tests use DPoP.
-    daemon_settings: ClassVar[dict[str, str]] = {"scopes": "offline_access", "dpop": "off"}
+    # DPoP is offered to every client here; on the defaults the shared checks' tokens
+    # stay Bearer, and DPOP_CLIENT_ID, which must prove, gets bound ones.
+    daemon_settings: ClassVar[dict[str, str]] = {"scopes": "offline_access"}
 
     @staticmethod
     def installed() -> Path:
         """The node_modules folder with the pinned oidc-provider; installs it the first time."""
-        node, npm = shutil.which("node"), shutil.which("npm")
-        if node is None or npm is None:
-            unavailable(
-                "node and npm are needed for oidc-provider (Debian: apt-get install nodejs npm)"
-            )
-        assert node is not None and npm is not None
-        version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True)
-        major = int(re.match(r"v(\d+)", version.stdout).group(1))  # type: ignore[union-attr]
-        if major < MIN_NODE_MAJOR:
-            unavailable(f"oidc-provider {NodeOidcProvider.version} needs Node {MIN_NODE_MAJOR}+")
-        lock = (SOURCE / "package-lock.json").read_bytes()
-        target = CACHE / f"oidc-provider-{hashlib.sha256(lock).hexdigest()[:16]}"
-        CACHE.mkdir(parents=True, exist_ok=True)
-        with (CACHE / ".lock").open("w") as guard:
-            fcntl.flock(guard, fcntl.LOCK_EX)  # one install at a time, then everyone reuses it
-            if not target.exists():
-                _npm_ci(npm, target)
-        return target / "node_modules"
+        return npm_installed(SOURCE, "oidc-provider")
 
     def command(self) -> tuple[list[str], dict[str, str]]:
         modules = self.installed()
@@ -111,18 +95,43 @@ class NodeOidcProvider(RealProvider):
         raise LookupError("not listening yet")
 
 
-def _npm_ci(npm: str, target: Path) -> None:
+def npm_installed(source: Path, name: str) -> Path:
+    """The node_modules of the packages `source`'s package-lock.json pins; `npm ci` once.
+
+    Installed into .cache/interop/NAME-<hash of the lock file>, reused by later runs and
+    by every test process while the lock file is unchanged. Skips (fails in CI) without
+    Node MIN_NODE_MAJOR or later and npm.
+    """
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        unavailable(f"node and npm are needed for {name} (Debian: apt-get install nodejs npm)")
+    assert node is not None and npm is not None
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True)
+    major = int(re.match(r"v(\d+)", version.stdout).group(1))  # type: ignore[union-attr]
+    if major < MIN_NODE_MAJOR:
+        unavailable(f"{name} needs Node {MIN_NODE_MAJOR}+")
+    lock = (source / "package-lock.json").read_bytes()
+    target = CACHE / f"{name}-{hashlib.sha256(lock).hexdigest()[:16]}"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / ".lock").open("w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)  # one install at a time, then everyone reuses it
+        if not target.exists():
+            _npm_ci(npm, source, target)
+    return target / "node_modules"
+
+
+def _npm_ci(npm: str, source: Path, target: Path) -> None:
     """Install the locked packages into a scratch folder, then move it into place whole."""
     scratch = Path(tempfile.mkdtemp(prefix="npm-", dir=CACHE))
     try:
         for name in ("package.json", "package-lock.json"):
-            shutil.copy(SOURCE / name, scratch / name)
+            shutil.copy(source / name, scratch / name)
         done = subprocess.run(
             [npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
             cwd=scratch, capture_output=True, text=True, timeout=NPM_TIMEOUT_SECONDS,
         )  # fmt: skip
         if done.returncode != 0:
-            unavailable(f"npm ci of oidc-provider failed:\n{done.stderr[-2000:]}")
+            unavailable(f"npm ci of {source.name} failed:\n{done.stderr[-2000:]}")
         scratch.rename(target)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

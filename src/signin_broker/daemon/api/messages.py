@@ -123,6 +123,7 @@ def account_message(account: AccountInfo) -> pb.Account:
         aliases=account.aliases,
         acr=account.acr,
         auth_time_unix=account.auth_time,
+        dpop_bound_by=account.dpop_bound_by,
     )
 
 
@@ -139,6 +140,7 @@ def provider_message(link: ProviderLink) -> pb.Provider:
         clock_problem=link.client.clock_problem,
         setting_sources=link.setting_sources,
         dpop=link.dpop,
+        dpop_required=link.sign_in.dpop_required,
     )
 
 

@@ -104,6 +104,7 @@ class TokenBrokerServicer:
             id_token_expires_at_unix=token.id_token_expires_at,
             acr=token.acr,
             auth_time_unix=token.auth_time,
+            dpop_bound_by=token.dpop_bound_by,
         )
 
     @unary

@@ -17,7 +17,7 @@ import re
 import secrets
 import socket
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 import uvicorn
@@ -26,7 +26,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from ...oidc.errors import IdTokenInvalid, OAuthError, ProviderMisfit, ProviderUnavailable
+from ...identities import name_of
+from ...oidc.errors import (
+    DpopSignInAgain,
+    IdTokenInvalid,
+    OAuthError,
+    ProviderMisfit,
+    ProviderUnavailable,
+)
 from ...oidc.failures import failure_of
 from ...session.errors import NotConfigured, StepUpRefused
 from ...session.manager import SessionManager
@@ -46,6 +53,9 @@ from .serving import (
     page_protocol,
     security_headers,
 )
+
+if TYPE_CHECKING:
+    from ...session.signin import PendingSignIn
 
 log = logging.getLogger(__name__)
 SESSION_COOKIE = "signin_broker_session"
@@ -228,7 +238,7 @@ class SignInSite:
                 redirect_to,
                 sign_in_id,
                 workspace_id,
-                request.query_params.get("provider", ""),
+                provider=request.query_params.get("provider", ""),
             )
         except ValueError as error:
             return page("Not a provider", str(error), status=400)
@@ -289,6 +299,8 @@ class SignInSite:
             return self._failed(pending.sign_in_id, "invalid_request", "The response had no code.")
         try:
             signed_in = await flow.complete(pending, code)
+        except DpopSignInAgain as again:
+            return await self._again_with_dpop(flow.alias, pending, again)
         except (OAuthError, IdTokenInvalid, ProviderUnavailable) as error:
             failure = failure_of(error)
             step = "id_token" if isinstance(error, IdTokenInvalid) else "token_exchange"
@@ -351,6 +363,33 @@ class SignInSite:
         return RedirectResponse(target, status_code=303)
 
     # -- helpers ---------------------------------------------------------------------------
+
+    async def _again_with_dpop(
+        self, alias: str, pending: PendingSignIn, again: DpopSignInAgain
+    ) -> Response:
+        """Begin the sign-in once more, bound with DPoP from the start, and send the browser.
+
+        The provider refused the code without a DPoP proof and with one: it may require
+        DPoP of this client and have spent the code. A sign-in begun again so is never
+        begun again a second time (SignInFlow.begin).
+        """
+        _oauth_log(logging.WARNING, "token_exchange", "dpop_required", str(again))
+        try:
+            url = await self._session.browser_sign_in_url(
+                self.redirect_uri,
+                pending.redirect_to,
+                pending.sign_in_id,
+                pending.request.workspace_id,
+                provider=name_of(alias),
+                dpop_again=True,
+            )
+        except (ProviderUnavailable, NotConfigured) as error:
+            message = (
+                f"The identity provider refused the sign-in code ({again}), and a new"
+                f" sign-in could not begin: {error}."
+            )
+            return self._failed(pending.sign_in_id, "invalid_code", message)
+        return RedirectResponse(url, status_code=302)
 
     def _waiting_devices(self) -> list[pages.WaitingDevice]:
         """Device sign-ins waiting for the person at this desk (the page is theirs alone)."""

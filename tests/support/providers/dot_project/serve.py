@@ -28,7 +28,7 @@ def configure(settings_file: str) -> None:
 
 
 def seed() -> None:
-    """The test user and a public client that is approved without a consent page."""
+    """The test user, a public client approved without a consent page, and a device client."""
     from django.conf import settings
     from django.contrib.auth import get_user_model
     from oauth2_provider.models import get_application_model
@@ -45,6 +45,15 @@ def seed() -> None:
         authorization_grant_type="authorization-code",
         redirect_uris=" ".join(run["redirect_uris"]),
         skip_authorization=True,
+        algorithm="RS256",
+    )
+    application = get_application_model()
+    application.objects.create(
+        client_id=run["device_client_id"],
+        name="signin-broker (device sign-in)",
+        user=user,
+        client_type="public",
+        authorization_grant_type=application.GRANT_DEVICE_CODE,
         algorithm="RS256",
     )
 

@@ -31,6 +31,7 @@ TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
         "DIRS": [Path(__file__).parent / "templates"],
+        "APP_DIRS": True,  # DOT's own pages: device sign-in's code and confirmation
         "OPTIONS": {"context_processors": ["django.template.context_processors.request"]},
     }
 ]
@@ -50,4 +51,19 @@ OAUTH2_PROVIDER = {
     "ACCESS_TOKEN_EXPIRE_SECONDS": RUN["access_token_ttl"],
     "ROTATE_REFRESH_TOKEN": True,
     "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    # Device sign-in (RFC 8628), for its own application (DOT's have one grant type
+    # each); a poll a second rather than every five keeps the tests short.
+    "OAUTH_DEVICE_VERIFICATION_URI": RUN["device_verification_uri"],
+    "OAUTH_DEVICE_VERIFICATION_URI_COMPLETE": (
+        RUN["device_verification_uri"] + "?user_code={user_code}"
+    ),
+    "DEVICE_FLOW_INTERVAL": 1,
+}
+
+# A server error's traceback goes to the provider's stderr.log, where a failing test shows it.
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"stderr": {"class": "logging.StreamHandler"}},
+    "loggers": {"django.request": {"handlers": ["stderr"], "level": "ERROR"}},
 }
