@@ -38,11 +38,17 @@ def daemon_with_accounts(
     stub: StubProvider, socket_path: Path, *args: str, workspace: bool = True
 ) -> DaemonProcess:
     """A daemon with Alice (the default), Bob, and (by default) Alice within workspace 7."""
-    daemon = DaemonProcess(socket_path, "--issuer", stub.issuer, *args).start()
-    assert sign_in_as(stub, daemon, ALICE.sub) == ALICE_ID
-    assert sign_in_as(stub, daemon, BOB.sub) == BOB_ID
-    if workspace:
-        assert sign_in_as(stub, daemon, ALICE.sub, "7") == ALICE_AT_7
-    with BrokerClient(socket_path) as client:
-        assert client.status().default_account == ALICE_ID
+    daemon = DaemonProcess(socket_path, "--issuer", stub.issuer, *args)
+    try:
+        daemon.start()
+        assert sign_in_as(stub, daemon, ALICE.sub) == ALICE_ID
+        assert sign_in_as(stub, daemon, BOB.sub) == BOB_ID
+        if workspace:
+            assert sign_in_as(stub, daemon, ALICE.sub, "7") == ALICE_AT_7
+        with BrokerClient(socket_path) as client:
+            assert client.status().default_account == ALICE_ID
+    except BaseException:
+        if daemon.alive:  # a module's fixture fails before any test's cleanup could see it
+            daemon.stop()
+        raise
     return daemon

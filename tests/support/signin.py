@@ -110,7 +110,13 @@ def login_through_the_cli(
 
 def signed_in_daemon(stub: StubProvider, socket_path: Path, *args: str, **kw) -> DaemonProcess:
     """A daemon signed in as the stub's auto-approved user through the loopback page."""
-    daemon = DaemonProcess(socket_path, "--issuer", stub.issuer, *args, **kw).start()
-    with Browser() as browser:
-        sign_in(browser, daemon)
+    daemon = DaemonProcess(socket_path, "--issuer", stub.issuer, *args, **kw)
+    try:
+        daemon.start()
+        with Browser() as browser:
+            sign_in(browser, daemon)
+    except BaseException:
+        if daemon.alive:  # a module's fixture fails before any test's cleanup could see it
+            daemon.stop()
+        raise
     return daemon
