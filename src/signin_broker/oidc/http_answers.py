@@ -11,7 +11,7 @@ from typing import Any
 import httpx2
 
 from .answers import MAX_ANSWER_BYTES
-from .errors import AnswerUnusable, OAuthError, ProviderUnavailable
+from .errors import AnswerLost, AnswerUnusable, OAuthError, ProviderUnavailable
 
 
 async def read_bounded(response: httpx2.Response, what: str) -> bytes:
@@ -56,6 +56,19 @@ def from_the_provider(response: httpx2.Response) -> bool:
     return response.is_success and (
         media_type == "application/json" or media_type.endswith("+json")
     )
+
+
+def cut_short(streamed: httpx2.Response | None, what: str, why: str) -> ProviderUnavailable:
+    """An exchange that ended before its whole answer, by whether the provider had acted.
+
+    Before the answer's head nobody can tell (AnswerLost); a success of the provider's
+    own type that stops half-way was acted on (AnswerUnusable); any other answer never
+    reached the provider, or was a refusal (ProviderUnavailable).
+    """
+    if streamed is None:
+        return AnswerLost(f"the {what} request got no answer ({why})")
+    cut = f"the {what} endpoint's answer stopped half-way ({why})"
+    return AnswerUnusable(cut) if from_the_provider(streamed) else ProviderUnavailable(cut)
 
 
 def oauth_error(response: httpx2.Response) -> OAuthError:

@@ -30,6 +30,7 @@ from ...session.errors import (
     NotConfigured,
     ProviderRefused,
     ProviderUnreachable,
+    RetryLater,
     ScopeNotGranted,
     ScopesNotAllowed,
     SessionError,
@@ -42,6 +43,7 @@ from ...session.errors import (
 )
 from ..apps.gate import AppDenied, NothingWaits, UnknownApp
 from .forwards import ForwardExists, ForwardNotFound
+from .retry_hints import RetryHinted
 
 log = logging.getLogger(__name__)
 
@@ -96,12 +98,19 @@ def unary(
                 await self._session.ready.wait()
             return await method(self, request)
         except (SessionError, InvalidRequest) as error:
-            raise GRPCError(status_of(error), str(error)) from None
+            raise grpc_error(error) from None
         except Exception:
             log.exception("unexpected error", extra={"method": method.__name__})
             raise GRPCError(Status.INTERNAL, "internal") from None
 
     return mapped
+
+
+def grpc_error(error: SessionError | InvalidRequest) -> GRPCError:
+    """The gRPC refusal of an error, with a retry hint when it passes (RetryLater)."""
+    if isinstance(error, RetryLater):
+        return RetryHinted(status_of(error), str(error), error.retry_after)
+    return GRPCError(status_of(error), str(error))
 
 
 def status_of(error: SessionError | InvalidRequest) -> Status:
