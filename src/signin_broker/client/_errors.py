@@ -7,8 +7,8 @@ import socket
 
 import grpc
 
-# The daemon's retry hint (gRFC A6): when a refusal that passes may be asked again.
-PUSHBACK_TRAILER = "grpc-retry-pushback-ms"
+# The daemon's retry hint: in how many seconds a refusal that passes may be asked again.
+RETRY_AFTER = "retry-after"
 
 
 class BrokerError(Exception):
@@ -57,8 +57,8 @@ def _retry_after(error: grpc.RpcError) -> float | None:
     """The refusal's retry hint in seconds, if the daemon sent one."""
     trailers = getattr(error, "trailing_metadata", lambda: None)() or ()
     for key, value in trailers:
-        if key == PUSHBACK_TRAILER and isinstance(value, str) and value.isdigit():
-            return int(value) / 1000
+        if key == RETRY_AFTER and isinstance(value, str) and value.isdigit():
+            return float(value)
     return None
 
 

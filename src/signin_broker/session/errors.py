@@ -100,8 +100,8 @@ class InvalidSignIn(SessionError):
 class RetryLater(SessionError):
     """A refusal that passes: `retry_after` is when to ask again (seconds, at least 1).
 
-    Apps are told it beside the status: gRPC's grpc-retry-pushback-ms trailer, which a
-    grpcio channel with a retry policy obeys, and HTTP's Retry-After on the JSON calls.
+    Apps are told it beside the status: a `retry-after` trailer on gRPC, HTTP's
+    Retry-After header on the JSON calls.
     """
 
     def __init__(self, message: str, retry_after: float) -> None:

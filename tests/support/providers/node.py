@@ -4,8 +4,8 @@ The package is pinned, with every dependency, by oidc_provider/package-lock.json
 installed once with `npm ci` into .cache/interop/ at the repository's root (reused by
 later runs while the lock file is unchanged). Each start copies provider.mjs into its
 folder, links the installed node_modules beside it, and writes its settings: the
-client, a new RSA signing key, the access-token lifetime, the pause flag's path and a
-new token for its admin route.
+client, a new RSA signing key, the access-token lifetime, the pause and break flags'
+paths, whether it gives DPoP nonces, and a new token for its admin route.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ CACHE = Path(__file__).parents[3] / ".cache" / "interop"
 NPM_TIMEOUT_SECONDS = 300
 MIN_NODE_MAJOR = 20
 DPOP_CLIENT_ID = CLIENT_ID + "-dpop"  # registered with dpop_bound_access_tokens
+BREAK_FLAG = "break-next-refresh"  # in the provider's folder: how to answer the next refresh
 
 
 class NodeOidcProvider(RealProvider):
@@ -45,6 +46,25 @@ class NodeOidcProvider(RealProvider):
     # DPoP is on at this provider, so `dpop = auto` would bind every token: the shared
     # checks send tokens as Bearer, and DPOP_CLIENT_ID's own tests use DPoP.
     daemon_settings: ClassVar[dict[str, str]] = {"scopes": "offline_access", "dpop": "off"}
+
+    def __init__(self, folder: Path, access_token_ttl: int, *, dpop_nonces: bool = True) -> None:
+        super().__init__(folder, access_token_ttl)
+        self.dpop_nonces = dpop_nonces  # False: no DPoP nonces, a proof's iat alone is checked
+
+    def break_next_refresh(self, how: str) -> None:
+        """Answer the next refresh as `how` says: not_json, html, trickle:SECONDS, stall.
+
+        See provider.mjs: all but html are the provider's own answer, after it acted.
+        """
+        (self.folder / BREAK_FLAG).write_text(how)
+
+    def broken(self) -> list[str]:
+        """The broken answers given so far, in order."""
+        return [r["how"] for r in self.records() if r.get("event") == "broken"]
+
+    def reuses(self) -> int:
+        """Refresh tokens sent again after they were rotated: each ended its grant there."""
+        return sum(1 for r in self.token_requests("refresh_token") if r.get("reuse"))
 
     @staticmethod
     def installed() -> Path:
@@ -83,6 +103,8 @@ class NodeOidcProvider(RealProvider):
             "cookie_key": secrets.token_urlsafe(32),
             "access_token_ttl": self.access_token_ttl,
             "pause_flag": str(self.folder / PAUSE_FLAG),
+            "break_flag": str(self.folder / BREAK_FLAG),
+            "dpop_nonces": self.dpop_nonces,
             "admin_token": secrets.token_urlsafe(32),
             "acr_values": list(self.acr_values),
         }

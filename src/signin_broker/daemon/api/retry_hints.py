@@ -1,7 +1,8 @@
 """When to ask again, told to apps beside a refusal that passes (a renewal under way, say).
 
-gRPC's way is the grpc-retry-pushback-ms trailer (gRFC A6), which a grpcio channel
-with a retry policy obeys on its own; the JSON calls send HTTP's Retry-After.
+In seconds, under HTTP's name in both transports: a `retry-after` trailer of the gRPC
+call (grpc-retry-pushback-ms, gRPC's own, is a name grpclib reserves), the Retry-After
+header of a JSON call.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
-PUSHBACK_TRAILER = "grpc-retry-pushback-ms"
+RETRY_AFTER = "retry-after"
 
 
 class RetryHinted(GRPCError):
@@ -21,4 +22,4 @@ class RetryHinted(GRPCError):
 
     def trailer(self) -> dict[str, str]:
         """The trailing metadata that carries the hint."""
-        return {PUSHBACK_TRAILER: str(self.retry_after * 1000)}
+        return {RETRY_AFTER: str(self.retry_after)}

@@ -36,6 +36,7 @@ from ...session.errors import (
     SessionError,
     SignInRequired,
     StepUpRequired,
+    StorageWaits,
     TokenTooShortLived,
     TooManyAliases,
     TooManyNewTokens,
@@ -62,6 +63,7 @@ _STATUS_OF: dict[type[SessionError], Status] = {
     StepUpRequired: Status.FAILED_PRECONDITION,
     ProviderRefused: Status.FAILED_PRECONDITION,
     ProviderUnreachable: Status.UNAVAILABLE,
+    StorageWaits: Status.UNAVAILABLE,  # it passes once the state folder can be written
     TooManyNewTokens: Status.RESOURCE_EXHAUSTED,
     AppDenied: Status.PERMISSION_DENIED,
     ScopesNotAllowed: Status.PERMISSION_DENIED,
