@@ -100,4 +100,3 @@ def test_a_renewal_that_cannot_be_stored_is_never_spent_nor_its_token_sent_twice
     refreshes = provider.token_requests("refresh_token")[mark:]
     assert provider.reuses() == 0 and [r["status"] for r in refreshes] == [200], refreshes
     assert served == {first.access_token}  # nothing was renewed while it could not be stored
-
