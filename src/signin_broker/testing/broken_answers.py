@@ -26,6 +26,9 @@ BROKEN_ANSWERS = (
     "trickle",  # the real answer, a few bytes at a time over `seconds`
 )
 PORTAL_PAGE = "<html><body>Welcome to Hotel Wi-Fi: accept the terms to continue</body></html>"
+# The access token of a "huge_access_token" answer, 1 MB; the stub takes it for the one
+# it issued (its userinfo and introspection know it).
+HUGE_ACCESS_TOKEN = "A" * 1_000_000
 HUGE_BODY_CHUNKS = 800  # 64 KiB each: 50 MB
 EXPIRES_IN: dict[str, object] = {
     "expires_in_word": "soon",
@@ -55,7 +58,7 @@ def broken(answer: dict[str, object], how: str, seconds: float) -> Response:
             _trickled(body, seconds), 200, headers=NO_STORE, media_type="application/json"
         )
     changed: dict[str, object] = (
-        {"access_token": "A" * 1_000_000}
+        {"access_token": HUGE_ACCESS_TOKEN}
         if how == "huge_access_token"
         else {"expires_in": EXPIRES_IN[how]}
     )
