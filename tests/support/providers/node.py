@@ -47,9 +47,17 @@ class NodeOidcProvider(RealProvider):
     # checks send tokens as Bearer, and DPOP_CLIENT_ID's own tests use DPoP.
     daemon_settings: ClassVar[dict[str, str]] = {"scopes": "offline_access", "dpop": "off"}
 
-    def __init__(self, folder: Path, access_token_ttl: int, *, dpop_nonces: bool = True) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        access_token_ttl: int,
+        *,
+        dpop_nonces: bool = True,
+        env: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(folder, access_token_ttl)
         self.dpop_nonces = dpop_nonces  # False: no DPoP nonces, a proof's iat alone is checked
+        self.env = env or {}  # more environment for Node (a faked clock, say)
 
     def break_next_refresh(self, how: str) -> None:
         """Answer the next refresh as `how` says: not_json, html, trickle:SECONDS, stall.
@@ -111,7 +119,7 @@ class NodeOidcProvider(RealProvider):
         path = self.folder / "settings.json"
         path.write_text(json.dumps(settings))
         path.chmod(0o600)
-        return ["node", "provider.mjs", str(path)], dict(os.environ)
+        return ["node", "provider.mjs", str(path)], {**os.environ, **self.env}
 
     @classmethod
     def revoke_user(cls, folder: Path, issuer: str, sub: str) -> None:
