@@ -202,7 +202,7 @@ class TokenKeeper:
             raise self._registry.sign_in_required(account.info.id)  # ended meanwhile
         if renewed.lifetime < min_ttl:
             raise TokenLifetimeTooShort(renewed.lifetime, min_ttl)
-        if not renewed.lasts(self._clock(), min_ttl):  # the keeper renews it at once
+        if not renewed.is_valid(self._clock()):  # the keeper renews it at once
             return self._without_renewal(account, min_ttl, ARRIVED_DEAD)
         return renewed
 

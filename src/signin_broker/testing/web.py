@@ -26,7 +26,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import pages
-from .broken_answers import HUGE_ACCESS_TOKEN, before_processing, broken
+from .broken_answers import before_processing, broken
 from .exchanges import HttpExchange, parse_form
 from .ledger import SecretLedger
 from .models import RecordedRequest, StubPaths, StubUser
@@ -258,9 +258,7 @@ class _Endpoints:
                 answer = json.loads(bytes(response.body))
                 SecretLedger.note(answer.get("id_token"))
                 if breaking is not None:
-                    response = broken(answer, breaking.how, breaking.seconds)
-                    if breaking.how == "huge_access_token":
-                        self._store.alias_access_token(answer["access_token"], HUGE_ACCESS_TOKEN)
+                    response = broken(answer, breaking, self._store.alias_access_token)
         if delay is not None and delay.after_processing:
             await self._pauses.pause(delay.seconds, request.receive)
         return response
