@@ -19,12 +19,15 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 import grpc
+import httpx2
 import pytest
 
 from signin_broker.client import BrokerClient, BrokerError, Token
 from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
+from support.providers import CLIENT_ID
 from support.providers.checks import signed_in_daemon, userinfo_status
 from support.providers.node import NodeOidcProvider
+from support.state import decrypted_record
 from support.storage import filled, read_only, tmpfs
 from support.waiting import eventually
 
@@ -100,3 +103,21 @@ def test_a_renewal_that_cannot_be_stored_is_never_spent_nor_its_token_sent_twice
     refreshes = provider.token_requests("refresh_token")[mark:]
     assert provider.reuses() == 0 and [r["status"] for r in refreshes] == [200], refreshes
     assert served == {first.access_token}  # nothing was renewed while it could not be stored
+
+
+def test_the_providers_reuse_count_sees_a_rotated_refresh_token_sent_again(
+    provider: NodeOidcProvider, socket_path: Path
+) -> None:
+    """The count the tests above rely on: a second use of one refresh token, by hand."""
+    before = provider.reuses()
+    daemon = signed_in_daemon(provider, socket_path)
+    with BrokerClient(socket_path) as client:
+        account = client.get_token().account
+    refresh_token = decrypted_record(daemon, account)["tokens"]["refresh_token"]
+    daemon.stop()  # it will not spend it meanwhile
+    form = {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": CLIENT_ID}
+    token_url = str(provider.discovery()["token_endpoint"])
+    assert httpx2.post(token_url, data=form, timeout=10).status_code == 200
+    again = httpx2.post(token_url, data=form, timeout=10)
+    assert (again.status_code, again.json()["error"]) == (400, "invalid_grant")
+    assert provider.reuses() == before + 1

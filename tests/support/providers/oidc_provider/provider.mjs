@@ -153,7 +153,7 @@ provider.on('grant.error', (ctx, error) => {
     grant_type: ctx.oidc.params?.grant_type,
     status: error.statusCode,
     error: error.error,
-    reuse: error.error_description === 'refresh token already used',
+    reuse: error.error_detail === 'refresh token already used',
   });
 });
 provider.on('server_error', (_ctx, error) => { process.stderr.write(`${error.stack}\n`); });
