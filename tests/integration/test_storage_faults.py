@@ -14,9 +14,13 @@ oidc-provider.)
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 import time
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -46,6 +50,23 @@ def renewed_since(client: BrokerClient, first: Token) -> Token | None:
     return token if token.access_token != first.access_token else None
 
 
+def json_refusal(socket_path: Path) -> tuple[int, int, dict[str, Any]]:
+    """GetToken as a JSON call with curl: the HTTP status, Retry-After, and the body."""
+    curl = shutil.which("curl")
+    if curl is None:
+        pytest.skip("curl is not installed")
+    done = subprocess.run(
+        [curl, "-sS", "-i", "--unix-socket", str(socket_path), "-H",
+         "Content-Type: application/json", "-d", "{}",
+         "http://broker/signin_broker.v1.TokenBroker/GetToken"],
+        capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    head, _, body = done.stdout.partition("\n\n")  # text mode: CRLF read as LF
+    lines = head.splitlines()
+    headers = dict(line.lower().split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), int(headers.get("retry-after", "0")), json.loads(body)
+
+
 @pytest.mark.parametrize("fault", ["full", "read-only"])
 def test_a_state_folder_that_cannot_be_written_postpones_renewal_until_it_can(
     socket_path: Path, fault: str
@@ -71,6 +92,9 @@ def test_a_state_folder_that_cannot_be_written_postpones_renewal_until_it_can(
                 assert refused.value.code == grpc.StatusCode.UNAVAILABLE
                 assert "cannot be renewed while its state cannot be saved" in refused.value.message
                 assert refused.value.retry_after is not None
+                status, retry_after, body = json_refusal(socket_path)  # and on the JSON calls
+                assert status == 503 and retry_after == body["retry_after_seconds"] >= 1
+                assert "cannot be renewed while its state cannot be saved" in body["error"]
                 assert presented(stub) == []  # nothing spent that could not be replaced
             renewed = eventually(lambda: renewed_since(client, first), "the renewal", timeout=20)
             assert client.status().storage_problem == ""
