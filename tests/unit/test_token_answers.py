@@ -90,11 +90,13 @@ def test_a_megabyte_access_token_is_taken() -> None:
 def test_a_json_answer_that_does_not_parse_is_unusable_and_an_html_page_is_not_the_provider() -> (
     None
 ):
-    cut, portal = answered(
+    cut, plain, portal = answered(
         json_answer(b'{"access_token": "at-1", "refresh_tok'),
+        json_answer(b"internal error", "text/plain"),  # the endpoint's own, however odd
         json_answer("<html>Hotel Wi-Fi: accept the terms</html>", "text/html; charset=utf-8"),
     )
     assert isinstance(cut, AnswerUnusable) and "not JSON" in str(cut)
+    assert isinstance(plain, AnswerUnusable) and "text/plain" in str(plain)
     assert isinstance(portal, ProviderUnavailable) and not isinstance(portal, AnswerLost)
     assert "text/html" in str(portal)
 
