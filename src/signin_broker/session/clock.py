@@ -17,7 +17,6 @@ so that a restart after the wall clock went back finds the state's true age (`ag
 from __future__ import annotations
 
 import functools
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -74,17 +73,18 @@ class SteadyClock:
         boot: Callable[[], str] = boot_id,
     ) -> None:
         self._wall, self._steady, self._boot = wall, steady, boot
-        self._lock = threading.Lock()
         self._last_wall, self._last_steady = wall(), steady()
         self._now = self._last_wall
 
     def __call__(self) -> float:
-        """Seconds since the epoch as the wall clock said at start, advanced as said above."""
-        with self._lock:
-            wall, steady = self._wall(), self._steady()
-            self._now += max(steady - self._last_steady, wall - self._last_wall, 0.0)
-            self._last_wall, self._last_steady = wall, steady
-            return self._now
+        """Seconds since the epoch as the wall clock said at start, advanced as said above.
+
+        Read on the event loop's thread (GetToken's hot path: no lock).
+        """
+        wall, steady = self._wall(), self._steady()
+        self._now += max(steady - self._last_steady, wall - self._last_wall, 0.0)
+        self._last_wall, self._last_steady = wall, steady
+        return self._now
 
     def wall_step(self) -> float:
         """How far the wall clock is from this clock (seconds; negative: it went back)."""
