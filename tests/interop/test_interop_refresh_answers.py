@@ -67,15 +67,11 @@ def renewed(provider: NodeOidcProvider, client: BrokerClient, old: Token) -> Tok
     return token if token is not None and token.access_token != old.access_token else None
 
 
-def refreshes(provider: NodeOidcProvider, mark: int) -> list[int]:
-    return [r["status"] for r in provider.token_requests("refresh_token")[mark:]]
-
-
 @pytest.mark.parametrize("how", ["not_json", "stall"])
 def test_its_own_broken_answer_spends_the_token_and_the_session_ends_once_saying_why(
     provider: NodeOidcProvider, socket_path: Path, how: str
 ) -> None:
-    mark, broken = len(provider.token_requests("refresh_token")), len(provider.broken())
+    mark, broken = len(provider.refresh_statuses()), len(provider.broken())
     daemon = signed_in_daemon(provider, socket_path, env=IDLE_KNOB)  # a stall: 2 s, not 180
     with BrokerClient(socket_path, timeout=30) as client, watching(socket_path) as events:
         first = client.get_token()
@@ -94,14 +90,14 @@ def test_its_own_broken_answer_spends_the_token_and_the_session_ends_once_saying
     cause = "not JSON" if how == "not_json" else "stopped half-way"
     assert cause in ended[0].reason and "sign in again" in ended[0].reason
     assert cause in event.detail and events.kinds().count(EventKind.SIGNED_OUT) == 1
-    assert provider.reuses() == 0 and refreshes(provider, mark) == [200, 200]  # once each
+    assert provider.reuses() == 0 and provider.refresh_statuses()[mark:] == [200, 200]  # once each
     daemon.stop()
 
 
 def test_a_middleboxs_page_never_reached_the_provider_and_the_session_goes_on(
     provider: NodeOidcProvider, socket_path: Path
 ) -> None:
-    mark, broken = len(provider.token_requests("refresh_token")), len(provider.broken())
+    mark, broken = len(provider.refresh_statuses()), len(provider.broken())
     daemon = signed_in_daemon(provider, socket_path)
     with BrokerClient(socket_path, timeout=30) as client:
         first = client.get_token()
@@ -109,14 +105,14 @@ def test_a_middleboxs_page_never_reached_the_provider_and_the_session_goes_on(
         after = eventually(lambda: renewed(provider, client, first), "a renewal after the page")
         assert provider.broken()[broken:] == ["html"] and not client.status().ended_sessions
         assert alive(provider, client) == after
-    assert provider.reuses() == 0 and refreshes(provider, mark) == [200]  # sent on, once
+    assert provider.reuses() == 0 and provider.refresh_statuses()[mark:] == [200]  # sent on, once
     daemon.stop()
 
 
 def test_a_trickled_answer_is_taken_while_apps_are_told_when_to_ask_again(
     provider: NodeOidcProvider, socket_path: Path
 ) -> None:
-    mark, broken = len(provider.token_requests("refresh_token")), len(provider.broken())
+    mark, broken = len(provider.refresh_statuses()), len(provider.broken())
     daemon = signed_in_daemon(provider, socket_path)
     with BrokerClient(socket_path, timeout=30) as client:
         first = client.get_token()
@@ -136,5 +132,5 @@ def test_a_trickled_answer_is_taken_while_apps_are_told_when_to_ask_again(
         assert told_to_wait >= 1  # the old token expired while the answer trickled in
     assert provider.broken()[broken:] == [f"trickle:{TRICKLE_SECONDS}"]
     # The trickled answer's token was dead on arrival: renewed at once, with its new token.
-    assert provider.reuses() == 0 and refreshes(provider, mark) == [200, 200]
+    assert provider.reuses() == 0 and provider.refresh_statuses()[mark:] == [200, 200]
     daemon.stop()

@@ -19,6 +19,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -68,11 +69,27 @@ class NodeOidcProvider(RealProvider):
 
     def broken(self) -> list[str]:
         """The broken answers given so far, in order."""
+        self.sync()
         return [r["how"] for r in self.records() if r.get("event") == "broken"]
+
+    def refresh_statuses(self) -> list[int]:
+        """The HTTP status of every refresh grant so far, in order."""
+        self.sync()
+        return [r["status"] for r in self.token_requests("refresh_token")]
 
     def reuses(self) -> int:
         """Refresh tokens sent again after they were rotated: each ended its grant there."""
+        self.sync()
         return sum(1 for r in self.token_requests("refresh_token") if r.get("reuse"))
+
+    def sync(self) -> None:
+        """Wait (bounded) until every line the provider printed so far has been read."""
+        marker = secrets.token_hex(8)
+        httpx2.get(f"{self.issuer}/admin/sync", params={"id": marker}, timeout=10)
+        deadline = time.monotonic() + 10
+        while not any(r.get("id") == marker for r in self.records()):
+            assert time.monotonic() < deadline, f"{self.name} printed no sync line"
+            time.sleep(0.02)
 
     @staticmethod
     def installed() -> Path:

@@ -23,7 +23,8 @@
 // settings.admin_token as a Bearer token) revokes every grant of that account with its
 // tokens, with the calls the package's own grant revocation makes. A refresh token
 // sent again after it was rotated (the package revokes the grant then) is printed as
-// {"event":"token",...,"reuse":true}.
+// {"event":"token",...,"reuse":true}. GET /admin/sync?id=ID prints {"event":"sync","id":ID},
+// so a test that has read that line has read every line printed before it.
 //
 // settings.dpop_nonces false: the provider gives no DPoP nonces (none demanded, none
 // offered), so each proof's iat alone must be within its window of the provider's clock.
@@ -202,6 +203,9 @@ server.on('request', (req, res) => {
     takeFlag(settings.break_flag); // a middlebox answers: the provider never sees the request
     say({ event: 'broken', how: 'html' });
     res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(PORTAL_PAGE);
+  } else if (path === '/admin/sync') { // a line after every line printed before it
+    say({ event: 'sync', id: new URL(req.url, issuer).searchParams.get('id') });
+    res.writeHead(204).end();
   } else if (path === '/admin/revoke') {
     admin(req, res).catch((error) => { process.stderr.write(`${error.stack}\n`); res.writeHead(500).end(); });
   } else {
