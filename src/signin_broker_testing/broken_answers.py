@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
 
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 
 from .rules import NO_STORE
+
+if TYPE_CHECKING:
+    from .store import BrokenAnswer
 
 BROKEN_ANSWERS = (
     "cut_json",  # the body stops half-way
@@ -26,6 +30,9 @@ BROKEN_ANSWERS = (
     "trickle",  # the real answer, a few bytes at a time over `seconds`
 )
 PORTAL_PAGE = "<html><body>Welcome to Hotel Wi-Fi: accept the terms to continue</body></html>"
+# The access token of a "huge_access_token" answer, 1 MB; the stub takes it for the one
+# it issued (its userinfo and introspection know it).
+HUGE_ACCESS_TOKEN = "A" * 1_000_000
 HUGE_BODY_CHUNKS = 800  # 64 KiB each: 50 MB
 EXPIRES_IN: dict[str, object] = {
     "expires_in_word": "soon",
@@ -39,8 +46,14 @@ def before_processing(how: str) -> Response | None:
     return HTMLResponse(PORTAL_PAGE, 200, headers=NO_STORE) if how == "html" else None
 
 
-def broken(answer: dict[str, object], how: str, seconds: float) -> Response:
-    """The stub's real answer, broken in the way `how` names (see BROKEN_ANSWERS)."""
+def broken(
+    answer: dict[str, object], breaking: BrokenAnswer, alias: Callable[[str, str], None]
+) -> Response:
+    """The stub's real answer, broken in the way `breaking.how` names (see BROKEN_ANSWERS).
+
+    `alias(issued, huge)` makes the stub take the huge access token for the one it issued.
+    """
+    how, seconds = breaking.how, breaking.seconds
     body = json.dumps(answer).encode()
     if how == "cut_json":
         return Response(
@@ -54,11 +67,10 @@ def broken(answer: dict[str, object], how: str, seconds: float) -> Response:
         return StreamingResponse(
             _trickled(body, seconds), 200, headers=NO_STORE, media_type="application/json"
         )
-    changed: dict[str, object] = (
-        {"access_token": "A" * 1_000_000}
-        if how == "huge_access_token"
-        else {"expires_in": EXPIRES_IN[how]}
-    )
+    changed: dict[str, object] = {"expires_in": EXPIRES_IN.get(how)}
+    if how == "huge_access_token":
+        alias(str(answer["access_token"]), HUGE_ACCESS_TOKEN)
+        changed = {"access_token": HUGE_ACCESS_TOKEN}
     return Response(
         json.dumps({**answer, **changed}), 200, headers=NO_STORE, media_type="application/json"
     )

@@ -228,6 +228,11 @@ class StubStore:
         with self._lock:
             return self._by_refresh.get(refresh_token)
 
+    def alias_access_token(self, issued: str, alias: str) -> None:
+        """Take `alias` for the access token `issued` from now on (a huge one, say)."""
+        with self._lock:
+            self._by_access[alias] = self._by_access[issued]
+
     def access_token_info(self, access_token: str) -> dict[str, object] | None:
         """What is known about an access token, for tests; None if it was never issued."""
         with self._lock:

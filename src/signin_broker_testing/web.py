@@ -258,7 +258,7 @@ class _Endpoints:
                 answer = json.loads(bytes(response.body))
                 SecretLedger.note(answer.get("id_token"))
                 if breaking is not None:
-                    response = broken(answer, breaking.how, breaking.seconds)
+                    response = broken(answer, breaking, self._store.alias_access_token)
         if delay is not None and delay.after_processing:
             await self._pauses.pause(delay.seconds, request.receive)
         return response

@@ -152,7 +152,7 @@ def test_an_app_over_its_budget_still_gets_a_cached_token_due_for_renewal() -> N
 
     async def renew_when_over_budget() -> None:
         session, provider = await manager(clock)
-        session._keeper._grants = GrantBudget(clock, burst=1, per_second=1e-6)
+        session._keeper._scoped._grants = GrantBudget(clock, burst=1, per_second=1e-6)
         first = await session.get_token("", (), 0, audience=audience(0), actor=app)
         clock.now += 0.8 * 3600  # past the 75 % mark: due for renewal, still valid
         again = await session.get_token("", (), 0, audience=audience(0), actor=app)

@@ -1,21 +1,31 @@
-"""Issue 23 #2: a state folder that is full or read-only never signs anyone out.
+"""A state folder that is full or read-only never signs anyone out, nor spends what it cannot keep.
 
-The state folder is a small tmpfs. While it cannot be written the daemon serves the
-valid token, says why in status, and postpones a renewal (the rotated refresh token
-could not be stored, and the old one on disk would be spent); at the last moment it
-renews anyway and says a restart now would sign the person out. Once the folder is
-writable again the state is saved at once, and a restart finds the session; the
-provider (rotating, with reuse detection) never sees a refresh token twice.
+The state folder is a small tmpfs; the stub rotates refresh tokens and, as panva's
+oidc-provider does, ends the grant when a spent one comes back. While the folder cannot
+be written the daemon serves the valid token and says why in status, but does not
+renew: the new refresh token could not be stored, and the spent one left on disk would
+be sent at the next start. Once the token has expired apps are told to try again
+shortly; once the folder is writable the state is saved and the token renewed at once.
+A renewal already on its way when the folder fills up (its send was stored first) is
+kept in memory, said to be at risk, and saved the moment it can be.
+(tests/interop/test_interop_unsaved_renewals.py restarts the daemon meanwhile, against
+oidc-provider.)
 """
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+import time
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
+import grpc
 import pytest
 
-from signin_broker.client import BrokerClient, Token
+from signin_broker.client import BrokerClient, BrokerError, Token
 from signin_broker_testing import StubProvider
 from signin_broker_testing.daemon import DaemonProcess
 from support.notifications import Notifications
@@ -23,7 +33,7 @@ from support.signin import signed_in_daemon
 from support.storage import filled, read_only, tmpfs
 from support.waiting import eventually
 
-TTL = 30  # the renewal that waits goes 7.5 s before expiry
+TTL = 8
 
 
 def presented(stub: StubProvider) -> list[str]:
@@ -31,12 +41,34 @@ def presented(stub: StubProvider) -> list[str]:
 
 
 def renewed_since(client: BrokerClient, first: Token) -> Token | None:
-    token = client.get_token()
+    """A token other than `first`; None meanwhile (UNAVAILABLE, never signed out)."""
+    try:
+        token = client.get_token()
+    except BrokerError as error:
+        assert error.code == grpc.StatusCode.UNAVAILABLE, error
+        return None
     return token if token.access_token != first.access_token else None
 
 
+def json_refusal(socket_path: Path) -> tuple[int, int, dict[str, Any]]:
+    """GetToken as a JSON call with curl: the HTTP status, Retry-After, and the body."""
+    curl = shutil.which("curl")
+    if curl is None:
+        pytest.skip("curl is not installed")
+    done = subprocess.run(
+        [curl, "-sS", "-i", "--unix-socket", str(socket_path), "-H",
+         "Content-Type: application/json", "-d", "{}",
+         "http://broker/signin_broker.v1.TokenBroker/GetToken"],
+        capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    head, _, body = done.stdout.partition("\n\n")  # text mode: CRLF read as LF
+    lines = head.splitlines()
+    headers = dict(line.lower().split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), int(headers.get("retry-after", "0")), json.loads(body)
+
+
 @pytest.mark.parametrize("fault", ["full", "read-only"])
-def test_a_state_folder_that_cannot_be_written_postpones_renewal_and_loses_nothing(
+def test_a_state_folder_that_cannot_be_written_postpones_renewal_until_it_can(
     socket_path: Path, fault: str
 ) -> None:
     state = socket_path.parent / "state"
@@ -44,10 +76,7 @@ def test_a_state_folder_that_cannot_be_written_postpones_renewal_and_loses_nothi
         tmpfs(state, "4m"),
         StubProvider(access_token_ttl=TTL, refresh_reuse_ends_grant=True) as stub,
     ):
-        notifications = Notifications(socket_path.parent)
-        daemon = signed_in_daemon(
-            stub, socket_path, "--revalidate-seconds", "2", env=notifications.env
-        )
+        daemon = signed_in_daemon(stub, socket_path, "--revalidate-seconds", "2")
         with BrokerClient(socket_path, timeout=30) as client:
             first = client.get_token()
             fault_on: AbstractContextManager[None] = (
@@ -56,11 +85,46 @@ def test_a_state_folder_that_cannot_be_written_postpones_renewal_and_loses_nothi
             with fault_on:
                 assert client.get_token(refused=True).access_token == first.access_token
                 problem = eventually(lambda: client.status().storage_problem, "a storage problem")
-                assert "renewals wait while tokens last" in problem
+                assert "renewals wait until they can" in problem
+                eventually(lambda: time.time() > first.expires_at_unix + 1, "the token's expiry")
+                with pytest.raises(BrokerError) as refused:
+                    client.get_token()
+                assert refused.value.code == grpc.StatusCode.UNAVAILABLE
+                assert "cannot be renewed while its state cannot be saved" in refused.value.message
+                assert refused.value.retry_after is not None
+                status, retry_after, body = json_refusal(socket_path)  # and on the JSON calls
+                assert status == 503 and retry_after == body["retry_after_seconds"] >= 1
+                assert "cannot be renewed while its state cannot be saved" in body["error"]
                 assert presented(stub) == []  # nothing spent that could not be replaced
-                renewed = eventually(
-                    lambda: renewed_since(client, first), "the last-moment renewal"
-                )
+            renewed = eventually(lambda: renewed_since(client, first), "the renewal", timeout=20)
+            assert client.status().storage_problem == ""
+        daemon.stop()
+        with (
+            DaemonProcess(socket_path, "--issuer", stub.issuer),
+            BrokerClient(socket_path) as client,
+        ):
+            assert client.get_token().access_token == renewed.access_token  # restored
+        spent = presented(stub)
+        assert len(spent) == len(set(spent)) == 1 and stub.reuses == []
+
+
+def test_a_renewal_answered_after_the_folder_filled_up_is_kept_said_at_risk_and_saved(
+    socket_path: Path,
+) -> None:
+    state = socket_path.parent / "state"
+    with (
+        tmpfs(state, "4m"),
+        StubProvider(access_token_ttl=3600, refresh_reuse_ends_grant=True) as stub,
+    ):
+        notifications = Notifications(socket_path.parent)
+        daemon = signed_in_daemon(stub, socket_path, env=notifications.env)
+        with BrokerClient(socket_path, timeout=30) as client:
+            first = client.get_token()
+            stub.delay_token_response(3, after_processing=True)  # the send is stored first
+            assert client.get_token(refused=True).access_token == first.access_token
+            eventually(lambda: presented(stub), "the refresh at the stub")
+            with filled(state):
+                renewed = eventually(lambda: renewed_since(client, first), "the late answer")
                 at_risk = client.status()
                 assert "a restart now would sign out user:1001" in at_risk.storage_problem
                 assert at_risk.default is not None
@@ -75,5 +139,4 @@ def test_a_state_folder_that_cannot_be_written_postpones_renewal_and_loses_nothi
             BrokerClient(socket_path) as client,
         ):
             assert client.get_token().access_token == renewed.access_token  # restored
-        spent = presented(stub)
-        assert len(spent) == len(set(spent)) >= 1 and stub.reuses == []
+        assert len(presented(stub)) == 1 and stub.reuses == []

@@ -51,7 +51,7 @@ class SigningKey:
 class FakeProvider:
     """Documents by URL (an int: that HTTP error; a Response: as is), the keys at /jwks, 404 else.
 
-    `requests` lists every URL asked for.
+    `requests` lists every URL asked for, `sent` every request.
     """
 
     def __init__(self, issuer: str, base: str = "https://id.example.com") -> None:
@@ -60,6 +60,7 @@ class FakeProvider:
         self.keys = [SigningKey("key-1")]
         self.documents: dict[str, Any] = {}
         self.requests: list[str] = []
+        self.sent: list[httpx2.Request] = []  # every request, headers and all
         self.set_discovery(self.discovery())
 
     def discovery(self, **fields: Any) -> dict[str, Any]:
@@ -100,6 +101,7 @@ class FakeProvider:
     def _answer(self, request: httpx2.Request) -> httpx2.Response:
         url = str(request.url)
         self.requests.append(url)
+        self.sent.append(request)
         document = self.documents.get(url)
         if document is None and url == self.base + "/jwks":
             document = {"keys": [key.jwk for key in self.keys]}

@@ -15,8 +15,11 @@ class MemoryStore:
 
     def __init__(self, records: dict[str, dict[str, Any]] | None = None) -> None:
         self.records: dict[str, dict[str, Any]] = dict(records or {})
+        self.failure: OSError | None = None  # every save fails so while set (a full disk)
 
     def save(self, account_id: str, record: dict[str, Any]) -> None:
+        if self.failure is not None:
+            raise self.failure
         self.records[account_id] = record
 
     def load(self, account_id: str) -> dict[str, Any] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
@@ -47,6 +48,10 @@ class ScriptedProvider:
 
     client_id = "signin-broker"
     clock_problem = ""
+    clock_offset = 0.0  # the provider's clock less this device's
+
+    def provider_time(self) -> float:
+        return time.time() + self.clock_offset
 
     def __init__(self, lifetime: int = 3600, *, rotates: bool = True) -> None:
         self.lifetime = lifetime

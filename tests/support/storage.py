@@ -45,15 +45,15 @@ def tmpfs(path: Path, size: str) -> Iterator[Path]:
 def filled(folder: Path) -> Iterator[None]:
     """The file system of folder full (one file takes what is left) while the block runs."""
     filler = folder / "filler"
-    with filler.open("wb") as out:
-        for _ in range(100_000):  # bounded: 6 GB at most, a tmpfs fills long before
-            try:
-                out.write(b"\0" * 65536)
-                out.flush()
-            except OSError as error:
-                if error.errno != errno.ENOSPC:
-                    raise
-                break
+    with filler.open("wb", buffering=0) as out:
+        for size in (65536, 4096, 1):  # then what is left of the last block: nothing fits
+            for _ in range(100_000):  # bounded: 6 GB at most, a tmpfs fills long before
+                try:
+                    out.write(b"\0" * size)
+                except OSError as error:
+                    if error.errno != errno.ENOSPC:
+                        raise
+                    break
     try:
         yield
     finally:

@@ -1,14 +1,19 @@
-"""Issue 23 #5: wrong clocks. The session clock never jumps; id_tokens allow 15 minutes of
-skew, and beyond that the refusal names this device's clock and says how to fix it."""
+"""Issue 23 #5, issue 36 #3: wrong clocks. The session clock never goes back and takes the
+larger of the boot and wall clocks' steps; stored state is aged the same way; id_tokens
+allow 15 minutes of skew, and beyond that the refusal names this device's clock and says
+how to fix it; DPoP proofs take the provider's time."""
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 
 import pytest
 
+from signin_broker.oidc.dpop import DpopKey
 from signin_broker.oidc.errors import ClockSkewed, IdTokenInvalid
-from signin_broker.session.clock import SteadyClock, to_wall
+from signin_broker.session.clock import Moment, SteadyClock, since_stored, to_wall
 from support.fake_provider import FakeProvider, run
 
 ISSUER = "https://id.example.com"
@@ -31,6 +36,38 @@ def test_the_steady_clock_ignores_wall_clock_steps_and_says_how_far_it_stepped()
     assert clock.wall_step() == -630.0
     assert to_wall(clock, 1_000_090.0) == 1_000_090.0 - 630  # an expiry, as apps read it
     assert to_wall(time.time, 123.0) == 123.0  # a plain clock is its own wall clock
+
+
+def test_a_wall_clock_jump_forward_is_taken_as_a_paused_vm_would_need() -> None:
+    """The guest's boot clock stood still for 2 h; the world's clocks (and tokens) did not."""
+    wall, steady = Moving(1_000_000.0), Moving(50.0)
+    clock = SteadyClock(wall, steady)
+    wall.now += 7200
+    assert clock() == 1_007_200.0  # the larger of the two: 2 hours passed
+    wall.now -= 600  # then NTP steps it back: ignored
+    steady.now += 10
+    assert clock() == 1_007_210.0
+    wall.now += 610  # forward again: taken, on the safe side (tokens look older, not younger)
+    steady.now += 10
+    assert clock() == 1_007_820.0 and clock.wall_step() == -610.0
+
+
+def test_a_stored_moment_is_aged_by_the_larger_of_the_boot_and_wall_clocks() -> None:
+    wall, steady = Moving(1_000_000.0), Moving(50.0)
+    clock = SteadyClock(wall, steady, boot=lambda: "boot-1")
+    saved = Moment.from_record(clock.moment().to_record())
+    assert saved == Moment(1_000_000.0, "boot-1", 50.0)
+    wall.now -= 600  # the wall clock went back while the daemon was stopped
+    steady.now += 30
+    restarted = SteadyClock(wall, steady, boot=lambda: "boot-1")
+    assert restarted.age(saved) == 30.0  # the boot clock's word, not the wall clock's -570
+    # Stored wall-clock times become the new clock's: 30 s older, not 570 s younger.
+    assert since_stored(restarted, saved) == restarted() - 30 - saved.wall
+    rebooted = SteadyClock(wall, Moving(5.0), boot=lambda: "boot-2")
+    assert rebooted.age(saved) == 0.0  # another boot: the wall clock alone, never negative
+    wall.now += 7200
+    assert rebooted.age(saved) == 7200.0 - 600
+    assert since_stored(restarted, None) == -to_wall(restarted, 0.0)  # a state without one
 
 
 def validate(offset: float | None = None, **claims: float) -> object:
@@ -78,3 +115,17 @@ def test_the_providers_date_header_measures_its_clock() -> None:
     )
     provider._note_clock(time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime()))
     assert provider.clock_problem == ""  # within a minute: nothing to say
+
+
+def test_a_dpop_proof_takes_its_iat_from_the_providers_clock() -> None:
+    """A device ten minutes slow: the provider's Date header sets each proof's iat."""
+    idp = FakeProvider(ISSUER)
+    idp.documents[idp.base + "/token"] = {
+        "access_token": "at-1", "token_type": "DPoP", "expires_in": 60, "refresh_token": "rt-1",
+    }  # fmt: skip
+    provider, _ = idp.provider()
+    provider._note_clock(time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 600)))
+    run(provider.refresh("rt-0", dpop=DpopKey.generate("ES256")))
+    proof = idp.sent[-1].headers["DPoP"]
+    iat = json.loads(base64.urlsafe_b64decode(proof.split(".")[1] + "=="))["iat"]
+    assert abs(iat - (time.time() + 600)) < 5

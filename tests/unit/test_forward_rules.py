@@ -86,10 +86,10 @@ def test_only_the_allowed_calls_are_served_on_a_forward_on_both_paths() -> None:
         assert refused.value.status is Status.PERMISSION_DENIED
         assert "not available through a forward" in str(refused.value.message)
         if not method.server_streaming:
-            status, body = asyncio.run(calls.answer(path, JSON, b"{}"))
+            status, body, _ = asyncio.run(calls.answer(path, JSON, b"{}"))
             assert status == 403 and json.loads(body)["code"] == "permission_denied"
     for name in ALLOWED_ON_A_FORWARD:
-        status, body = asyncio.run(calls.answer(f"/{SERVICE.full_name}/{name}", JSON, b"{}"))
+        status, body, _ = asyncio.run(calls.answer(f"/{SERVICE.full_name}/{name}", JSON, b"{}"))
         assert status == 200
         assert json.loads(body)["version"] == ("reduced" if name == REDUCED else name)
 

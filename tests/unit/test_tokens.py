@@ -98,8 +98,13 @@ def test_a_refresh_token_not_rotated_is_kept_and_marked_kept(handed_back: str | 
 def test_rotated_changes_the_refresh_token_only() -> None:
     tokens = sixty_seconds()
     rotated = tokens.rotated(answer("rt-9"))
-    assert rotated == replace(tokens, refresh_token="rt-9", refresh_kept=False)
+    assert rotated == replace(
+        tokens, refresh_token="rt-9", refresh_kept=False, refresh_rotates=True
+    )
     assert tokens.rotated(answer(None)) == replace(tokens, refresh_kept=True)
+    # Seen to rotate once, always taken to rotate: one it hands back is not "kept".
+    again = rotated.rotated(answer(None))
+    assert (again.refresh_token, again.refresh_kept, again.refresh_rotates) == ("rt-9", False, True)
 
 
 def test_the_record_round_trips_without_from_refresh() -> None:

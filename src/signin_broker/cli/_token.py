@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 
 GET_TOKEN = "/signin_broker.v1.TokenBroker/GetToken"  # noqa: S105 - a path
 SIGN_DPOP_PROOF = "/signin_broker.v1.TokenBroker/SignDpopProof"
-MAX_ANSWER_BYTES = 1 << 20
+MAX_ANSWER_BYTES = 16 << 20  # a token may be megabytes (oidc.answers.MAX_TOKEN_CHARS)
 # kubectl names the ExecCredential version it wants in KUBERNETES_EXEC_INFO.
 EXEC_CREDENTIAL_VERSIONS = (
     "client.authentication.k8s.io/v1",

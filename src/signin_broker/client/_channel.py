@@ -15,6 +15,9 @@ CHANNEL_OPTIONS = (
     # socket activation the first connection waits while the daemon starts (about
     # half a second), so it must not be cut off at the backoff's 0.1 s.
     ("grpc.min_reconnect_backoff_ms", 10_000),
+    # A provider's tokens may be megabytes (the daemon takes up to 2 MiB each); grpcio
+    # would refuse an answer over 4 MiB.
+    ("grpc.max_receive_message_length", 16 * 1024 * 1024),
 )
 
 

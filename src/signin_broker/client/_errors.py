@@ -7,14 +7,24 @@ import socket
 
 import grpc
 
+# The daemon's retry hint: in how many seconds a refusal that passes may be asked again.
+RETRY_AFTER = "retry-after"
+
 
 class BrokerError(Exception):
-    """A call to the daemon failed: `code` is the gRPC status, `message` the daemon's words."""
+    """A call to the daemon failed: `code` is the gRPC status, `message` the daemon's words.
 
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+    `retry_after`: for a refusal that passes (a renewal under way, a state folder that
+    cannot be written), the seconds after which to ask again; None when not said.
+    """
+
+    def __init__(
+        self, code: grpc.StatusCode, message: str, retry_after: float | None = None
+    ) -> None:
         super().__init__(f"{code.name}: {message}")
         self.code = code
         self.message = message
+        self.retry_after = retry_after
 
 
 class DaemonNotRunning(BrokerError):
@@ -40,7 +50,16 @@ def translate(error: grpc.RpcError, socket_path: str) -> BrokerError:
         return DaemonNotRunning(socket_path)
     if code == grpc.StatusCode.UNAUTHENTICATED:
         return NotSignedIn(code, message)
-    return BrokerError(code, message)
+    return BrokerError(code, message, _retry_after(error))
+
+
+def _retry_after(error: grpc.RpcError) -> float | None:
+    """The refusal's retry hint in seconds, if the daemon sent one."""
+    trailers = getattr(error, "trailing_metadata", lambda: None)() or ()
+    for key, value in trailers:
+        if key == RETRY_AFTER and isinstance(value, str) and value.isdigit():
+            return float(value)
+    return None
 
 
 def _socket_answers(socket_path: str) -> bool:

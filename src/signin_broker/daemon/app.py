@@ -22,6 +22,7 @@ from ..session.dpop_requirements import DpopRequirements
 from ..session.events import EventKind, WatcherDropped
 from ..session.manager import SessionManager
 from ..session.providers import Providers
+from ..session.refresh_grant import REFRESH_ANSWER_SECONDS
 from ..store.aliases import AliasFile
 from ..store.dpop_requirements import REQUIREMENTS_FILE, RequirementFile
 from ..v1 import broker_pb2
@@ -68,6 +69,9 @@ SERVICE = broker_pb2.DESCRIPTOR.services_by_name["TokenBroker"]
 # A test hook for the contract's deterministic state and nonce (5.3 c); honoured only
 # with a loopback issuer, so a real provider never sees predictable values.
 DETERMINISTIC_SECRETS_ENV = "SIGNIN_BROKER_TEST_SECRETS_SEED"
+# A test hook that shortens how long a refresh's answer may stay silent (it may only
+# shorten it), so a test sees a stalled answer given up in seconds.
+ANSWER_IDLE_ENV = "SIGNIN_BROKER_TEST_REFRESH_IDLE_SECONDS"
 
 
 async def serve(settings: Settings, instance: Instance, web_socket: socket.socket) -> None:
@@ -83,6 +87,7 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
         step_up_seconds=settings.step_up_timeout_seconds,
         audit=audit,
         clock=SteadyClock(),
+        answer_idle=_refresh_answer_idle(),
     )
     apps = AppGate(
         PolicyFile(settings.app_policy), Decision(settings.new_apps), settings.ask_timeout_seconds
@@ -336,6 +341,19 @@ def _client_auth(settings: Settings, provider: ProviderSettings, client_id: str)
         provider=provider.alias,
         certificate_file=provider.client_certificate_file,
     )
+
+
+def _refresh_answer_idle() -> float:
+    """How long a refresh's answer may stay silent: REFRESH_ANSWER_SECONDS, or a test's less."""
+    given = os.environ.get(ANSWER_IDLE_ENV, "")
+    try:
+        seconds = float(given)
+    except ValueError:
+        return REFRESH_ANSWER_SECONDS
+    if not 0 < seconds < REFRESH_ANSWER_SECONDS:
+        return REFRESH_ANSWER_SECONDS
+    log.warning(f"TEST MODE: a refresh's answer may be silent {seconds:g} s ({ANSWER_IDLE_ENV})")
+    return seconds
 
 
 def _secrets_source(issuer: str) -> SignInSecrets:

@@ -1,9 +1,10 @@
 """What a provider answers to the token and device endpoints, checked and bounded.
 
 Whatever is accepted must be storable and usable: every token printable ASCII of at
-most MAX_TOKEN_CHARS (it fits an HTTP header and the 1 MiB state file with room to
-spare), a stated lifetime of at most a day. A success answer that cannot be used is
-AnswerUnusable: the provider did act on it, so a refresh token it rotated to is kept.
+most MAX_TOKEN_CHARS (a provider that packs a person's groups into its tokens can make
+them a megabyte; the state file and both transports take that), a stated lifetime of
+at most a day. A success answer that cannot be used is AnswerUnusable: the provider
+did act on it, so a refresh token it rotated to is kept.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from .metadata import is_acceptable_url
 log = logging.getLogger(__name__)
 
 DEFAULT_EXPIRES_IN_SECONDS = 3600
-MAX_TOKEN_CHARS = 32 * 1024
-# An answer is read whole up to this, so the refresh token beside an oversized access
-# token is still kept.
-MAX_ANSWER_BYTES = 1024 * 1024
+MAX_TOKEN_CHARS = 2 * 1024 * 1024
+# An answer is read whole up to this (an access token, an ID token and a refresh token
+# of the largest size, and room), so the refresh token beside an oversized access token
+# is still kept.
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
 MAX_TOKEN_LIFETIME_SECONDS = 24 * 3600  # a longer stated lifetime is taken as a day
 DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 

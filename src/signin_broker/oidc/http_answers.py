@@ -11,7 +11,9 @@ from typing import Any
 import httpx2
 
 from .answers import MAX_ANSWER_BYTES
-from .errors import AnswerUnusable, OAuthError, ProviderUnavailable
+from .errors import AnswerLost, AnswerUnusable, OAuthError, ProviderUnavailable
+
+PAGES = ("text/html", "application/xhtml+xml")  # what a middlebox shows a person
 
 
 async def read_bounded(response: httpx2.Response, what: str) -> bytes:
@@ -48,14 +50,28 @@ def json_of(response: httpx2.Response, what: str) -> Any:
 def from_the_provider(response: httpx2.Response) -> bool:
     """Whether a success answer comes from the provider, which then acted on the request.
 
-    OAuth endpoints answer JSON (RFC 6749 5.1); a success of another type (an HTML
-    page from a captive portal or a proxy) is taken as never having reached it, so a
-    hotel's login page cannot put a refresh token in doubt.
+    OAuth endpoints answer JSON (RFC 6749 5.1). A success that is a page for a person
+    (HTML, from a captive portal or a proxy) is taken as never having reached it, so a
+    hotel's login page cannot put a refresh token in doubt. Any other success came from
+    the endpoint's origin itself: redirects are not followed, and only loopback may be
+    plain HTTP (elsewhere TLS vouches for the origin), so garbage of another type is the
+    provider's own, after it acted.
     """
     media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
-    return response.is_success and (
-        media_type == "application/json" or media_type.endswith("+json")
-    )
+    return response.is_success and media_type not in PAGES
+
+
+def cut_short(streamed: httpx2.Response | None, what: str, why: str) -> ProviderUnavailable:
+    """An exchange that ended before its whole answer, by whether the provider had acted.
+
+    Before the answer's head nobody can tell (AnswerLost); a success of the provider's
+    own type that stops half-way was acted on (AnswerUnusable); any other answer never
+    reached the provider, or was a refusal (ProviderUnavailable).
+    """
+    if streamed is None:
+        return AnswerLost(f"the {what} request got no answer ({why})")
+    cut = f"the {what} endpoint's answer stopped half-way ({why})"
+    return AnswerUnusable(cut) if from_the_provider(streamed) else ProviderUnavailable(cut)
 
 
 def oauth_error(response: httpx2.Response) -> OAuthError:

@@ -31,7 +31,7 @@ from .errors import (
     ProviderUnavailable,
     failure_reason,
 )
-from .http_answers import json_of, oauth_error, read_bounded
+from .http_answers import cut_short, json_of, oauth_error, read_bounded
 from .id_tokens import SET_THE_CLOCK, IdTokenChecker, clock_off
 from .metadata import (
     METADATA_REFRESH_SECONDS,
@@ -46,6 +46,9 @@ from .trust import verifying_context
 log = logging.getLogger(__name__)
 
 HTTP_TIMEOUT_SECONDS = 10.0
+# However steadily it keeps coming, an answer awaited while it arrives (a refresh's) is
+# given up after this long.
+ANSWER_BOUND_SECONDS = 900.0
 CLOCK_NOTICED_SECONDS = 60  # status says the clock is off from this much on
 
 
@@ -200,7 +203,8 @@ class Provider:
         """Trade a refresh token for a new access token (RFC 6749 section 6).
 
         A narrower `scope` and a `resource` (RFC 8707) ask for a down-scoped token.
-        `answer_within`: seconds its answer is awaited once sent (the manager's choice).
+        `answer_within`: seconds of silence its answer is awaited once sent, while it
+        keeps coming (the manager's choice; ANSWER_BOUND_SECONDS in all).
         """
         body = prepare_token_request(
             "refresh_token",
@@ -341,6 +345,14 @@ class Provider:
             return ""
         return f"{clock_off(off)} (by its Date header); {SET_THE_CLOCK}"
 
+    def provider_time(self) -> float:
+        """Now by the provider's clock, as its last Date header told it (this device's before).
+
+        A DPoP proof's `iat` is checked against the server's clock, within a minute or a
+        few: a device whose clock is off would have every proof refused.
+        """
+        return time.time() + (self.clock_offset or 0.0)
+
     def _note_clock(self, date: str | None) -> None:
         """Measure the provider's clock against this device's from an answer's Date header."""
         if date:
@@ -373,7 +385,9 @@ class Provider:
             sent = {**(headers or {})}
             if dpop is not None:
                 nonce = self._nonces.get(url)
-                sent["DPoP"] = dpop.proof(method, url, access_token=bearer, nonce=nonce)
+                sent["DPoP"] = dpop.proof(
+                    method, url, access_token=bearer, nonce=nonce, now=self.provider_time()
+                )
             if bearer is not None:
                 sent["Authorization"] = f"{'DPoP' if dpop else 'Bearer'} {bearer}"
             return sent
@@ -401,35 +415,42 @@ class Provider:
     ) -> httpx2.Response:
         """One request and its whole answer; AnswerLost if it may have arrived but no answer did.
 
-        The exchange as a whole is bounded in time, `answer_within` seconds (else
-        HTTP_TIMEOUT_SECONDS): a body still trickling in is read while that lasts, and
-        only then given up. An answer over MAX_ANSWER_BYTES is not read further.
+        Without `answer_within`, the exchange as a whole takes at most
+        HTTP_TIMEOUT_SECONDS. With it (a refresh), the answer is awaited while it keeps
+        coming: `answer_within` seconds of silence at most, ANSWER_BOUND_SECONDS in all,
+        so a body trickling in from a slow provider is taken. A provider's answer
+        (a JSON success) cut short is AnswerUnusable: it acted. An answer over
+        MAX_ANSWER_BYTES is not read further.
         """
         headers = {"Accept": "application/json", **headers}
-        total = HTTP_TIMEOUT_SECONDS if answer_within is None else answer_within
+        idle = HTTP_TIMEOUT_SECONDS if answer_within is None else answer_within
+        bound = HTTP_TIMEOUT_SECONDS if answer_within is None else ANSWER_BOUND_SECONDS
         request = self._http.build_request(
             method,
             url,
             content=content,
             headers=headers,
-            timeout=httpx2.Timeout(total, connect=min(total, HTTP_TIMEOUT_SECONDS)),
+            timeout=httpx2.Timeout(idle, connect=min(idle, HTTP_TIMEOUT_SECONDS)),
         )
+        streamed: httpx2.Response | None = None
         try:
-            async with asyncio.timeout(total):
+            async with asyncio.timeout(bound):
                 streamed = await self._http.send(request, stream=True)
                 try:
                     body = await read_bounded(streamed, what)
                 finally:
                     await streamed.aclose()
         except TimeoutError:
-            raise AnswerLost(f"the {what} request got no whole answer within {total:g} s") from None
+            raise cut_short(streamed, what, f"no whole answer within {bound:g} s") from None
         except httpx2.HTTPError as error:
             unsent = isinstance(
                 error, (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout)
             )
-            raise (ProviderUnavailable if unsent else AnswerLost)(
-                f"the {what} request failed: {failure_reason(error)}"
-            ) from None
+            if unsent:
+                raise ProviderUnavailable(
+                    f"the {what} request failed: {failure_reason(error)}"
+                ) from None
+            raise cut_short(streamed, what, failure_reason(error)) from None
         response = httpx2.Response(
             streamed.status_code, headers=streamed.headers, content=body, request=request
         )

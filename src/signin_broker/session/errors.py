@@ -97,11 +97,39 @@ class InvalidSignIn(SessionError):
     """A sign-in asked for something that cannot go together (e.g. device and redirect_to)."""
 
 
-class ProviderUnreachable(SessionError):
+class RetryLater(SessionError):
+    """A refusal that passes: `retry_after` is when to ask again (seconds, at least 1).
+
+    Apps are told it beside the status: a `retry-after` trailer on gRPC, HTTP's
+    Retry-After header on the JSON calls.
+    """
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        self.retry_after = max(1, round(retry_after))
+        super().__init__(f"{message}; try again in {self.retry_after} s")
+
+
+class ProviderUnreachable(RetryLater):
     """The provider did not renew a token that no longer serves the caller; it may later."""
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"the identity provider is unavailable ({reason}); try again shortly")
+    def __init__(self, reason: str, retry_after: float = 1.0) -> None:
+        super().__init__(f"the identity provider is unavailable ({reason})", retry_after)
+
+
+class StorageWaits(RetryLater):
+    """The account's state cannot be written, so its refresh token is not spent (renewal waits).
+
+    Spending it with nowhere to keep its successor would leave a spent one on disk,
+    which a restart would send again: a provider that rotates them ends the session then.
+    """
+
+    def __init__(self, account: str, reason: str, retry_after: float) -> None:
+        super().__init__(
+            f"the token of {account} cannot be renewed while its state cannot be saved"
+            f" ({reason}); it is renewed as soon as the state folder can be written (free"
+            " space there, or make it writable)",
+            retry_after,
+        )
 
 
 class ScopeNotGranted(SessionError):
@@ -148,15 +176,12 @@ class TokenLifetimeTooShort(SessionError):
         super().__init__(f"the provider issues tokens valid for {round(lifetime)} s; {why}")
 
 
-class TooManyNewTokens(SessionError):
+class TooManyNewTokens(RetryLater):
     """The app asked for more new down-scoped tokens than its budget allows (session.limits)."""
 
     def __init__(self, wait_seconds: int) -> None:
-        super().__init__(
-            "too many new token audiences or scope sets from this app;"
-            f" try again in {max(wait_seconds, 1)} s"
-        )
-        self.wait_seconds = max(wait_seconds, 1)
+        super().__init__("too many new token audiences or scope sets from this app", wait_seconds)
+        self.wait_seconds = self.retry_after
 
 
 class StepUpRequired(SessionError):

@@ -28,6 +28,7 @@ from .lifecycle import SessionLifecycle
 from .names import AccountNames
 from .ports import AccountStore, AliasStore, AuditSink, NoAudit
 from .providers import Providers
+from .refresh_grant import REFRESH_ANSWER_SECONDS
 from .registry import AccountRegistry
 from .renewal import TokenKeeper, keep
 from .sign_ins import SignIns
@@ -57,6 +58,7 @@ class SessionManager:
         audit: AuditSink | None = None,
         events: EventBus | None = None,
         clock: Callable[[], float] = time.time,
+        answer_idle: float = REFRESH_ANSWER_SECONDS,
     ) -> None:
         audit = audit if audit is not None else NoAudit()
         self._audit = audit
@@ -66,7 +68,11 @@ class SessionManager:
             self._events, audit, self._names, revalidate_seconds=revalidate_seconds, clock=clock
         )
         self._keeper = TokenKeeper(
-            self._registry, audit, revalidate_seconds=revalidate_seconds, clock=clock
+            self._registry,
+            audit,
+            revalidate_seconds=revalidate_seconds,
+            clock=clock,
+            answer_idle=answer_idle,
         )
         self._sign_ins = SignIns(
             self._registry, audit, revalidate_seconds=revalidate_seconds, clock=clock
@@ -166,10 +172,14 @@ class SessionManager:
             entitlement=entitlement,
             refused=refused,
         )
-        key = self._registry.resolve(token.account, entitlement).dpop_key
+        account = self._registry.resolve(token.account, entitlement)
+        key, client = account.dpop_key, account.client
         if key is None or not is_bound(token.token_type):
             return token, ""
-        proof = key.proof(method, url, access_token=token.access_token, nonce=nonce or None)
+        now = client.provider_time() if client is not None else None  # the device's may be off
+        proof = key.proof(
+            method, url, access_token=token.access_token, nonce=nonce or None, now=now
+        )
         parts = urlsplit(htu(url))  # no user:password@ in the audit
         origin = f"{parts.scheme}://{parts.netloc}".lower()
         self._audit.record(

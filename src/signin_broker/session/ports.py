@@ -83,6 +83,9 @@ class ProviderClient(Protocol):
     def clock_problem(self) -> str:
         """How far this device's clock is off the provider's, when it is; else ""."""
 
+    def provider_time(self) -> float:
+        """Now by the provider's clock, as far as its answers told it (Unix seconds)."""
+
     async def metadata(self) -> ProviderMetadata:
         """The provider's endpoints (discovery)."""
 
@@ -97,7 +100,9 @@ class ProviderClient(Protocol):
     ) -> TokenResponse:
         """New tokens for a refresh token (RFC 6749 section 6); a narrower scope or a resource.
 
-        `dpop`: the key the account's tokens are bound to (RFC 9449), for each proof.
+        `answer_within`: the answer is awaited while it keeps coming, this long of
+        silence at most (the client bounds the whole generously). `dpop`: the key the
+        account's tokens are bound to (RFC 9449), for each proof.
         """
 
     async def userinfo(self, access_token: str, dpop: DpopKey | None = None) -> dict[str, Any]:

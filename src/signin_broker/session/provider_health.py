@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# A caller refused while a renewal is under way is told to ask again this much later.
+RENEWAL_RETRY_SECONDS = 5.0
+
 
 class ProviderHealth:
     """Backs accounts off while their provider fails, and says when it answers again."""
@@ -75,6 +78,14 @@ class ProviderHealth:
             log.info(f"{link.name} answers again", extra={"provider": link.alias})
             self._publish(EventKind.RECOVERED, f"{link.name} answers again")
 
+    def retry_in(self, account: Account) -> float:
+        """When a caller refused for want of a renewal may ask again (seconds)."""
+        if refreshing(account):
+            return RENEWAL_RETRY_SECONDS
+        tokens = account.tokens
+        due = tokens.refresh_due_at() if tokens.refresh_in_doubt else 0.0
+        return max(account.retry_at, due) - self._clock()
+
     def reason(self, account: Account) -> str:
         """Why the account is backed off, for a caller its current token cannot serve."""
         link = account.link
@@ -89,3 +100,8 @@ class ProviderHealth:
 
     def _publish(self, kind: EventKind, detail: str) -> None:
         self._registry.events.publish(SessionEvent(kind, detail=detail))
+
+
+def refreshing(account: Account) -> bool:
+    """Whether a renewal of the account is under way."""
+    return account.refresh_task is not None and not account.refresh_task.done()

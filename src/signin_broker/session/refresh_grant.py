@@ -1,18 +1,22 @@
 """Spending a refresh token, once, and what each answer to it means for the session.
 
-Once sent, a refresh is awaited for minutes rather than abandoned, since a provider
-that stalls may still complete it and rotate the refresh token. One whose answer
-never came (lost, cut short, or unusable) leaves its refresh token in doubt: it is
-sent once more, to learn whether the provider had it, only when the access token is
-about to expire, so that a request the provider never saw costs nothing, and one it
-completed (whose new tokens were lost anyway) ends the session no sooner than it had
-to. The provider ends a session by refusing the refresh token (`invalid_grant`), or by
+A refresh token is spent only once its successor can be stored: the store must first
+take a record that it is being sent (a write-ahead), or it is not sent at all while
+the state cannot be written. Once sent, a refresh is awaited as long as its answer
+keeps coming (minutes of silence, a generous bound in all), since a provider that
+stalls may still complete it and rotate the refresh token. One whose answer never
+came (lost) leaves its refresh token in doubt: it is sent once more, to learn whether
+the provider had it, only when the access token is about to expire, so that a request
+the provider never saw costs nothing, and one it completed (whose new tokens were
+lost anyway) ends the session no sooner than it had to. One the provider answered, but
+unusably, was spent there if the provider rotates refresh tokens (seen at an earlier
+renewal): it is never sent again, and the session ends when its access token does.
+The provider ends a session by refusing the refresh token (`invalid_grant`), or by
 refusing a refresh and the access token (userinfo) both.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -22,7 +26,7 @@ from typing import TYPE_CHECKING
 from ..oidc.errors import AnswerLost, AnswerUnusable, OAuthError, ProviderUnavailable
 from .accounts import Account
 from .clock import to_wall
-from .errors import SignInRequired
+from .errors import SignInRequired, StorageWaits
 from .events import EventKind
 from .ports import daemon_actor
 from .provider_health import ProviderHealth
@@ -34,12 +38,9 @@ if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
 
 log = logging.getLogger(__name__)
 
-# How long the answer to a refresh, once sent, is awaited (issue 14, finding 1).
+# How long the answer to a refresh, once sent, is awaited while nothing of it arrives
+# (the provider's client bounds the whole, however steadily it trickles in).
 REFRESH_ANSWER_SECONDS = 180.0
-STORAGE_WAITS = (
-    "the renewal waits until the state folder can be written again (or the access token"
-    " is about to expire): a renewed refresh token that cannot be stored is lost at a restart"
-)
 
 
 class RefreshGrant:
@@ -50,22 +51,27 @@ class RefreshGrant:
         registry: AccountRegistry,
         health: ProviderHealth,
         clock: Callable[[], float] = time.time,
+        *,
+        answer_idle: float = REFRESH_ANSWER_SECONDS,
     ) -> None:
         self._registry = registry
         self._health = health
         self._clock = clock
+        self._answer_idle = answer_idle  # a test may shorten it (daemon.app)
 
     async def spend(
         self, account: Account, scope: str | None = None, resource: str | None = None
     ) -> TokenResponse:
         """One refresh_token grant (caller holds the account's lock); tracks provider health.
 
-        Once sent, its answer is awaited however slow the provider is, within
-        REFRESH_ANSWER_SECONDS: a rotating provider that stalls, then completes the
-        refresh, would otherwise leave the daemon holding a spent refresh token. A token
-        whose answer never came is in doubt (TokenSet.unanswered), and sent again
-        only when the access token is about to expire. That includes a daemon stopped
-        while it waited: the store counts the send before it is made (a write-ahead).
+        Once sent, its answer is awaited however slow the provider is, while it keeps
+        coming (REFRESH_ANSWER_SECONDS of silence, the client's generous bound in all):
+        a rotating provider that stalls, then completes the refresh, would otherwise
+        leave the daemon holding a spent refresh token. A token whose answer never came
+        is in doubt (TokenSet.unanswered), and sent again only when the access token is
+        about to expire. That includes a daemon stopped while it waited: the store
+        counts the send before it is made (a write-ahead), and nothing is sent when it
+        cannot (StorageWaits): the successor could not be stored either.
         """
         tokens, client = account.tokens, account.client
         sent_at = self._clock()
@@ -75,26 +81,26 @@ class RefreshGrant:
         if tokens.refresh_in_doubt and sent_at < tokens.refresh_due_at():
             raise ProviderUnavailable(self.resend_reason(tokens))  # not at once, whoever asks
         if not tokens.refresh_kept:  # a rotating provider spends it: count the send first
-            stored = await self._registry.persist(account, tokens.sent())
-            if not stored and sent_at < tokens.last_moment:
-                raise ProviderUnavailable(STORAGE_WAITS)  # its successor could not be stored
+            await self._write_ahead(account, tokens.sent())
         try:
-            async with asyncio.timeout(REFRESH_ANSWER_SECONDS):
-                response = await client.refresh(
-                    tokens.refresh_token,
-                    scope=scope,
-                    resource=resource,
-                    answer_within=REFRESH_ANSWER_SECONDS,
-                    dpop=account.dpop_key,
-                )
+            response = await client.refresh(
+                tokens.refresh_token,
+                scope=scope,
+                resource=resource,
+                answer_within=self._answer_idle,
+                dpop=account.dpop_key,
+            )
         except AnswerUnusable as error:
-            if error.refresh_token is None:
+            if error.refresh_token is not None:
+                await self._rotated_only(account, error.refresh_token, str(error))
+                raise ProviderUnavailable(str(error)) from None
+            if tokens.refresh_rotates:  # spent there for sure: never sent again
+                await self._spent(account, str(error))
+            else:
                 await self._answer_lost(account, f"a renewal's answer was unusable ({error})")
-                raise
-            await self._rotated_only(account, error.refresh_token, str(error))
-            raise ProviderUnavailable(str(error)) from None
+            raise
         except (TimeoutError, AnswerLost) as error:
-            reason = str(error) or f"no answer within {REFRESH_ANSWER_SECONDS:g} s"
+            reason = str(error) or "no whole answer in time"
             await self._answer_lost(account, f"a renewal got no answer ({reason})")
             raise AnswerLost(reason) from None
         except ProviderUnavailable as error:
@@ -112,6 +118,48 @@ class RefreshGrant:
             raise
         self._health.answered(account, sent_at)  # a renewal re-validates too
         return response
+
+    async def _write_ahead(self, account: Account, sent: TokenSet) -> None:
+        """Store that the refresh token is out, or send nothing (StorageWaits).
+
+        While the account's state cannot be written, the store is tried again only when
+        its retry is due, so that callers asking meanwhile do not each write in vain.
+        """
+        registry = self._registry
+        now = self._clock()
+        retry_due = not registry.is_unsaved(account) or now >= registry.save_retry_at
+        if retry_due and await registry.persist(account, sent):
+            return
+        raise StorageWaits(
+            account.info.id, registry.unsaved_reason(account), registry.save_retry_at - now
+        )
+
+    async def _spent(self, account: Account, reason: str) -> None:
+        """The provider answered a refresh unusably, having rotated its refresh token.
+
+        The old one is never sent again (a second use reads as theft there, and ends
+        the grant with its access tokens): the session is served on its access token and
+        ends when that expires (TokenKeeper._expire), saying why.
+        """
+        if not self._registry.is_current(account):
+            return
+        lost = (
+            f"the provider answered its last renewal unusably ({reason}) after rotating the"
+            " refresh token, which is never sent twice"
+        )
+        spent = replace(account.tokens, refresh_token=None, unanswered=0, refresh_lost=lost)
+        await self._registry.persist(account, spent)
+        account.tokens = spent
+        log.warning(
+            "the refresh token was spent by an answer that cannot be used: the session ends"
+            " when its access token expires",
+            extra={
+                "account": account.info.id,
+                "reason": reason,
+                "expires_in_s": round(spent.expires_at - self._clock()),
+            },
+        )
+        self._health.failed(account, f"a renewal's answer was unusable ({reason})")
 
     async def _not_spent(self, account: Account, tokens: TokenSet) -> None:
         """Take back the write-ahead of a refresh the provider refused or never received."""
@@ -143,7 +191,13 @@ class RefreshGrant:
         backoff, with the new refresh token, like one that failed.
         """
         if self._registry.is_current(account):
-            kept = replace(account.tokens, refresh_token=refresh_token, refresh_kept=False)
+            kept = replace(
+                account.tokens,
+                refresh_token=refresh_token,
+                refresh_kept=False,
+                refresh_rotates=True,
+                unanswered=0,
+            )
             await self._registry.persist(account, kept)
             account.tokens = kept
         self._health.failed(account, f"a renewal's answer was unusable ({reason})")

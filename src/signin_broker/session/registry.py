@@ -25,7 +25,7 @@ from .accounts import (
     Entitlement,
     SignInState,
 )
-from .clock import to_wall
+from .clock import Moment, moment_of, since_stored, to_wall
 from .errors import AccountNotFound, SignInRequired
 from .events import EndedSession, EventBus, EventKind, SessionEvent
 from .names import AccountNames
@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 ENDED_KEPT = 16  # sessions that ended by themselves, remembered for status
 SAVE_RETRY_SECONDS = 5.0  # how often a state that could not be written is tried again
+SAVED_AT = "saved_at"  # the record's key for when it was written (clock.Moment)
 
 
 class AccountRegistry:
@@ -150,6 +151,10 @@ class AccountRegistry:
 
     def _at_risk(self, account: Account, refresh_at: float) -> str:
         """Why the session may end that the person should know now ("" when nothing)."""
+        if lost := account.tokens.refresh_lost:
+            ends = to_wall(self._clock, account.tokens.expires_at)
+            at = time.strftime("%H:%M:%S", time.localtime(ends))
+            return f"{lost}: the session ends at {at}; sign in again before (signin-broker login)"
         if account.info.id in self._lost_at_a_restart():
             return (
                 "its new refresh token is not saved (the state folder cannot be written): a"
@@ -212,6 +217,7 @@ class AccountRegistry:
         tokens = account.tokens if tokens is None else tokens
         on_disk = tokens.shifted(to_wall(self._clock, 0.0))  # the wall clock of now
         record = replace(account, tokens=on_disk).to_record(link.issuer if link else "")
+        record[SAVED_AT] = moment_of(self._clock).to_record()  # for the state's age at a restart
         before = self.storage_problem()
         self._latest_refresh[account.info.id] = tokens.refresh_token
         try:
@@ -242,7 +248,11 @@ class AccountRegistry:
         at_risk = self._lost_at_a_restart()
         fix = "free space in the state folder, or make it writable: it is saved at once then"
         if not at_risk:
-            return f"sessions cannot be saved ({reason}); renewals wait while tokens last; {fix}"
+            return (
+                f"sessions cannot be saved ({reason}); renewals wait until they can (a refresh"
+                " token is spent only once its successor can be stored), tokens are served"
+                f" while they last; {fix}"
+            )
         named = [account_id for account_id in at_risk if entitlement.sees(account_id)]
         who = ", ".join(named) if len(named) == len(at_risk) else "a renewed account"
         return (
@@ -286,6 +296,14 @@ class AccountRegistry:
     def saving_fails(self) -> bool:
         """Whether the last attempt to save some account's state failed."""
         return bool(self._unsaved)
+
+    def is_unsaved(self, account: Account) -> bool:
+        """Whether the last attempt to save this account's state failed."""
+        return account.info.id in self._unsaved
+
+    def unsaved_reason(self, account: Account) -> str:
+        """Why this account's state could not be saved ("" when it could)."""
+        return self._unsaved.get(account.info.id, "")
 
     async def save_unsaved(self) -> None:
         """Write again the states that could not be written (the keeper calls this when due)."""
@@ -398,7 +416,8 @@ class AccountRegistry:
                 await self._remember_ended(ended)
                 return None
             account = Account.from_record(record)
-            account.tokens = account.tokens.shifted(-to_wall(self._clock, 0.0))
+            saved = Moment.from_record(record.get(SAVED_AT))
+            account.tokens = account.tokens.shifted(since_stored(self._clock, saved))
         except Exception as error:
             log.warning(
                 "a stored session could not be restored",

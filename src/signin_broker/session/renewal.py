@@ -6,9 +6,8 @@ every call that spends a refresh token runs under the account's lock, because a
 rotated refresh token may be spent only once (refresh_grant.py). A rotated refresh
 token is written to the encrypted store before the new access token is handed out.
 While the provider cannot be reached a still-valid token is served and renewal backs
-off (provider_health.py). Down-scoped tokens (fewer scopes, or an audience) are cached
-per account within bounds, and each app has a budget of scoped grants at the provider
-(session.limits); every token handed out is counted and audited (use_ledger.py).
+off (provider_health.py). Down-scoped tokens (fewer scopes, or an audience) come from
+scoped_tokens.py; every token handed out is counted and audited (use_ledger.py).
 """
 
 from __future__ import annotations
@@ -16,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..oidc.errors import OAuthError, ProviderUnavailable
@@ -29,20 +28,17 @@ from .errors import (
     AudienceNotAllowed,
     IdTokenNotAllowed,
     IdTokenUnavailable,
-    ProviderRefused,
     ProviderUnreachable,
     ScopeNotGranted,
     ScopesNotAllowed,
-    SignInRequired,
+    StorageWaits,
     TokenLifetimeTooShort,
     TokenTooShortLived,
-    TooManyNewTokens,
 )
 from .events import EventKind, SessionEvent
-from .limits import GrantBudget, ScopedKey
 from .ports import AuditSink, daemon_actor
-from .provider_health import ProviderHealth
-from .refresh_grant import RefreshGrant
+from .provider_health import ProviderHealth, refreshing
+from .refresh_grant import REFRESH_ANSWER_SECONDS, RefreshGrant
 from .registry import AccountRegistry
 from .revocation import revoke
 from .schedule import (
@@ -50,6 +46,7 @@ from .schedule import (
     BACKOFF_MAX_SECONDS,
     next_revalidation,
 )
+from .scoped_tokens import CALLER_WAIT_SECONDS, RENEWAL_PENDING, DownScopedTokens
 from .tokens import TokenSet
 from .use_ledger import UseLedger
 
@@ -61,9 +58,7 @@ log = logging.getLogger(__name__)
 # A caller whose token is still good waits this long for a renewal, then gets the
 # current token while the renewal goes on: an outage never stalls the apps.
 RENEWAL_WAIT_SECONDS = 2.0
-# A caller whose token no longer serves it waits this long, then is told to try again.
-CALLER_WAIT_SECONDS = 10.0
-RENEWAL_PENDING = "the provider has not answered a renewal yet"
+ARRIVED_DEAD = "the provider's answer took longer to arrive than its token lives; renewing again"
 
 
 class TokenKeeper:
@@ -76,14 +71,15 @@ class TokenKeeper:
         *,
         revalidate_seconds: int,
         clock: Callable[[], float] = time.time,
+        answer_idle: float = REFRESH_ANSWER_SECONDS,
     ) -> None:
         self._registry = registry
         self._audit = audit
         self._revalidate_seconds = revalidate_seconds
         self._clock = clock
-        self._grants = GrantBudget(clock)
         self._health = ProviderHealth(registry, revalidate_seconds=revalidate_seconds, clock=clock)
-        self._grant = RefreshGrant(registry, self._health, clock)
+        self._grant = RefreshGrant(registry, self._health, clock, answer_idle=answer_idle)
+        self._scoped = DownScopedTokens(registry, self._grant, self._health, clock)
         self.uses = UseLedger(audit, clock)
 
     async def get_token(
@@ -135,7 +131,7 @@ class TokenKeeper:
         wanted = frozenset(scopes)
         if audience or (wanted and wanted != frozenset(account.tokens.scopes)):
             app = actor.app if actor is not None else ""
-            tokens = await self._scoped_token(account, (wanted, audience), min_ttl, app, refused)
+            tokens = await self._scoped.token(account, (wanted, audience), min_ttl, app, refused)
         else:
             tokens = await self._main_token(account, min_ttl, refused=refused)
         identity = self._id_token(account, min_ttl) if id_token else ("", 0)
@@ -180,7 +176,7 @@ class TokenKeeper:
             raise TokenLifetimeTooShort(tokens.lifetime, min_ttl)
         if not self._registry.renewable(account):
             return await self._unrenewable(account, min_ttl)
-        if now < account.retry_at and not self._refreshing(account):
+        if now < account.retry_at and not refreshing(account):
             # Backing off: do not hammer a failing (or refusing) provider.
             return self._without_renewal(account, min_ttl, self._health.reason(account))
         task = self._start_refresh(account)
@@ -189,16 +185,26 @@ class TokenKeeper:
             renewed = await asyncio.wait_for(asyncio.shield(task), wait)
         except TimeoutError:
             return self._without_renewal(account, min_ttl, RENEWAL_PENDING)  # it carries on
+        except StorageWaits:
+            if account.tokens.lasts(self._clock(), min_ttl):
+                return account.tokens
+            raise
         except ProviderUnavailable as error:
             return self._without_renewal(account, min_ttl, str(error))
         except OAuthError:
             if not self._registry.is_current(account):
                 raise self._registry.sign_in_required(account.info.id) from None
             return self._without_renewal(account, min_ttl, self._health.reason(account))
+        return self._renewed_for(account, renewed, min_ttl)
+
+    def _renewed_for(self, account: Account, renewed: TokenSet, min_ttl: int) -> TokenSet:
+        """A renewal's token, for a caller asking min_ttl, if the account is still signed in."""
         if not self._registry.is_current(account):
             raise self._registry.sign_in_required(account.info.id)  # ended meanwhile
         if renewed.lifetime < min_ttl:
             raise TokenLifetimeTooShort(renewed.lifetime, min_ttl)
+        if not renewed.is_valid(self._clock()):  # the keeper renews it at once
+            return self._without_renewal(account, min_ttl, ARRIVED_DEAD)
         return renewed
 
     def _start_refresh(self, account: Account) -> asyncio.Task[TokenSet]:
@@ -219,12 +225,13 @@ class TokenKeeper:
     async def _refresh_main(self, account: Account) -> TokenSet:
         """Renew the main token; shared by every caller waiting at that moment."""
         async with account.refresh_lock:
+            asked_at = self._clock()  # the provider's tokens live from about then, not arrival
             try:
                 response = await self._grant.spend(account)
             except OAuthError as error:
                 await self._grant.refused(account, error)
                 raise
-            renewed = account.tokens.renewed(response, self._clock())
+            renewed = account.tokens.renewed(response, asked_at)
             if not self._registry.is_current(
                 account
             ):  # signed out while the provider took its time
@@ -234,82 +241,6 @@ class TokenKeeper:
             account.tokens = renewed
         self._publish(EventKind.REFRESHED, account.info.id, "the access token was renewed")
         return renewed
-
-    async def _scoped_token(
-        self, account: Account, key: ScopedKey, min_ttl: int, app: str, refused: bool
-    ) -> TokenSet:
-        cached = account.scoped.get(key)
-        now = self._clock()
-        if cached is not None and cached.serves(now, min_ttl, refused):
-            return cached  # no provider round trip while it is good
-        if cached is not None and cached.renewal_would_hammer(now, min_ttl):
-            raise TokenLifetimeTooShort(cached.lifetime, min_ttl)  # as in _main_token
-        if not self._registry.renewable(account):
-            raise TokenTooShortLived(0 if cached is None else max(0, int(cached.expires_at - now)))
-        try:
-            self._grants.take(app)  # before the lock: a refused flood does not queue there
-        except TooManyNewTokens:
-            if cached is not None and cached.lasts(now, min_ttl):
-                return cached  # due for renewal, but still good enough for this caller
-            raise
-        try:
-            async with self._refresh_turn(account):
-                token = await self._fetch_scoped(account, key, min_ttl, refused)
-        except ProviderUnreachable:
-            if cached is not None and cached.lasts(self._clock(), min_ttl):
-                return cached
-            raise
-        if token.lifetime < min_ttl:
-            raise TokenLifetimeTooShort(token.lifetime, min_ttl)
-        return token
-
-    @contextlib.asynccontextmanager
-    async def _refresh_turn(self, account: Account) -> AsyncIterator[None]:
-        """The account's lock, waited for no longer than a caller waits for a renewal."""
-        try:
-            async with asyncio.timeout(CALLER_WAIT_SECONDS):
-                await account.refresh_lock.acquire()
-        except TimeoutError:
-            raise ProviderUnreachable(RENEWAL_PENDING) from None
-        try:
-            yield
-        finally:
-            account.refresh_lock.release()
-
-    async def _fetch_scoped(
-        self, account: Account, key: ScopedKey, min_ttl: int, refused: bool
-    ) -> TokenSet:
-        """A new down-scoped token (the caller holds the account's lock)."""
-        cached = account.scoped.get(key)
-        if cached is not None and cached.serves(self._clock(), min_ttl, refused):
-            return cached  # a caller ahead in the queue fetched it
-        scopes, audience = key
-        try:
-            response = await self._grant.spend(
-                account, " ".join(sorted(scopes)) if scopes else None, audience or None
-            )
-        except ProviderUnavailable as error:
-            raise ProviderUnreachable(str(error)) from None
-        except OAuthError as error:
-            if error.error == "invalid_grant":
-                raise self._registry.sign_in_required(account.info.id) from None
-            raise ProviderRefused(error.error) from None
-        now = self._clock()
-        requested = tuple(sorted(scopes)) if scopes else account.tokens.scopes
-        token = replace(TokenSet.issued(response, now, requested), from_refresh=True)
-        rotated = account.tokens.rotated(response)
-        if not self._registry.is_current(account):  # signed out while the provider took its time
-            client = account.client
-            await revoke(
-                client,
-                replace(token, refresh_token=rotated.refresh_token),
-                account.dpop_key,
-            )
-            raise SignInRequired
-        await self._registry.persist(account, rotated)
-        account.tokens = rotated
-        account.scoped.put(key, token, now)
-        return token
 
     async def finish_renewals(self, grace: float) -> None:
         """Give the renewals under way up to grace seconds to be answered and stored (a stop)."""
@@ -336,7 +267,7 @@ class TokenKeeper:
         if account.client is None:
             reason = "its identity provider is no longer configured"
         else:
-            reason = "the provider issued no refresh token"
+            reason = account.tokens.refresh_lost or "the provider issued no refresh token"
         log.warning(
             "the session ended: its access token expired and cannot be renewed",
             extra={"account": account.info.id, "reason": reason},
@@ -350,11 +281,7 @@ class TokenKeeper:
         """The current token while a renewal is pending or failed, if it serves the caller."""
         if account.tokens.lasts(self._clock(), min_ttl):
             return account.tokens
-        raise ProviderUnreachable(reason)
-
-    @staticmethod
-    def _refreshing(account: Account) -> bool:
-        return account.refresh_task is not None and not account.refresh_task.done()
+        raise ProviderUnreachable(reason, self._health.retry_in(account))
 
     async def tend(self) -> float:
         """Renew, re-validate and expire what is due; return the seconds until something is.
@@ -371,20 +298,21 @@ class TokenKeeper:
                 await self._expire(account)
             elif now < account.retry_at:
                 continue
-            elif renewable and now >= self._renewal_at(account) and not self._refreshing(account):
+            elif renewable and now >= self._renewal_at(account) and not refreshing(account):
                 self._start_refresh(account)
             elif now >= account.revalidate_at:
                 await self._revalidate(account)
         return self._next_due() - self._clock()
 
     def _renewal_at(self, account: Account) -> float:
-        """When the keeper renews the account: when due, or while saving fails, at the last moment.
+        """When the keeper renews the account: when due, and its state can be written.
 
         A renewal whose new refresh token cannot be stored would leave the old, spent
-        one on disk for the next start to send; so it waits while the token serves.
+        one on disk for the next start to send; so it waits, however long, until the
+        state is saved again (the keeper tries every few seconds), then renews at once.
         """
-        if self._registry.saving_fails and not account.tokens.refresh_kept:
-            return max(account.refresh_at, account.tokens.last_moment)
+        if self._registry.is_unsaved(account) and not account.tokens.refresh_kept:
+            return math.inf
         return account.refresh_at
 
     async def _revalidate(self, account: Account) -> None:
@@ -425,7 +353,7 @@ class TokenKeeper:
             moments.append(account.revalidate_at)
             if not self._registry.renewable(account):
                 moments.append(account.tokens.expires_at)
-            elif not self._refreshing(account):
+            elif not refreshing(account):
                 moments.append(self._renewal_at(account))
         if self._registry.saving_fails:
             moments.append(self._registry.save_retry_at)

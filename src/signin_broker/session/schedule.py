@@ -30,7 +30,7 @@ ASSUMED_ANSWER_SECONDS = 1.0
 # The last moment to renew: this long before the access token expires (or a quarter of
 # its lifetime, if shorter). A refresh token whose refresh got no answer is sent once
 # more only then (had the provider completed the lost refresh, the session served until
-# then), and a renewal that waits for the state folder to be writable waits until then.
+# then).
 LAST_MOMENT_SECONDS = 60.0
 BACKOFF_FIRST_SECONDS = 1.0
 BACKOFF_MAX_SECONDS = 60.0

@@ -37,9 +37,15 @@ class TokenSet:
     # never saw costs nothing; one it completed was lost anyway, and the resend's
     # invalid_grant ends the session cleanly.
     unanswered: int = 0
-    # The provider handed the refresh token back at the last refresh: it does not rotate
-    # them, so a request whose answer was lost cannot have spent it.
+    # The provider handed the refresh token back at the last refresh, and was never seen
+    # to rotate it: a request whose answer was lost cannot have spent it.
     refresh_kept: bool = False
+    # The provider answered a refresh of this session with a new refresh token: it
+    # rotates them, so one it answered (however unusably) is never sent to it again.
+    refresh_rotates: bool = False
+    # Why the session has no refresh token left to send (it was spent by an answer that
+    # could not be used); "" when it has one, or the provider never gave one.
+    refresh_lost: str = ""
 
     @classmethod
     def issued(
@@ -66,16 +72,19 @@ class TokenSet:
             fresh,
             refresh_token=rotated.refresh_token,
             refresh_kept=rotated.refresh_kept,
+            refresh_rotates=rotated.refresh_rotates,
             id_token=fresh.id_token or self.id_token,
             from_refresh=True,
         )
 
     def rotated(self, response: TokenResponse) -> TokenSet:
         """These tokens with the refresh token a refresh answered with (this one if none)."""
+        rotates = self.refresh_rotates or response.refresh_token not in (None, self.refresh_token)
         return replace(
             self,
             refresh_token=response.refresh_token or self.refresh_token,
-            refresh_kept=response.refresh_token in (None, self.refresh_token),
+            refresh_kept=not rotates,
+            refresh_rotates=rotates,
         )
 
     @property
@@ -161,6 +170,8 @@ class TokenSet:
             "id_token": self.id_token,
             "refresh_unanswered": self.unanswered,
             "refresh_kept": self.refresh_kept,
+            "refresh_rotates": self.refresh_rotates,
+            "refresh_lost": self.refresh_lost,
         }
 
     @classmethod
@@ -176,6 +187,8 @@ class TokenSet:
             id_token=record.get("id_token"),
             unanswered=_unanswered(record),
             refresh_kept=record.get("refresh_kept") is True,
+            refresh_rotates=record.get("refresh_rotates") is True,
+            refresh_lost=str(record.get("refresh_lost") or ""),
         )
 
 

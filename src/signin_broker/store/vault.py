@@ -60,6 +60,8 @@ SUFFIX = ".state"
 MAX_NAME = 255 - 22
 HASHED = "~"  # a quoted id never starts so: it starts with an alias or "user"
 ID_SUFFIX = ".id"
+# A state file holds at most three tokens of oidc.answers.MAX_TOKEN_CHARS, encrypted.
+STATE_FILE_BYTES = 16 * 1024 * 1024
 LOCK_NAME = ".vault.lock"  # saves hold it shared, the recovery of leftovers exclusively
 
 
@@ -197,7 +199,7 @@ class Vault:
         path = self._path(account_id)
         newest, newest_generation = None, self._generation_in_place(path, key, account_id)
         for temporary in temporaries:
-            blob = read_regular_file(temporary)
+            blob = read_regular_file(temporary, STATE_FILE_BYTES)
             try:
                 _, generation = self._open(temporary, blob or b"", key, account_id)
             except (VaultError, ValueError):
@@ -216,7 +218,7 @@ class Vault:
 
     def _generation_in_place(self, path: Path, key: bytes, account_id: str) -> int:
         """The generation of the account's file; -1 when there is none or it is unreadable."""
-        blob = read_regular_file(path)
+        blob = read_regular_file(path, STATE_FILE_BYTES)
         if blob is None:
             return -1
         try:
@@ -229,7 +231,7 @@ class Vault:
         account_id = tenant_key(account_id)
         path = self._path(account_id)
         try:
-            blob = read_regular_file(path)
+            blob = read_regular_file(path, STATE_FILE_BYTES)
         except OSError as error:
             raise VaultError(f"cannot read the state of {account_id}: {error}") from error
         if blob is None:

@@ -40,9 +40,11 @@ CONFORMANCE_SECONDS = 300
 CONFORMANCE_TOKEN_TTL = 600  # longer than the run: no case's session ends by expiring
 
 
-def signed_in_daemon(provider: RealProvider, socket_path: Path, *extra: str) -> DaemonProcess:
+def signed_in_daemon(
+    provider: RealProvider, socket_path: Path, *extra: str, env: dict[str, str] | None = None
+) -> DaemonProcess:
     """A daemon told only the issuer URL and client id, signed in through the provider's pages."""
-    daemon = DaemonProcess(socket_path, *provider.daemon_args(), *extra).start()
+    daemon = DaemonProcess(socket_path, *provider.daemon_args(), *extra, env=env).start()
     with Browser() as browser:
         landed = sign_in(browser, daemon, provider)
     assert landed.status_code == 303 and location(landed) == "/dashboard", daemon.output()

@@ -4,8 +4,8 @@ The package is pinned, with every dependency, by oidc_provider/package-lock.json
 installed once with `npm ci` into .cache/interop/ at the repository's root (reused by
 later runs while the lock file is unchanged). Each start copies provider.mjs into its
 folder, links the installed node_modules beside it, and writes its settings: the
-client, a new RSA signing key, the access-token lifetime, the pause flag's path and a
-new token for its admin route.
+client, a new RSA signing key, the access-token lifetime, the pause and break flags'
+paths, whether it gives DPoP nonces, and a new token for its admin route.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -33,6 +34,7 @@ CACHE = Path(__file__).parents[3] / ".cache" / "interop"
 NPM_TIMEOUT_SECONDS = 300
 MIN_NODE_MAJOR = 20
 DPOP_CLIENT_ID = CLIENT_ID + "-dpop"  # registered with dpop_bound_access_tokens
+BREAK_FLAG = "break-next-refresh"  # in the provider's folder: how to answer the next refresh
 
 
 class NodeOidcProvider(RealProvider):
@@ -46,6 +48,49 @@ class NodeOidcProvider(RealProvider):
     # DPoP is offered to every client here; on the defaults the shared checks' tokens
     # stay Bearer, and DPOP_CLIENT_ID, which must prove, gets bound ones.
     daemon_settings: ClassVar[dict[str, str]] = {"scopes": "offline_access"}
+
+    def __init__(
+        self,
+        folder: Path,
+        access_token_ttl: int,
+        *,
+        dpop_nonces: bool = True,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(folder, access_token_ttl)
+        self.dpop_nonces = dpop_nonces  # False: no DPoP nonces, a proof's iat alone is checked
+        self.env = env or {}  # more environment for Node (a faked clock, say)
+
+    def break_next_refresh(self, how: str) -> None:
+        """Answer the next refresh as `how` says: not_json, html, trickle:SECONDS, stall.
+
+        See provider.mjs: all but html are the provider's own answer, after it acted.
+        """
+        (self.folder / BREAK_FLAG).write_text(how)
+
+    def broken(self) -> list[str]:
+        """The broken answers given so far, in order."""
+        self.sync()
+        return [r["how"] for r in self.records() if r.get("event") == "broken"]
+
+    def refresh_statuses(self) -> list[int]:
+        """The HTTP status of every refresh grant so far, in order."""
+        self.sync()
+        return [r["status"] for r in self.token_requests("refresh_token")]
+
+    def reuses(self) -> int:
+        """Refresh tokens sent again after they were rotated: each ended its grant there."""
+        self.sync()
+        return sum(1 for r in self.token_requests("refresh_token") if r.get("reuse"))
+
+    def sync(self) -> None:
+        """Wait (bounded) until every line the provider printed so far has been read."""
+        marker = secrets.token_hex(8)
+        httpx2.get(f"{self.issuer}/admin/sync", params={"id": marker}, timeout=10)
+        deadline = time.monotonic() + 10
+        while not any(r.get("id") == marker for r in self.records()):
+            assert time.monotonic() < deadline, f"{self.name} printed no sync line"
+            time.sleep(0.02)
 
     @staticmethod
     def installed() -> Path:
@@ -67,13 +112,15 @@ class NodeOidcProvider(RealProvider):
             "cookie_key": secrets.token_urlsafe(32),
             "access_token_ttl": self.access_token_ttl,
             "pause_flag": str(self.folder / PAUSE_FLAG),
+            "break_flag": str(self.folder / BREAK_FLAG),
+            "dpop_nonces": self.dpop_nonces,
             "admin_token": secrets.token_urlsafe(32),
             "acr_values": list(self.acr_values),
         }
         path = self.folder / "settings.json"
         path.write_text(json.dumps(settings))
         path.chmod(0o600)
-        return ["node", "provider.mjs", str(path)], dict(os.environ)
+        return ["node", "provider.mjs", str(path)], {**os.environ, **self.env}
 
     @classmethod
     def revoke_user(cls, folder: Path, issuer: str, sub: str) -> None:

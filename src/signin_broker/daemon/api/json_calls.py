@@ -19,12 +19,15 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from typing import NamedTuple
 
 import h11
 from google.protobuf import json_format
 from google.protobuf.message import Message
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
+
+from .retry_hints import RetryHinted
 
 log = logging.getLogger(__name__)
 
@@ -57,13 +60,21 @@ HTTP_STATUS = {
 Unary = Callable[[Message], Awaitable[Message]]
 
 
+class Answer(NamedTuple):
+    """A call's HTTP status and JSON body, and for a refusal that passes, when to ask again."""
+
+    status: int
+    body: bytes
+    retry_after: int = 0
+
+
 class JsonCalls:
     """The unary methods of the service, by path, with their request types."""
 
     def __init__(self, methods: Mapping[str, tuple[Unary, type[Message]]]) -> None:
         self._methods = dict(methods)
 
-    async def answer(self, path: str, content_type: str, body: bytes) -> tuple[int, bytes]:
+    async def answer(self, path: str, content_type: str, body: bytes) -> Answer:
         """The HTTP status and JSON body that answer one call."""
         method = self._methods.get(path)
         if method is None:
@@ -80,18 +91,26 @@ class JsonCalls:
             return _error(Status.INVALID_ARGUMENT, what)
         try:
             response = await behavior(request)
+        except RetryHinted as error:
+            return _error(error.status, error.message or "", error.retry_after)
         except GRPCError as error:
             return _error(error.status, error.message or error.status.name.lower())
         text = json_format.MessageToJson(
             response, preserving_proto_field_name=True, indent=None, ensure_ascii=True
         )
-        return 200, text.encode()
+        return Answer(200, text.encode())
 
 
-def _error(status: Status, message: str) -> tuple[int, bytes]:
-    """The HTTP status and body of a refusal: {"error": <message>, "code": <status>}."""
-    body = {"error": message, "code": status.name.lower()}
-    return HTTP_STATUS.get(status, 500), json.dumps(body).encode()
+def _error(status: Status, message: str, retry_after: int = 0) -> Answer:
+    """The HTTP status and body of a refusal: {"error": <message>, "code": <status>}.
+
+    A refusal that passes says when to ask again (`retry_after_seconds`; the
+    Retry-After header repeats it).
+    """
+    body: dict[str, object] = {"error": message, "code": status.name.lower()}
+    if retry_after:
+        body["retry_after_seconds"] = retry_after
+    return Answer(HTTP_STATUS.get(status, 500), json.dumps(body).encode(), retry_after)
 
 
 class JsonConnection:
@@ -176,13 +195,13 @@ class JsonConnection:
         path = request.target.decode("latin-1").split("?")[0]
         try:
             with self._on_call():
-                status, body = await self._calls.answer(path, content_type, bytes(self._body))
+                answer = await self._calls.answer(path, content_type, bytes(self._body))
         except Exception:
             log.exception("unexpected error in a JSON call", extra={"path": path[:100]})
-            status, body = _error(Status.INTERNAL, "internal")
+            answer = _error(Status.INTERNAL, "internal")
         if self._transport.is_closing():
             return
-        self._send(status, body)
+        self._send(*answer)
         if self._http.our_state is h11.MUST_CLOSE:
             self._transport.close()
             return
@@ -190,8 +209,10 @@ class JsonConnection:
         self._busy = False
         self._next()
 
-    def _send(self, status: int, body: bytes) -> None:
+    def _send(self, status: int, body: bytes, retry_after: int = 0) -> None:
         headers = [(b"content-type", JSON.encode()), (b"content-length", str(len(body)).encode())]
+        if retry_after:
+            headers.append((b"retry-after", str(retry_after).encode()))
         self._transport.write(self._http.send(h11.Response(status_code=status, headers=headers)))
         self._transport.write(self._http.send(h11.Data(data=body)))
         self._transport.write(self._http.send(h11.EndOfMessage()))
@@ -205,7 +226,7 @@ class JsonConnection:
         log.debug("refused a JSON call", extra={"status": status, "reason": message})
         if self._http.our_state in (h11.IDLE, h11.SEND_RESPONSE):
             with contextlib.suppress(h11.LocalProtocolError):
-                self._send(status, _error(Status.INVALID_ARGUMENT, message)[1])
+                self._send(status, _error(Status.INVALID_ARGUMENT, message).body)
         if not self._transport.can_write_eof():
             self._transport.close()
             return

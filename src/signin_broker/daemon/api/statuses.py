@@ -30,11 +30,13 @@ from ...session.errors import (
     NotConfigured,
     ProviderRefused,
     ProviderUnreachable,
+    RetryLater,
     ScopeNotGranted,
     ScopesNotAllowed,
     SessionError,
     SignInRequired,
     StepUpRequired,
+    StorageWaits,
     TokenTooShortLived,
     TooManyAliases,
     TooManyNewTokens,
@@ -42,6 +44,7 @@ from ...session.errors import (
 )
 from ..apps.gate import AppDenied, NotABrowserApp, NothingWaits, UnknownApp
 from .forwards import ForwardExists, ForwardNotFound
+from .retry_hints import RetryHinted
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +63,7 @@ _STATUS_OF: dict[type[SessionError], Status] = {
     StepUpRequired: Status.FAILED_PRECONDITION,
     ProviderRefused: Status.FAILED_PRECONDITION,
     ProviderUnreachable: Status.UNAVAILABLE,
+    StorageWaits: Status.UNAVAILABLE,  # it passes once the state folder can be written
     TooManyNewTokens: Status.RESOURCE_EXHAUSTED,
     AppDenied: Status.PERMISSION_DENIED,
     ScopesNotAllowed: Status.PERMISSION_DENIED,
@@ -97,12 +101,19 @@ def unary(
                 await self._session.ready.wait()
             return await method(self, request)
         except (SessionError, InvalidRequest) as error:
-            raise GRPCError(status_of(error), str(error)) from None
+            raise grpc_error(error) from None
         except Exception:
             log.exception("unexpected error", extra={"method": method.__name__})
             raise GRPCError(Status.INTERNAL, "internal") from None
 
     return mapped
+
+
+def grpc_error(error: SessionError | InvalidRequest) -> GRPCError:
+    """The gRPC refusal of an error, with a retry hint when it passes (RetryLater)."""
+    if isinstance(error, RetryLater):
+        return RetryHinted(status_of(error), str(error), error.retry_after)
+    return GRPCError(status_of(error), str(error))
 
 
 def status_of(error: SessionError | InvalidRequest) -> Status:

@@ -41,6 +41,7 @@ from ..callers.identity import Caller, identify_caller
 from ..logs import Throttled
 from .batched_writes import BatchedWrites
 from .json_calls import JsonCalls, JsonConnection
+from .retry_hints import RetryHinted
 
 log = logging.getLogger(__name__)
 
@@ -338,7 +339,15 @@ def unary_handler(
     async def handle(stream: Stream[Any, Any]) -> None:
         request = await _receive(stream, request_type)
         with _active_call():
-            response = await behavior(request)
+            try:
+                response = await behavior(request)
+            except RetryHinted as refusal:  # grpclib's own would drop the hint
+                await stream.send_trailing_metadata(
+                    status=refusal.status,
+                    status_message=refusal.message,
+                    metadata=refusal.trailer(),
+                )
+                return
         await stream.send_message(response)
 
     return handle

@@ -19,14 +19,23 @@
 // interval (clients then wait 5 s, RFC 8628 3.2); this one asks for 1 s, so that the
 // tests' device sign-ins take a second or two.
 //
-// Two test controls: when the file named by settings.pause_flag exists, the next
+// Test controls: when the file named by settings.pause_flag exists, the next
 // refresh stops the process (SIGSTOP) once its answer is computed and before it is
-// sent, as a stalled host would, until the test sends SIGCONT; and POST /admin/revoke
-// (sub=..., with settings.admin_token as a Bearer token) revokes every grant of that
-// account with its tokens, with the calls the package's own grant revocation makes.
+// sent, as a stalled host would, until the test sends SIGCONT; when the file named by
+// settings.break_flag exists, the next refresh is answered as it says (see
+// breakAnswer), and the file removed; and POST /admin/revoke (sub=..., with
+// settings.admin_token as a Bearer token) revokes every grant of that account with its
+// tokens, with the calls the package's own grant revocation makes. A refresh token
+// sent again after it was rotated (the package revokes the grant then) is printed as
+// {"event":"token",...,"reuse":true}. GET /admin/sync?id=ID prints {"event":"sync","id":ID},
+// so a test that has read that line has read every line printed before it.
+//
+// settings.dpop_nonces false: the provider gives no DPoP nonces (none demanded, none
+// offered), so each proof's iat alone must be within its window of the provider's clock.
 import { timingSafeEqual } from 'node:crypto';
 import { existsSync, readFileSync, unlinkSync } from 'node:fs';
 import { createServer } from 'node:http';
+import { Readable } from 'node:stream';
 
 import Provider from 'oidc-provider';
 
@@ -68,7 +77,7 @@ const provider = new Provider(issuer, {
     revocation: { enabled: true },
     deviceFlow: { enabled: true },
     introspection: { enabled: true },
-    dPoP: {
+    dPoP: settings.dpop_nonces === false ? { enabled: true } : {
       enabled: true,
       nonceSecret: Buffer.from(settings.dpop_nonce_secret, 'base64url'),
       requireNonce: () => true,
@@ -98,6 +107,36 @@ provider.interactionFinished = async (req, res, result, options) => {
   return finishInteraction(req, res, result, options);
 };
 
+// The test's one-off answer to the next refresh (settings.break_flag holds its name):
+// "not_json" cuts the real answer half-way, still application/json; "html" is a
+// captive portal's page, answered before the request reaches the provider (see the
+// request handler); "trickle:SECONDS" sends the real answer a byte at a time over that
+// long; "stall" sends half of it and then nothing more, keeping the connection open.
+const peekFlag = (path) => (existsSync(path) ? readFileSync(path, 'utf8').trim() : '');
+const takeFlag = (path) => {
+  const how = peekFlag(path);
+  if (how) unlinkSync(path);
+  return how;
+};
+const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
+async function* trickled(bytes, seconds, stall) {
+  for (let i = 0; i < bytes.length; i += 1) {
+    if (stall && i === Math.floor(bytes.length / 2)) await new Promise(() => {}); // never
+    if (seconds) await sleep((seconds * 1000) / bytes.length);
+    yield bytes.subarray(i, i + 1);
+  }
+}
+function breakAnswer(ctx, how) {
+  const text = Buffer.from(JSON.stringify(ctx.body));
+  if (how === 'not_json') {
+    ctx.body = text.subarray(0, Math.floor(text.length / 2)).toString();
+  } else if (how.startsWith('trickle:') || how === 'stall') {
+    ctx.body = Readable.from(trickled(text, Number(how.split(':')[1] ?? 0), how === 'stall'));
+  }
+  ctx.type = 'application/json; charset=utf-8';
+  say({ event: 'broken', how });
+}
+
 provider.on('grant.success', (ctx) => {
   say({
     event: 'token',
@@ -105,14 +144,23 @@ provider.on('grant.success', (ctx) => {
     status: ctx.status,
     refresh_token: Boolean(ctx.body?.refresh_token),
   });
-  if (ctx.oidc.params.grant_type === 'refresh_token' && existsSync(settings.pause_flag)) {
+  if (ctx.oidc.params.grant_type !== 'refresh_token') return;
+  const how = takeFlag(settings.break_flag);
+  if (how) breakAnswer(ctx, how);
+  if (existsSync(settings.pause_flag)) {
     unlinkSync(settings.pause_flag);
     say({ event: 'paused' });
     process.kill(process.pid, 'SIGSTOP'); // the answer is sent once the test resumes us
   }
 });
 provider.on('grant.error', (ctx, error) => {
-  say({ event: 'token', grant_type: ctx.oidc.params?.grant_type, status: error.statusCode, error: error.error });
+  say({
+    event: 'token',
+    grant_type: ctx.oidc.params?.grant_type,
+    status: error.statusCode,
+    error: error.error,
+    reuse: error.error_detail === 'refresh token already used',
+  });
 });
 provider.on('server_error', (_ctx, error) => { process.stderr.write(`${error.stack}\n`); });
 
@@ -157,9 +205,18 @@ provider.use(async (ctx, next) => {
   if (ctx.path === '/device/auth' && ctx.status === 200 && ctx.body?.device_code) ctx.body.interval = 1;
 });
 
+const PORTAL_PAGE = '<html><body>Welcome to Hotel Wi-Fi: accept the terms to continue</body></html>';
 const serveProvider = provider.callback();
 server.on('request', (req, res) => {
-  if (new URL(req.url, issuer).pathname === '/admin/revoke') {
+  const path = new URL(req.url, issuer).pathname;
+  if (path === '/token' && req.method === 'POST' && peekFlag(settings.break_flag) === 'html') {
+    takeFlag(settings.break_flag); // a middlebox answers: the provider never sees the request
+    say({ event: 'broken', how: 'html' });
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(PORTAL_PAGE);
+  } else if (path === '/admin/sync') { // a line after every line printed before it
+    say({ event: 'sync', id: new URL(req.url, issuer).searchParams.get('id') });
+    res.writeHead(204).end();
+  } else if (path === '/admin/revoke') {
     admin(req, res).catch((error) => { process.stderr.write(`${error.stack}\n`); res.writeHead(500).end(); });
   } else {
     serveProvider(req, res);
