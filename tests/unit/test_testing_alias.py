@@ -5,7 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.filterwarnings("ignore:signin_broker.testing is now:DeprecationWarning")
 def test_old_names_are_the_new_modules_not_copies() -> None:
     import signin_broker_testing
     import signin_broker_testing.conformance.cases
