@@ -43,6 +43,7 @@ from .apps.policy import Decision, PolicyFile
 from .audit_trail import AuditTrail
 from .host.desktop import notify
 from .host.instance import LISTEN_BACKLOG, Instance, loopback_base_url
+from .host.memory import FreedMemory
 from .host.systemd import Notifier, watchdog_seconds
 from .settings import ProviderSettings, Settings
 from .stopping import stop
@@ -346,4 +347,6 @@ def _grpc_server(
 ) -> CheckedServer:
     """The gRPC server with our service, health and reflection, every connection checked."""
     health = Health({broker: [serving]})
-    return CheckedServer(with_reflection([broker, health]), gate, JsonCalls(broker.unary))
+    return CheckedServer(
+        with_reflection([broker, health]), gate, JsonCalls(broker.unary), FreedMemory()
+    )

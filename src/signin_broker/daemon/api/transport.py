@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import itertools
 import logging
 import socket
@@ -34,10 +35,12 @@ from google.protobuf.message import DecodeError, Message
 from grpclib.const import Cardinality, Handler, Status
 from grpclib.exceptions import GRPCError
 from grpclib.protocol import H2Protocol
+from grpclib.server import Handler as ConnectionHandler
 from grpclib.server import Server, Stream
 from h2.connection import H2Connection
 
 from ..callers.identity import Caller, identify_caller
+from ..host.memory import FreedMemory
 from ..logs import Throttled
 from .batched_writes import BatchedWrites
 from .json_calls import JsonCalls, JsonConnection
@@ -221,9 +224,11 @@ class CheckedProtocol(H2Protocol):
         if self._connection is not None:
             self._gate.table.remove(self._connection)
             if self._h2:
-                super().connection_lost(exc)
+                super().connection_lost(exc)  # cancels its calls
             elif self._json is not None:
                 self._json.connection_lost()
+        if not self._h2:  # grpclib never saw it: its handler was never used, nor closed
+            self.handler.close()
 
 
 Identify = Callable[[socket.socket, int], Caller]
@@ -275,23 +280,89 @@ def current_caller() -> Caller:
     return _CURRENT_CONNECTION.get().caller
 
 
-class CheckedServer(Server):
-    """grpclib's server whose every connection goes through the gate first."""
+class ConnectionCalls(ConnectionHandler):
+    """grpclib's handler of one connection's calls, letting go of each call as it ends.
 
-    def __init__(self, handlers: list[Any], gate: TransportGate, json_calls: JsonCalls) -> None:
+    grpclib keeps a connection's ended and cancelled calls until it has accepted ten
+    more, and its server keeps a closed connection's handler until ten more
+    connections have come, or for good when it never served one (a JSON call, a
+    refused caller). A cancelled call holds its exception's traceback, and so every
+    frame of the call and what they hold: its HTTP/2 stream, a watcher's event queue.
+    Here each call is forgotten when it ends, and the connection is reported `gone`
+    once it is closed and its last call has ended.
+    """
+
+    def __init__(self, made: ConnectionHandler, gone: Callable[[ConnectionCalls], None]) -> None:
+        super().__init__(made.mapping, made.codec, made.status_details_codec, made.dispatch)
+        self._gone = gone
+        self.cut_off = 0  # calls that ended cancelled: the connection went, or the caller left
+        self._reported = False
+
+    def accept(self, stream: Any, headers: Any, release_stream: Callable[[], Any]) -> None:
+        super().accept(stream, headers, release_stream)
+        self._tasks[stream].add_done_callback(functools.partial(self._ended, stream))
+
+    def cancel(self, stream: Any) -> None:
+        if stream in self._tasks:  # else it has ended already
+            super().cancel(stream)
+
+    def close(self) -> None:
+        super().close()
+        self._report_if_gone()
+
+    def _ended(self, stream: Any, task: asyncio.Task[None]) -> None:
+        if self._tasks.get(stream) is task:
+            del self._tasks[stream]
+        if task in self._cancelled:
+            self._cancelled.discard(task)
+            self.cut_off += 1
+        self._report_if_gone()
+
+    def _report_if_gone(self) -> None:
+        if self.closing and not self._tasks and not self._cancelled and not self._reported:
+            self._reported = True
+            self._gone(self)
+
+
+class CheckedServer(Server):
+    """grpclib's server whose every connection goes through the gate first.
+
+    Each connection's calls are handled by ConnectionCalls, forgotten as soon as the
+    connection is gone and its calls have ended: 500 event streams dropped at once
+    left 500 calls' worth of objects in the daemon before (its HTTP/2 streams, queues,
+    tracebacks), until new connections came.
+    """
+
+    def __init__(
+        self,
+        handlers: list[Any],
+        gate: TransportGate,
+        json_calls: JsonCalls,
+        freed: FreedMemory | None = None,
+    ) -> None:
         super().__init__(handlers)
         self._gate = gate
         self._json_calls = json_calls
+        self._freed = freed  # told of each connection let go, and of the calls it cut off
 
     def _protocol_factory(self) -> H2Protocol:
         plain = super()._protocol_factory()
+        made = cast(ConnectionHandler, plain.handler)
+        calls = ConnectionCalls(made, self._forget)
+        self._handlers.discard(made)
+        self._handlers.add(calls)
         return CheckedProtocol(
-            plain.handler,
+            calls,
             plain.config,
             plain.h2_config,
             gate=self._gate,
             json_calls=self._json_calls,
         )
+
+    def _forget(self, calls: ConnectionCalls) -> None:
+        self._handlers.discard(calls)
+        if self._freed is not None:
+            self._freed.ended(1 + calls.cut_off)
 
 
 Unary = Callable[[Any], Awaitable[Message]]
