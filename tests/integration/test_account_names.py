@@ -208,7 +208,7 @@ def test_an_alias_of_an_account_the_app_may_not_use_is_as_if_there_were_none(
     alices_app = App(tmp_path, "alices")
     write_policy(daemon.socket_path, rule(alices_app, "allow", [ALICE_ID]))
     with BrokerClient(daemon.socket_path) as owner:
-        owner.set_account_alias("alice", BOB_ID)  # the person's own name wins, for them
+        owner.set_account_alias("alice", BOB_ID, force=True)  # the person's own name wins
         assert owner.get_token("alice").account == BOB_ID
     got = alices_app.run(daemon.socket_path, "token", "alice")  # Alice's login, to her app
     assert (got["ok"], got["account"]) == (True, ALICE_ID), got
@@ -282,3 +282,23 @@ def test_an_alias_that_could_be_taken_for_something_else_is_refused(
             "not found",
         )
         assert all(a.aliases == () for a in client.accounts())
+
+
+def test_an_alias_that_is_another_accounts_login_is_refused_unless_forced(
+    daemon: DaemonProcess,
+) -> None:
+    """Issue 36 #5: `accounts alias alice user:1002` hid Alice's login without a word."""
+    code, _, err = cli(daemon, "accounts", "alias", "alice", BOB_ID)
+    assert code == 1 and "failed_precondition" in err, err
+    assert "'alice' is the login of user:1001, user:1001:workspace:7" in err
+    assert "--force" in err
+    with BrokerClient(daemon.socket_path) as client:
+        assert all(a.aliases == () for a in client.accounts())  # nothing changed
+        assert refusal(client.set_account_alias, "bob", ALICE_ID)[0] == (
+            grpc.StatusCode.FAILED_PRECONDITION
+        )
+        assert client.set_account_alias("bob", BOB_ID) == BOB_ID  # his own login: no harm
+    code, _, err = cli(daemon, "accounts", "alias", "--force", "alice", BOB_ID)
+    assert (code, err) == (0, "alice names user:1002.\n")
+    code, out, err = cli(daemon, "token", "--json", "--account", "alice")
+    assert (code, json.loads(out)["account"]) == (0, BOB_ID), err

@@ -35,7 +35,10 @@ PER_CALL = (
 )
 PER_STREAM = (*PER_CALL, "h2.stream.H2Stream")
 SETTLE_SECONDS = 15  # for the calls of what was dropped to end: milliseconds, on a quiet machine
-PER_CONNECTION = ("signin_broker.daemon.api.transport.ConnectionCalls", "grpclib.server.Handler")
+PER_CONNECTION = (
+    "signin_broker.daemon.api.connection_calls.ConnectionCalls",
+    "grpclib.server.Handler",
+)
 
 # An app in any language: generated stubs, a stream per channel (each its own connection
 # unless `shared`), the snapshot read, then held until killed; `cancel` ends the streams

@@ -404,3 +404,56 @@ def test_another_user_is_refused_by_a_forward_as_by_the_daemon(daemon: DaemonPro
     assert run_as(user, forward, "status")["code"] == "UNAVAILABLE"  # closed unread
     refusals = daemon.expect_log(msg="refused a caller of another user")
     assert refusals[0]["caller_uid"] == pwd.getpwnam(user).pw_uid
+
+
+def json_call(forward: Path, method: str, body: str) -> tuple[int, dict[str, str]]:
+    """A JSON call on the forward's socket, as curl makes it: the HTTP status and the body."""
+    done = subprocess.run(
+        ["curl", "-s", "-w", "\n%{http_code}", "--unix-socket", str(forward),
+         "-H", "Content-Type: application/json", "-d", body,
+         f"http://broker/signin_broker.v1.TokenBroker/{method}"],
+        capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    text, _, code = done.stdout.rpartition("\n")
+    return int(code), json.loads(text)
+
+
+def test_a_call_a_forward_refuses_is_forbidden_whatever_its_body(host: DaemonProcess) -> None:
+    """Issue 36 #5: with a field its request does not have, a refused call got 400, not 403."""
+    forward = open_forward(host, "json")
+    try:
+        for body in ("{}", '{"no_such_field": 1}', "not json"):
+            code, answer = json_call(forward, "ListAccounts", body)
+            assert (code, answer["code"]) == (403, "permission_denied"), (body, answer)
+            assert REFUSED in answer["error"]
+        code, answer = json_call(forward, "GetToken", '{"no_such_field": 1}')
+        assert (code, answer["code"]) == (400, "invalid_argument")  # a call it serves: read
+    finally:
+        on_host(host, "forward", "--close", "json")
+
+
+def test_a_relative_forward_socket_is_where_the_shell_names_it_from_the_commands_folder(
+    host: DaemonProcess, folder: Path
+) -> None:
+    """Issue 36 #5: relative to the folder `forward` runs in, never the daemon's, and joined
+    as the kernel reads it: `link/../c.sock` is beside link's target, reached by a symlink."""
+    here, there = folder / "here", folder / "there"
+    here.mkdir(mode=0o700)
+    (there / "inner").mkdir(mode=0o700, parents=True)
+    there.chmod(0o700)
+    (here / "link").symlink_to(there / "inner")
+
+    def forward(name: str, path: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(BIN / "signin-broker"), "--socket", str(host.socket_path), "forward",
+             "--name", name, "--ttl", "60", "--forward-socket", path],
+            cwd=here, capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+
+    opened = forward("here", "b.sock")
+    assert opened.returncode == 0, opened.stderr
+    assert Path(opened.stdout.strip()) == here / "b.sock" and (here / "b.sock").is_socket()
+    assert on_host(host, "forward", "--close", "here").returncode == 0
+    through = forward("through", "link/../c.sock")
+    assert through.returncode == 1 and "through a symlink" in through.stderr, through.stderr
+    assert not (here / "c.sock").exists() and not (there / "c.sock").exists()

@@ -29,6 +29,7 @@ from ._output import (
     key_values,
     moment,
     print_json,
+    remark,
     shortened,
     table,
 )
@@ -190,7 +191,7 @@ def _alias(client: BrokerClient, args: argparse.Namespace) -> int:
     if args.remove == bool(args.account):
         print("accounts alias: give NAME and its account, or --remove NAME", file=sys.stderr)
         return 2
-    named = client.set_account_alias(args.name, args.account)
+    named = client.set_account_alias(args.name, args.account, force=args.force)
     if args.json:
         return print_json({"alias": args.name, "account": named, "removed": args.remove})
     done = f"Removed the alias {args.name} of" if args.remove else f"{args.name} names"
@@ -364,10 +365,9 @@ def apps(client: BrokerClient, args: argparse.Namespace) -> int:
         for app in listed.apps
     ]
     print(table(["APP", "DECISION", "ACCOUNTS", "SCOPES", "LAST USED", "TOKENS"], rows))
-    print(
+    remark(
         f"* the default for new apps ({listed.default_decision.value});"
-        f" policy file: {listed.policy_file}",
-        file=sys.stderr,
+        f" policy file: {listed.policy_file}"
     )
     return 0
 

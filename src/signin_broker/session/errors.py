@@ -45,6 +45,17 @@ class UnknownAlias(SessionError):
         super().__init__(f"there is no alias {alias!r} (see signin-broker accounts)")
 
 
+class AliasHidesLogin(SessionError):
+    """The alias is the login of other signed-in accounts, which it would hide."""
+
+    def __init__(self, alias: str, account: str, hidden: list[str]) -> None:
+        super().__init__(
+            f"{alias!r} is the login of {', '.join(hidden)}; as an alias of {account} it would"
+            f" name {account} wherever {alias!r} names an account, hiding that login; choose"
+            " another alias, or force it (signin-broker accounts alias --force)"
+        )
+
+
 class TooManyAliases(SessionError):
     """The person has given the most aliases there may be."""
 

@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import h11
 from google.protobuf import json_format
@@ -54,13 +55,18 @@ HTTP_STATUS = {
     Status.DEADLINE_EXCEEDED: 504,
 }
 
-Unary = Callable[[Message], Awaitable[Message]]
+Unary = Callable[[Any], Awaitable[Message]]
 
 
 class JsonCalls:
-    """The unary methods of the service, by path, with their request types."""
+    """The unary methods of the service, by path, with their request types.
 
-    def __init__(self, methods: Mapping[str, tuple[Unary, type[Message]]]) -> None:
+    A method whose request type is None is refused whatever is asked (a forward's
+    calls but the few it serves): it answers before the body is read, so a body that
+    does not parse is still PERMISSION_DENIED, as over gRPC, never INVALID_ARGUMENT.
+    """
+
+    def __init__(self, methods: Mapping[str, tuple[Unary, type[Message] | None]]) -> None:
         self._methods = dict(methods)
 
     async def answer(self, path: str, content_type: str, body: bytes) -> tuple[int, bytes]:
@@ -68,9 +74,11 @@ class JsonCalls:
         method = self._methods.get(path)
         if method is None:
             return _error(Status.NOT_FOUND, f"no unary method {path!r} (streams are gRPC only)")
+        behavior, request_type = method
+        if request_type is None:
+            return await _called(behavior, None)
         if content_type.split(";", maxsplit=1)[0].strip().lower() != JSON:
             return _error(Status.INVALID_ARGUMENT, f"the body must be {JSON}")
-        behavior, request_type = method
         request = request_type()
         try:
             json_format.Parse(body or b"{}", request)
@@ -78,14 +86,19 @@ class JsonCalls:
             message = str(error).splitlines()[0][:200]
             what = f"the body is not a {request_type.__name__}: {message}"
             return _error(Status.INVALID_ARGUMENT, what)
-        try:
-            response = await behavior(request)
-        except GRPCError as error:
-            return _error(error.status, error.message or error.status.name.lower())
-        text = json_format.MessageToJson(
-            response, preserving_proto_field_name=True, indent=None, ensure_ascii=True
-        )
-        return 200, text.encode()
+        return await _called(behavior, request)
+
+
+async def _called(behavior: Unary, request: Message | None) -> tuple[int, bytes]:
+    """The HTTP status and JSON body of the call's answer or refusal."""
+    try:
+        response = await behavior(request)
+    except GRPCError as error:
+        return _error(error.status, error.message or error.status.name.lower())
+    text = json_format.MessageToJson(
+        response, preserving_proto_field_name=True, indent=None, ensure_ascii=True
+    )
+    return 200, text.encode()
 
 
 def _error(status: Status, message: str) -> tuple[int, bytes]:

@@ -22,6 +22,7 @@ from grpclib.exceptions import GRPCError
 
 from ...session.errors import (
     AccountNotFound,
+    AliasHidesLogin,
     AmbiguousAccount,
     AudienceNotAllowed,
     IdTokenNotAllowed,
@@ -51,6 +52,7 @@ _STATUS_OF: dict[type[SessionError], Status] = {
     AccountNotFound: Status.NOT_FOUND,
     AmbiguousAccount: Status.INVALID_ARGUMENT,  # the name fits several: it lists their ids
     UnknownAlias: Status.NOT_FOUND,
+    AliasHidesLogin: Status.FAILED_PRECONDITION,
     TooManyAliases: Status.RESOURCE_EXHAUSTED,
     NotConfigured: Status.FAILED_PRECONDITION,
     ScopeNotGranted: Status.FAILED_PRECONDITION,

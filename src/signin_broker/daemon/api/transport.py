@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import functools
 import itertools
 import logging
 import socket
@@ -43,6 +42,7 @@ from ..callers.identity import Caller, identify_caller
 from ..host.memory import FreedMemory
 from ..logs import Throttled
 from .batched_writes import BatchedWrites
+from .connection_calls import ConnectionCalls
 from .json_calls import JsonCalls, JsonConnection
 
 log = logging.getLogger(__name__)
@@ -278,50 +278,6 @@ _CURRENT_CONNECTION: contextvars.ContextVar[CallerConnection] = contextvars.Cont
 def current_caller() -> Caller:
     """The verified caller of the call being served."""
     return _CURRENT_CONNECTION.get().caller
-
-
-class ConnectionCalls(ConnectionHandler):
-    """grpclib's handler of one connection's calls, letting go of each call as it ends.
-
-    grpclib keeps a connection's ended and cancelled calls until it has accepted ten
-    more, and its server keeps a closed connection's handler until ten more
-    connections have come, or for good when it never served one (a JSON call, a
-    refused caller). A cancelled call holds its exception's traceback, and so every
-    frame of the call and what they hold: its HTTP/2 stream, a watcher's event queue.
-    Here each call is forgotten when it ends, and the connection is reported `gone`
-    once it is closed and its last call has ended.
-    """
-
-    def __init__(self, made: ConnectionHandler, gone: Callable[[ConnectionCalls], None]) -> None:
-        super().__init__(made.mapping, made.codec, made.status_details_codec, made.dispatch)
-        self._gone = gone
-        self.cut_off = 0  # calls that ended cancelled: the connection went, or the caller left
-        self._reported = False
-
-    def accept(self, stream: Any, headers: Any, release_stream: Callable[[], Any]) -> None:
-        super().accept(stream, headers, release_stream)
-        self._tasks[stream].add_done_callback(functools.partial(self._ended, stream))
-
-    def cancel(self, stream: Any) -> None:
-        if stream in self._tasks:  # else it has ended already
-            super().cancel(stream)
-
-    def close(self) -> None:
-        super().close()
-        self._report_if_gone()
-
-    def _ended(self, stream: Any, task: asyncio.Task[None]) -> None:
-        if self._tasks.get(stream) is task:
-            del self._tasks[stream]
-        if task in self._cancelled:
-            self._cancelled.discard(task)
-            self.cut_off += 1
-        self._report_if_gone()
-
-    def _report_if_gone(self) -> None:
-        if self.closing and not self._tasks and not self._cancelled and not self._reported:
-            self._reported = True
-            self._gone(self)
 
 
 class CheckedServer(Server):
