@@ -180,5 +180,17 @@ class StepUpRequired(SessionError):
         )
 
 
+class AcrNotOffered(SessionError):
+    """A step-up asked for acr values its provider does not list (acr_values_supported)."""
+
+    def __init__(self, unlisted: list[str], supported: tuple[str, ...]) -> None:
+        shown = ", ".join(repr(v if len(v) <= 40 else v[:40] + "...") for v in unlisted)
+        offered = ", ".join(supported) or "none"
+        super().__init__(
+            f"acr_values {shown} are not offered by the identity provider (its"
+            f" acr_values_supported: {offered})"
+        )
+
+
 class StepUpRefused(InvalidSignIn):
     """A step-up sign-in ended with another user, or short of what it asked for: not taken."""

@@ -22,6 +22,7 @@ from grpclib.exceptions import GRPCError
 
 from ...session.errors import (
     AccountNotFound,
+    AcrNotOffered,
     AliasHidesLogin,
     AmbiguousAccount,
     AudienceNotAllowed,
@@ -60,6 +61,7 @@ _STATUS_OF: dict[type[SessionError], Status] = {
     # The account is signed in (UNAUTHENTICATED would say it is not, and other apps
     # still get its tokens); its sign-in lacks what the request needs, as with a scope.
     StepUpRequired: Status.FAILED_PRECONDITION,
+    AcrNotOffered: Status.INVALID_ARGUMENT,
     ProviderRefused: Status.FAILED_PRECONDITION,
     ProviderUnreachable: Status.UNAVAILABLE,
     TooManyNewTokens: Status.RESOURCE_EXHAUSTED,
