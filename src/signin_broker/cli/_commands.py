@@ -79,6 +79,7 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
     clocks = sorted({p.clock_problem for p in info.providers if p.clock_problem})
     rows = [
         *[("CLOCK", problem) for problem in clocks],
+        *[("CONFIG", warning) for warning in info.config_warnings],
         (
             "daemon",
             f"running (pid {info.pid}, version {info.version},"

@@ -41,6 +41,7 @@ from .api.transport import (
 from .apps.gate import AppGate
 from .apps.policy import Decision, PolicyFile
 from .audit_trail import AuditTrail
+from .config_files import managed_problems
 from .host.desktop import notify
 from .host.instance import LISTEN_BACKLOG, Instance, loopback_base_url
 from .host.memory import FreedMemory
@@ -92,6 +93,7 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
         web_url=web_url,
         sign_in_url=web_url + BEGIN_PATH,
         started_by=_started_by(instance, notifier),
+        config_warnings=_managed_config(settings),
     )
     forwards = Forwards(instance.socket_path, apps, os.geteuid())
     forward_calls = ForwardCalls(session, forwards, apps, audit)
@@ -243,6 +245,19 @@ async def _watchdog(notifier: Notifier, stopping: asyncio.Event) -> None:
     while not stopping.is_set():
         notifier.send(WATCHDOG="1")
         await asyncio.sleep(interval / 2)
+
+
+def _managed_config(settings: Settings) -> tuple[str, ...]:
+    """What is wrong with the managed files (logged), the files read now remembered."""
+    files = (settings.state_dir, settings.managed_files, settings.managed_leading_nowhere)
+    try:
+        problems = managed_problems(*files, remember=True)
+    except OSError as error:  # a full or read-only state folder: remembered at a later start
+        log.warning("the managed files read could not be remembered", extra={"reason": str(error)})
+        problems = managed_problems(*files, remember=False)
+    for problem in problems:
+        log.warning("a managed config file is missing", extra={"reason": problem})
+    return tuple(problems)
 
 
 def _open_store(settings: Settings) -> tuple[Vault | None, str]:
