@@ -16,12 +16,20 @@ def state_files(socket_path: Path) -> list[Path]:
     return sorted((socket_path.parent / "state" / "signin-broker" / "accounts").glob("*.state"))
 
 
-def keyring_has(daemon: DaemonProcess, name: str) -> bool:
-    """Whether the daemon's keyring (as its environment selects it) holds this entry."""
-    code = f"import keyring; print(keyring.get_password('signin-broker', {name!r}) is not None)"
-    result = subprocess.run(
-        [sys.executable, "-c", code], env=daemon.env, capture_output=True, text=True, check=True
+def key_store_has(daemon: DaemonProcess, name: str) -> bool:
+    """Whether the daemon's key store holds this entry: its keyring, as its environment selects
+    it, or the key file that stands in for a plaintext one (store.keys.open_key_store)."""
+    state = daemon.socket_path.parent / "state" / "signin-broker"
+    code = (
+        "import sys; from pathlib import Path\n"
+        "from signin_broker.store.keys import open_key_store\n"
+        "store = open_key_store('keyring', Path(sys.argv[1]))\n"
+        "print(store.get(sys.argv[2]) is not None)\n"
     )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(state), name],
+        env=daemon.env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
     return result.stdout.strip() == "True"
 
 

@@ -45,11 +45,10 @@ def tmpfs(path: Path, size: str) -> Iterator[Path]:
 def filled(folder: Path) -> Iterator[None]:
     """The file system of folder full (one file takes what is left) while the block runs."""
     filler = folder / "filler"
-    with filler.open("wb") as out:
+    with filler.open("wb", buffering=0) as out:  # unbuffered: nothing left to flush at close
         for _ in range(100_000):  # bounded: 6 GB at most, a tmpfs fills long before
             try:
                 out.write(b"\0" * 65536)
-                out.flush()
             except OSError as error:
                 if error.errno != errno.ENOSPC:
                     raise
