@@ -19,9 +19,11 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from signin_broker.client import BrokerClient
 from signin_broker.testing.daemon import short_temp_dir
 from support.daemon_objects import CountedDaemon
 
@@ -151,3 +153,18 @@ def test_json_calls_of_a_connection_each_leave_nothing_behind(daemon: CountedDae
             answer = b"".join(iter(lambda conn=conn: conn.recv(65536), b""))
         assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
     nothing_left(daemon, PER_CONNECTION, "no JSON connection's handler")
+
+
+def test_a_stop_with_idle_connections_and_a_stream_open_is_clean(socket_path: Path) -> None:
+    """Each connection let go as it closes must not upset the server's own close at the stop
+    (an idle one was gone while grpclib went through its set: RuntimeError, exit 1)."""
+    with CountedDaemon(socket_path) as daemon:
+        clients = [BrokerClient(socket_path) for _ in range(3)]
+        for client in clients:
+            client.status()  # a connection each, idle now
+        watching = clients[0].watch_events()
+        next(watching)  # the snapshot: a stream open on its connection
+        assert daemon.stop() == 0, daemon.output()
+        for client in clients:
+            client.close()
+    assert "Traceback" not in daemon.output()

@@ -226,3 +226,14 @@ def test_a_managed_symlink_through_safe_folders_is_read_and_one_to_nothing_repor
     (safe / "org.toml").unlink()
     settings = load_with(system, user)
     assert (settings.managed_files, settings.managed_leading_nowhere) == ((), (link,))
+
+
+def test_a_managed_symlink_to_a_fifo_is_refused_not_waited_on(
+    system: tuple[Path, Path], tmp_path: Path
+) -> None:
+    safe = tmp_path / "safe"
+    safe.mkdir(mode=0o755)
+    os.mkfifo(safe / "org.toml")
+    redirected(system, safe / "org.toml")
+    with pytest.raises(SettingsError, match="is not a regular file"):
+        load_with(system, tmp_path / "none.toml")

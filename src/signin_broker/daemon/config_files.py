@@ -175,6 +175,8 @@ def _check_managed(path: Path) -> None:
         raise FileNotFoundError(
             f"managed config {path} leads to {os.path.realpath(path)}, not there"
         )
+    if not stat.S_ISREG(met[-1][1].st_mode):  # a FIFO would hold the start for good
+        raise ConfigError(f"managed config {path} is not a regular file; remove it")
 
 
 def _resolve(path: Path) -> tuple[list[Path], list[tuple[Path, os.stat_result]], bool]:

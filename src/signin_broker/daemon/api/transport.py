@@ -316,7 +316,9 @@ class CheckedServer(Server):
         )
 
     def _forget(self, calls: ConnectionCalls) -> None:
-        self._handlers.discard(calls)
+        # Not at once: grpclib's close() at the daemon's stop closes each handler as it
+        # goes through the set, and one already idle is gone as it is closed.
+        asyncio.get_running_loop().call_soon(self._handlers.discard, calls)
         if self._freed is not None:
             self._freed.ended(1 + calls.cut_off)
 
