@@ -157,14 +157,19 @@ def test_json_calls_of_a_connection_each_leave_nothing_behind(daemon: CountedDae
 
 def test_a_stop_with_idle_connections_and_a_stream_open_is_clean(socket_path: Path) -> None:
     """Each connection let go as it closes must not upset the server's own close at the stop
-    (an idle one was gone while grpclib went through its set: RuntimeError, exit 1)."""
-    with CountedDaemon(socket_path) as daemon:
-        clients = [BrokerClient(socket_path) for _ in range(3)]
-        for client in clients:
-            client.status()  # a connection each, idle now
-        watching = clients[0].watch_events()
+    (an idle one left grpclib's set as grpclib went through it: RuntimeError, exit 1)."""
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+    with CountedDaemon(socket_path) as daemon, BrokerClient(socket_path) as client:
+        watching = client.watch_events()
         next(watching)  # the snapshot: a stream open on its connection
-        assert daemon.stop() == 0, daemon.output()
-        for client in clients:
-            client.close()
+        idle = [socket.socket(socket.AF_UNIX) for _ in range(5)]
+        for conn in idle:  # HTTP/2 connections that make no call
+            conn.connect(str(socket_path))
+            conn.sendall(preface)
+            conn.recv(9)  # the daemon's settings: it took the connection as HTTP/2
+        try:
+            assert daemon.stop() == 0, daemon.output()
+        finally:
+            for conn in idle:
+                conn.close()
     assert "Traceback" not in daemon.output()
