@@ -31,7 +31,7 @@ from signin_broker.testing import StubProvider
 from signin_broker.testing.daemon import DaemonProcess, short_temp_dir
 from signin_broker.testing.ledger import SecretLedger
 from support.accounts import ALICE, ALICE_ID, BOB, BOB_ID, daemon_with_accounts
-from support.commands import BIN, signin_broker
+from support.commands import BIN, curl_json, signin_broker
 from support.identity import namespaces_available
 from support.leaks import SecretIndex
 from support.other_user import other_user, run_as
@@ -406,27 +406,15 @@ def test_another_user_is_refused_by_a_forward_as_by_the_daemon(daemon: DaemonPro
     assert refusals[0]["caller_uid"] == pwd.getpwnam(user).pw_uid
 
 
-def json_call(forward: Path, method: str, body: str) -> tuple[int, dict[str, str]]:
-    """A JSON call on the forward's socket, as curl makes it: the HTTP status and the body."""
-    done = subprocess.run(
-        ["curl", "-s", "-w", "\n%{http_code}", "--unix-socket", str(forward),
-         "-H", "Content-Type: application/json", "-d", body,
-         f"http://broker/signin_broker.v1.TokenBroker/{method}"],
-        capture_output=True, text=True, timeout=30, check=True,
-    )  # fmt: skip
-    text, _, code = done.stdout.rpartition("\n")
-    return int(code), json.loads(text)
-
-
 def test_a_call_a_forward_refuses_is_forbidden_whatever_its_body(host: DaemonProcess) -> None:
     """Issue 36 #5: with a field its request does not have, a refused call got 400, not 403."""
     forward = open_forward(host, "json")
     try:
         for body in ("{}", '{"no_such_field": 1}', "not json"):
-            code, answer = json_call(forward, "ListAccounts", body)
+            code, answer = curl_json(forward, "ListAccounts", body)
             assert (code, answer["code"]) == (403, "permission_denied"), (body, answer)
             assert REFUSED in answer["error"]
-        code, answer = json_call(forward, "GetToken", '{"no_such_field": 1}')
+        code, answer = curl_json(forward, "GetToken", '{"no_such_field": 1}')
         assert (code, answer["code"]) == (400, "invalid_argument")  # a call it serves: read
     finally:
         on_host(host, "forward", "--close", "json")
