@@ -31,6 +31,10 @@ class Canned(pb_grpc.TokenBrokerServicer):
     async def GetStatus(self, request, context):
         return pb.GetStatusResponse(version="yardstick", pid=1)
 
+    async def WatchEvents(self, request, context):
+        yield pb.WatchEventsResponse(kind=pb.EVENT_KIND_SNAPSHOT)
+        await asyncio.Event().wait()  # nothing more happens, until the caller leaves
+
 
 async def serve(path: str) -> None:
     server = grpc.aio.server()

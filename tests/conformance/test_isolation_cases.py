@@ -34,7 +34,7 @@ from support.apps import App, rule, write_policy
 from support.commands import BIN
 from support.events import watching
 from support.signin import login_through_the_cli, sign_in
-from support.state import keyring_has, state_files
+from support.state import key_store_has, state_files
 
 NOT_FOUND = {"ok": False, "code": "NOT_FOUND", "message": "not found"}
 SECOND_APP = Path(__file__).parents[2] / "examples" / "app_userinfo.py"
@@ -240,14 +240,14 @@ def test_iso_T9_removing_an_account_records_it_first_then_deletes_all_of_it(
     )
     with BrokerClient(socket_path) as client:
         client.get_token(BOB_ID)
-        assert keyring_has(daemon, f"{BOB_ID}:state-key")
+        assert key_store_has(daemon, f"{BOB_ID}:state-key")
         assert len(state_files(socket_path)) == 2
         client.remove_account(BOB_ID)
         assert [a.id for a in client.accounts()] == [ALICE_ID]
         client.get_token(ALICE_ID)
     daemon.stop()
-    assert not keyring_has(daemon, f"{BOB_ID}:state-key")
-    assert keyring_has(daemon, f"{ALICE_ID}:state-key")
+    assert not key_store_has(daemon, f"{BOB_ID}:state-key")
+    assert key_store_has(daemon, f"{ALICE_ID}:state-key")
     assert len(state_files(socket_path)) == 1
     with audit_db(daemon) as db:
         rows = db.execute(

@@ -26,7 +26,7 @@ from signin_broker_testing import StubProvider, StubUser
 from signin_broker_testing.daemon import DaemonProcess
 from support.accounts import daemon_with_accounts, sign_in_as
 from support.apps import App, rule, write_policy
-from support.commands import BIN, signin_broker
+from support.commands import BIN, curl_json, signin_broker
 
 ALICE = StubUser(
     sub="1001",
@@ -63,18 +63,6 @@ def cli(daemon: DaemonProcess, *args: str) -> tuple[int, str, str]:
     return done.returncode, done.stdout, done.stderr
 
 
-def curl(socket_path: Path, method: str, body: str) -> tuple[int, dict[str, str]]:
-    """A JSON call with curl (the JSON path on the socket): the HTTP status and the body."""
-    done = subprocess.run(
-        ["curl", "-s", "-w", "\n%{http_code}", "--unix-socket", str(socket_path),
-         "-H", "Content-Type: application/json", "-d", body,
-         f"http://broker/signin_broker.v1.TokenBroker/{method}"],
-        capture_output=True, text=True, timeout=30, check=True,
-    )  # fmt: skip
-    text, _, code = done.stdout.rpartition("\n")
-    return int(code), json.loads(text) if text else {}
-
-
 def refusal(call: object, *args: object) -> tuple[grpc.StatusCode, str]:
     with pytest.raises(BrokerError) as caught:
         call(*args)  # type: ignore[operator]
@@ -102,7 +90,7 @@ def test_a_token_by_e_mail_or_login_through_the_sdk_the_cli_and_json(
         assert decided.accounts == (BOB_ID,)  # the policy keeps the id
     code, out, err = cli(daemon, "token", "--json", "--account", "bob@example.com")  # JSON path
     assert (code, json.loads(out)["account"]) == (0, BOB_ID), err
-    status, token = curl(daemon.socket_path, "GetToken", '{"account": "bob"}')
+    status, token = curl_json(daemon.socket_path, "GetToken", '{"account": "bob"}')
     assert (status, token["account"]) == (200, BOB_ID)
     code, out, err = cli(daemon, "accounts", "--json")
     assert {a["id"]: a["username"] for a in json.loads(out)} == {
@@ -157,7 +145,7 @@ def test_a_name_of_several_accounts_says_so_and_lists_their_ids(daemon: DaemonPr
     code, out, err = cli(daemon, "token", "--account", "alice@example.com")
     assert (code, out) == (1, "")
     assert AMBIGUOUS in err
-    status, error = curl(daemon.socket_path, "GetToken", '{"account": "alice@example.com"}')
+    status, error = curl_json(daemon.socket_path, "GetToken", '{"account": "alice@example.com"}')
     assert (status, error) == (400, {"error": AMBIGUOUS, "code": "invalid_argument"})
 
 
@@ -194,11 +182,11 @@ def test_curl_allowed_one_account_gets_the_same_404_for_anothers_e_mail_as_for_n
 ) -> None:
     curl_app = os.path.realpath(shutil.which("curl") or "/usr/bin/curl")
     write_policy(daemon.socket_path, AppRule(curl_app, Decision.ALLOW, (ALICE_ID,)))
-    nobody = curl(daemon.socket_path, "GetToken", '{"account": "nobody@example.com"}')
+    nobody = curl_json(daemon.socket_path, "GetToken", '{"account": "nobody@example.com"}')
     assert nobody == (404, {"error": "not found", "code": "not_found"})
     for name in ("bob@example.com", "bob", BOB_ID):
-        assert curl(daemon.socket_path, "GetToken", json.dumps({"account": name})) == nobody
-    status, token = curl(daemon.socket_path, "GetToken", '{"account": "alice@example.com"}')
+        assert curl_json(daemon.socket_path, "GetToken", json.dumps({"account": name})) == nobody
+    status, token = curl_json(daemon.socket_path, "GetToken", '{"account": "alice@example.com"}')
     assert (status, token["account"]) == (200, ALICE_ID)
 
 
@@ -208,7 +196,7 @@ def test_an_alias_of_an_account_the_app_may_not_use_is_as_if_there_were_none(
     alices_app = App(tmp_path, "alices")
     write_policy(daemon.socket_path, rule(alices_app, "allow", [ALICE_ID]))
     with BrokerClient(daemon.socket_path) as owner:
-        owner.set_account_alias("alice", BOB_ID)  # the person's own name wins, for them
+        owner.set_account_alias("alice", BOB_ID, force=True)  # the person's own name wins
         assert owner.get_token("alice").account == BOB_ID
     got = alices_app.run(daemon.socket_path, "token", "alice")  # Alice's login, to her app
     assert (got["ok"], got["account"]) == (True, ALICE_ID), got
@@ -282,3 +270,23 @@ def test_an_alias_that_could_be_taken_for_something_else_is_refused(
             "not found",
         )
         assert all(a.aliases == () for a in client.accounts())
+
+
+def test_an_alias_that_is_another_accounts_login_is_refused_unless_forced(
+    daemon: DaemonProcess,
+) -> None:
+    """Issue 36 #5: `accounts alias alice user:1002` hid Alice's login without a word."""
+    code, _, err = cli(daemon, "accounts", "alias", "alice", BOB_ID)
+    assert code == 1 and "failed_precondition" in err, err
+    assert "'alice' is the login of user:1001, user:1001:workspace:7" in err
+    assert "--force" in err
+    with BrokerClient(daemon.socket_path) as client:
+        assert all(a.aliases == () for a in client.accounts())  # nothing changed
+        assert refusal(client.set_account_alias, "bob", ALICE_ID)[0] == (
+            grpc.StatusCode.FAILED_PRECONDITION
+        )
+        assert client.set_account_alias("bob", BOB_ID) == BOB_ID  # his own login: no harm
+    code, _, err = cli(daemon, "accounts", "alias", "--force", "alice", BOB_ID)
+    assert (code, err) == (0, "alice names user:1002.\n")
+    code, out, err = cli(daemon, "token", "--json", "--account", "alice")
+    assert (code, json.loads(out)["account"]) == (0, BOB_ID), err

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 import time
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from signin_broker_testing.browser import Browser
 from signin_broker_testing.daemon import DaemonProcess
 from support.accounts import ALICE_ID, BOB_ID, daemon_with_accounts
 from support.apps import App, outcome, policy_path, rule, write_policy
-from support.commands import signin_broker
+from support.commands import BIN, signin_broker
 from support.signin import sign_in, signed_in_daemon
 
 
@@ -336,3 +337,21 @@ def test_an_answer_for_once_records_nothing_and_needs_a_waiting_request(
     assert outcome(again)["code"] == "PERMISSION_DENIED"
     assert daemon.alive
     daemon.stop()
+
+
+def test_the_apps_table_ends_with_its_footer_on_a_line_of_its_own(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    """Issue 36 #5: in one pipe, the footer (stderr) came before the table or on its last row."""
+    daemon = signed_in_daemon(stub, socket_path)
+    assert cli(daemon, "token")[0] == 0  # an app that got a token: a row
+    command = [str(BIN / "signin-broker"), "--socket", str(daemon.socket_path), "apps"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as in a shell
+    shown = subprocess.run(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=True
+    ).stdout.splitlines()
+    daemon.stop()
+    assert shown[0].startswith("APP "), shown
+    assert len(shown) >= 3 and "signin-broker" in shown[-2], shown
+    assert shown[-1].startswith("* the default for new apps (allow); policy file: "), shown
+    assert not any("* the default" in line for line in shown[:-1]), shown

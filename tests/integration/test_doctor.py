@@ -75,6 +75,19 @@ def test_a_healthy_set_up_passes_every_check_in_order(
     assert shown.returncode == 0 and shown.stdout.rstrip().endswith("all checks passed"), shown
 
 
+def test_the_key_file_standing_in_for_a_plaintext_keyring_is_a_warning_that_says_so(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    """Issue 36 #4: keyrings.alt's PlaintextKeyring, the only keyring (as on a headless box)."""
+    with DaemonProcess(socket_path, "--issuer", stub.issuer) as daemon:
+        code, findings = doctor(daemon)
+    assert code == 0  # it works: keys are stored and read back
+    keys = findings["keyring"]
+    assert keys["status"] == "warn", keys
+    assert f"key file {state_dir(socket_path) / 'keys.json'} instead of the keyring" in keys["seen"]
+    assert "the only one is keyrings.alt's PlaintextKeyring" in keys["seen"]
+
+
 def test_a_stopped_daemon_is_named_with_how_to_start_it(
     stub: StubProvider, socket_path: Path
 ) -> None:
@@ -172,7 +185,9 @@ def test_a_group_writable_state_folder_is_refused_with_the_chmod_to_fix_it(
         state.chmod(0o770)
         code, findings = doctor(daemon)
     assert code == 1
-    assert failed(findings) == ["state folder"]
+    # The keys are there too: the key file stands in for the test keyring (plaintext).
+    assert failed(findings) == ["keyring", "state folder"]
+    assert findings["keyring"]["seen"] == findings["state folder"]["seen"]
     assert findings["state folder"]["seen"] == (
         f"folder {state} can be written by other users (mode 0770)"
     )

@@ -31,7 +31,7 @@ from signin_broker_testing import StubProvider
 from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
 from signin_broker_testing.ledger import SecretLedger
 from support.accounts import ALICE, ALICE_ID, BOB, BOB_ID, daemon_with_accounts
-from support.commands import BIN, signin_broker
+from support.commands import BIN, curl_json, signin_broker
 from support.identity import namespaces_available
 from support.leaks import SecretIndex
 from support.other_user import other_user, run_as
@@ -404,3 +404,44 @@ def test_another_user_is_refused_by_a_forward_as_by_the_daemon(daemon: DaemonPro
     assert run_as(user, forward, "status")["code"] == "UNAVAILABLE"  # closed unread
     refusals = daemon.expect_log(msg="refused a caller of another user")
     assert refusals[0]["caller_uid"] == pwd.getpwnam(user).pw_uid
+
+
+def test_a_call_a_forward_refuses_is_forbidden_whatever_its_body(host: DaemonProcess) -> None:
+    """Issue 36 #5: with a field its request does not have, a refused call got 400, not 403."""
+    forward = open_forward(host, "json")
+    try:
+        for body in ("{}", '{"no_such_field": 1}', "not json"):
+            code, answer = curl_json(forward, "ListAccounts", body)
+            assert (code, answer["code"]) == (403, "permission_denied"), (body, answer)
+            assert REFUSED in answer["error"]
+        code, answer = curl_json(forward, "GetToken", '{"no_such_field": 1}')
+        assert (code, answer["code"]) == (400, "invalid_argument")  # a call it serves: read
+    finally:
+        on_host(host, "forward", "--close", "json")
+
+
+def test_a_relative_forward_socket_is_where_the_shell_names_it_from_the_commands_folder(
+    host: DaemonProcess, folder: Path
+) -> None:
+    """Issue 36 #5: relative to the folder `forward` runs in, never the daemon's, and joined
+    as the kernel reads it: `link/../c.sock` is beside link's target, reached by a symlink."""
+    here, there = folder / "here", folder / "there"
+    here.mkdir(mode=0o700)
+    (there / "inner").mkdir(mode=0o700, parents=True)
+    there.chmod(0o700)
+    (here / "link").symlink_to(there / "inner")
+
+    def forward(name: str, path: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(BIN / "signin-broker"), "--socket", str(host.socket_path), "forward",
+             "--name", name, "--ttl", "60", "--forward-socket", path],
+            cwd=here, capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+
+    opened = forward("here", "b.sock")
+    assert opened.returncode == 0, opened.stderr
+    assert Path(opened.stdout.strip()) == here / "b.sock" and (here / "b.sock").is_socket()
+    assert on_host(host, "forward", "--close", "here").returncode == 0
+    through = forward("through", "link/../c.sock")
+    assert through.returncode == 1 and "through a symlink" in through.stderr, through.stderr
+    assert not (here / "c.sock").exists() and not (there / "c.sock").exists()

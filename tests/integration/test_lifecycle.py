@@ -27,7 +27,7 @@ from support.events import watching
 from support.notifications import Notifications
 from support.secret_service import secret_service
 from support.signin import sign_in, signed_in_daemon
-from support.state import keyring_has, state_files
+from support.state import key_store_has, state_files
 from support.waiting import eventually
 
 
@@ -50,7 +50,7 @@ def test_a_restart_keeps_the_session_encrypted_at_rest(
     blob = state.read_bytes()
     for secret in (before.access_token, "alice@example.com", "Alice Example"):
         assert secret.encode() not in blob  # nothing readable on disk
-    assert keyring_has(daemon, "user:1001:state-key")  # the key: tenant-prefixed, in the keyring
+    assert key_store_has(daemon, "user:1001:state-key")  # the key: tenant-prefixed
     with DaemonProcess(socket_path, "--issuer", stub.issuer), BrokerClient(socket_path) as client:
         after = client.get_token()
         assert after.access_token == before.access_token  # restored, no new sign-in
@@ -81,7 +81,7 @@ def test_sign_out_removes_the_state_file_and_its_key(stub: StubProvider, socket_
     with BrokerClient(socket_path) as client:
         client.sign_out()
     assert state_files(socket_path) == []
-    assert not keyring_has(daemon, "user:1001:state-key")
+    assert not key_store_has(daemon, "user:1001:state-key")
     daemon.stop()
 
 

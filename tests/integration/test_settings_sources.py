@@ -57,3 +57,60 @@ def test_a_misspelt_variable_is_named_at_start_without_its_value(
         )
         daemon.stop()
         assert secret not in daemon.output()
+
+
+def test_a_managed_file_read_before_and_gone_is_said_in_status_and_the_doctor(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    """Issue 36 #5: deleted (or what it led to gone), the daemon started without it, silently."""
+    socket_path.parent.mkdir(mode=0o700)
+    org = socket_path.parent / "system-config" / "signin-broker" / "config.d" / "10-org.toml"
+    org.parent.mkdir(parents=True)
+    org.write_text('scopes = "openid profile email offline_access"\n')
+    memory = socket_path.parent / "state" / "signin-broker" / "managed-config.json"
+
+    def said_at_a_start() -> tuple[list[str], str, list[dict[str, str]]]:
+        with DaemonProcess(socket_path, "--issuer", stub.issuer):
+            socket = ("--socket", str(socket_path))
+            as_json = json.loads(signin_broker(*socket, "status", "--json").stdout)
+            text = signin_broker(*socket, "status").stdout
+            doctor = json.loads(signin_broker(*socket, "doctor", "--json").stdout)
+        found = [f for f in doctor["findings"] if f["name"] == "managed config"]
+        return as_json["config_warnings"], text, found
+
+    warnings, _, found = said_at_a_start()
+    assert warnings == [] and [f["status"] for f in found] == ["ok"]
+    org.unlink()
+    for _ in range(2):  # at every start, until it is back or forgotten
+        warnings, text, found = said_at_a_start()
+        assert len(warnings) == 1 and warnings[0].startswith(
+            f"managed config {org} was read at an earlier start and is not there now"
+        ), warnings
+        assert f"rm {memory}" in warnings[0]
+        assert f"CONFIG           managed config {org} was read" in text, text
+        assert [(f["status"], f["action"][:24]) for f in found] == [
+            ("warn", "ask whoever manages this")
+        ]
+    memory.unlink()  # the person forgets it: removed on purpose
+    assert said_at_a_start()[0] == []
+
+
+def test_a_managed_symlink_another_user_could_redirect_stops_the_daemon(
+    stub: StubProvider, socket_path: Path, folder: Path
+) -> None:
+    """Issue 36 #5: config.d/10-org.toml led to a root file in a folder another user could
+    change: they could swap it for any other root file, or delete it."""
+    socket_path.parent.mkdir(mode=0o700)
+    theirs = folder / "theirs"
+    theirs.mkdir()
+    theirs.chmod(0o777)  # as a folder of another user's would be to them
+    (theirs / "org.toml").write_text(f'issuer = "{stub.issuer}"\n')
+    drop_ins = socket_path.parent / "system-config" / "signin-broker" / "config.d"
+    drop_ins.mkdir(parents=True)
+    (drop_ins / "10-org.toml").symlink_to(theirs / "org.toml")
+    daemon = DaemonProcess(socket_path).start(wait=False)
+    assert daemon.wait_exit() == 2
+    assert f"managed config {drop_ins / '10-org.toml'} could be changed by another user" in (
+        daemon.output()
+    )
+    assert f"folder {theirs} (on the way to {theirs / 'org.toml'})" in daemon.output()

@@ -1,7 +1,8 @@
 """Step-up (RFC 9470) on the stub provider: a token request that waits for a stronger sign-in.
 
 One daemon for the module, signed in as Alice; each test asks for the acr her session
-does not have, so the order of the tests does not matter.
+does not have, so the order of the tests does not matter. The stub lists more acr
+values than it signs people in at (GOLD and PLENTY), for step-ups nobody completes.
 """
 
 from __future__ import annotations
@@ -9,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -26,12 +29,13 @@ import requests
 from signin_broker.client import BrokerClient, BrokerError, EventKind
 from signin_broker.httpx import BrokerAuth as HttpxAuth
 from signin_broker.requests import BrokerAuth as RequestsAuth
-from signin_broker.session.step_ups import MAX_PENDING
+from signin_broker.session.step_up import UNLISTED_ACR
+from signin_broker.session.step_ups import MAX_PENDING_PER_APP
 from signin_broker_testing import StubProvider
 from signin_broker_testing.browser import Browser, location
 from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
 from support.accounts import ALICE, BOB
-from support.apps import App, policy_path, rule, write_policy
+from support.apps import App, outcome, policy_path, rule, write_policy
 from support.commands import BIN
 from support.events import EventLog, watching
 from support.notifications import Notifications
@@ -39,14 +43,17 @@ from support.protected_api import ProtectedApi
 from support.signin import CALLBACK, cli_login, sign_in, signed_in_daemon
 from support.waiting import eventually
 
-PWD, MFA = "urn:stub:acr:pwd", "urn:stub:acr:mfa"
+PWD, MFA, GOLD = "urn:stub:acr:pwd", "urn:stub:acr:mfa", "urn:stub:acr:gold"
+PLENTY = tuple(f"urn:stub:acr:{n}" for n in range(24))
+# What a hostile app would have the person read, as if the daemon said it.
+LURE = "Your-account-is-locked:visit-http://evil.example/unlock"
 WAITS = "a token request waits for a step-up sign-in"  # the daemon's log line
 STEP_UP_SECONDS = 6  # the daemon's step_up_timeout_seconds here: a sign-in takes ~0.5 s
 
 
 @pytest.fixture(scope="module")
 def provider() -> Iterator[StubProvider]:
-    with StubProvider(users=[ALICE, BOB]) as stub:
+    with StubProvider(users=[ALICE, BOB], acr_values_supported=(PWD, MFA, GOLD, *PLENTY)) as stub:
         yield stub
 
 
@@ -104,12 +111,12 @@ def test_apps_asking_for_another_acr_share_one_sign_in_and_others_are_served_mea
         ThreadPoolExecutor(1) as pool,
     ):
         cli = subprocess.Popen(
-            [*token_command, "--acr-values", f"urn:stub:acr:gold {wanted}", "--json"],
+            [*token_command, "--acr-values", f"{wanted} {GOLD}", "--json"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        sdk = pool.submit(client.get_token, acr_values=[wanted, "urn:stub:acr:gold"])
+        sdk = pool.submit(client.get_token, acr_values=[wanted, GOLD])  # the same, as a list
         url = step_up_url(events)
         meanwhile = client.get_token()  # an app that needs no step-up is served at once
         assert meanwhile.acr == before
@@ -126,7 +133,7 @@ def test_apps_asking_for_another_acr_share_one_sign_in_and_others_are_served_mea
     assert shown["auth_time_unix"] == stepped.auth_time_unix > 0
     asked = [r.params for r in provider.requests if r.path == provider.paths.authorize]
     assert len(asked) == 1  # one sign-in for both apps (single flight)
-    assert asked[0]["acr_values"] in (f"urn:stub:acr:gold {wanted}", f"{wanted} urn:stub:acr:gold")
+    assert asked[0]["acr_values"] == f"{wanted} {GOLD}"
     assert asked[0]["prompt"] == "login"
     with BrokerClient(socket) as client:
         assert client.get_token().acr == wanted  # the stepped-up sign-in is the session now
@@ -142,32 +149,32 @@ def test_a_step_up_nobody_completes_is_failed_precondition_and_nothing_is_lost(
         Browser() as browser,
         watching(daemon.socket_path) as events,
         BrokerClient(daemon.socket_path) as client,
-        ThreadPoolExecutor(MAX_PENDING) as pool,
+        ThreadPoolExecutor(MAX_PENDING_PER_APP) as pool,
     ):
         sign_in(browser, daemon)  # the person's browser, signed in to the dashboard
         before = client.get_token()
-        asked = pool.submit(client.get_token, acr_values="urn:stub:acr:gold")  # nobody signs in
+        asked = pool.submit(client.get_token, acr_values=GOLD)  # nobody signs in
         url = step_up_url(events)
         cli = subprocess.Popen(  # the one-shot joins the same wait
             [str(BIN / "signin-broker"), "--socket", str(daemon.socket_path), "token",
-             "--acr-values", "urn:stub:acr:gold"],
+             "--acr-values", GOLD],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         dashboard = browser.get(daemon.web_url + "/dashboard").text
-        others = [  # as many different step-ups as may wait at once
-            pool.submit(client.get_token, acr_values=f"urn:stub:acr:{n}")
-            for n in range(MAX_PENDING - 1)
+        others = [  # as many different step-ups as one app may wait for at once
+            pool.submit(client.get_token, acr_values=value)
+            for value in PLENTY[: MAX_PENDING_PER_APP - 1]
         ]
         eventually(
             lambda: (
                 len({e.sign_in_id for e in events.events if e.kind is EventKind.SIGN_IN_PROGRESS})
-                == MAX_PENDING
+                == MAX_PENDING_PER_APP
             ),
             "every step-up waiting",
             timeout=STEP_UP_SECONDS / 2,
         )
         with pytest.raises(BrokerError) as one_too_many:
-            client.get_token(acr_values="urn:stub:acr:one-too-many")
+            client.get_token(acr_values=PLENTY[-1])
         with pytest.raises(BrokerError) as refused:
             asked.result(STEP_UP_SECONDS + 10)
         for other in others:
@@ -175,7 +182,10 @@ def test_a_step_up_nobody_completes_is_failed_precondition_and_nothing_is_lost(
                 other.result(STEP_UP_SECONDS + 10)
         after = client.get_token()
         printed, said = cli.communicate(timeout=STEP_UP_SECONDS + 10)
-    assert f"{MAX_PENDING} other step-up sign-ins wait" in one_too_many.value.message
+    assert (
+        f"this app waits for {MAX_PENDING_PER_APP} other step-up sign-ins already"
+        in one_too_many.value.message
+    )
     assert cli.returncode != 0 and printed == ""
     assert "waiting for a stronger sign-in" in said  # said after a second
     assert "step-up sign-in required: acr urn:stub:acr:gold for user:1001" in said
@@ -345,3 +355,113 @@ def test_the_http_auths_turn_a_step_up_401_into_one_completed_retry(
     assert status == 200, body
     assert body["acr"] == wanted
     assert len(api.seen) == 2 and api.seen[0] != api.seen[1]  # one retry, with the new token
+
+
+# An app of its own (a script at its own path): asks for one step-up per acr value given,
+# all at once, and prints how each ended.
+MANY_STEP_UPS = """
+import json, sys
+from concurrent.futures import ThreadPoolExecutor
+from signin_broker.client import BrokerClient, BrokerError
+
+socket_path, *values = sys.argv[1:]
+
+def ask(value):
+    try:
+        return "acr " + broker.get_token(acr_values=value).acr
+    except BrokerError as error:
+        return f"{error.code.name}: {error.message}"
+
+with BrokerClient(socket_path, timeout=120) as broker, ThreadPoolExecutor(len(values)) as pool:
+    print(json.dumps(list(pool.map(ask, values))))
+"""
+
+
+def test_one_apps_twenty_step_ups_leave_another_apps_step_up_unaffected(
+    stepping: tuple[DaemonProcess, Notifications],
+) -> None:
+    """Issue 36 #5: 20 step-ups of one app filled the 16 shared slots; others failed at once."""
+    daemon = stepping[0]
+    socket = daemon.socket_path
+    _, wanted = current_and_stronger(socket)
+    folder = socket.parent.parent / "apps"
+    greedy = folder / "greedy-app.py"
+    greedy.write_text(MANY_STEP_UPS)
+    honest = App(folder, "honest")
+    with watching(socket) as events:
+        flood = subprocess.Popen(
+            [sys.executable, str(greedy), str(socket), *PLENTY[:20]],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+
+            def told() -> list[str]:
+                return [e.detail for e in events.events if e.kind is EventKind.SIGN_IN_PROGRESS]
+
+            eventually(lambda: len(told()) >= MAX_PENDING_PER_APP, "the greedy app's step-ups")
+            asking = honest.start(socket, "step_up", "user:1001", wanted)
+            url = eventually(
+                lambda: next((d for d in told() if d.startswith(honest.id)), None),
+                "the honest app's step-up told of",
+                timeout=STEP_UP_SECONDS,
+            )
+            sign_in_at(daemon, re.findall(r"sign in at (http://\S+)", url)[0])
+            stepped = outcome(asking, timeout=30)
+            greedy_said, _ = flood.communicate(timeout=STEP_UP_SECONDS + 30)
+        finally:
+            flood.kill()
+    assert stepped == {"ok": True, "account": "user:1001", "acr": wanted}
+    ended = json.loads(greedy_said)
+    waited = [said for said in ended if "no sign-in that meets it came" in said]
+    refused = [said for said in ended if "this app waits for" in said]
+    assert (len(waited), len(refused)) == (MAX_PENDING_PER_APP, 20 - MAX_PENDING_PER_APP), ended
+    greedy_told = [detail for detail in told() if not detail.startswith(honest.id)]
+    assert len(greedy_told) == MAX_PENDING_PER_APP
+    for detail in greedy_told:  # the app that asked, and the acr values the provider lists
+        assert re.fullmatch(
+            rf"{re.escape(os.path.realpath(sys.executable))} {re.escape(str(greedy))} needs a"
+            " stronger sign-in"
+            r" of Alice Example \(acr urn:stub:acr:\d+\): sign in at http://\S+ or run"
+            r" `signin-broker login`",
+            detail,
+        ), detail
+
+
+def test_an_acr_value_the_provider_does_not_list_is_invalid_argument_and_begins_nothing(
+    stepping: tuple[DaemonProcess, Notifications],
+) -> None:
+    """Issue 36 #5: an app's acr_values were shown to the person verbatim, whatever they said."""
+    daemon = stepping[0]
+    waits = len(daemon.logs_with(msg=WAITS))
+    with watching(daemon.socket_path) as events, BrokerClient(daemon.socket_path) as client:
+        for asked in (LURE, f"{MFA} urn:stub:acr:platinum"):
+            with pytest.raises(BrokerError) as refused:
+                client.get_token(acr_values=asked)
+            assert refused.value.code.name == "INVALID_ARGUMENT"
+            assert "not offered by the identity provider (its acr_values_supported:" in (
+                refused.value.message
+            )
+        client.status()  # any event the refusals caused has reached the watcher by now
+    assert [e for e in events.events if e.kind is EventKind.SIGN_IN_PROGRESS] == []
+    assert len(daemon.logs_with(msg=WAITS)) == waits  # no sign-in begun
+
+
+def test_where_the_provider_lists_no_acr_values_they_are_asked_for_but_never_shown(
+    folder: Path,
+) -> None:
+    """The daemon cannot tell an acr value from a lure there: it shows the person neither."""
+    with StubProvider(acr_values_supported=()) as quiet:
+        daemon = signed_in_daemon(
+            quiet, folder / "run" / "broker.sock", "--step-up-timeout-seconds", "0"
+        )
+        with watching(daemon.socket_path) as events, BrokerClient(daemon.socket_path) as client:
+            with pytest.raises(BrokerError) as not_yet:
+                client.get_token(acr_values=LURE)  # begun and told, not waited for (0 s)
+            told = events.wait_for(EventKind.SIGN_IN_PROGRESS, timeout=10)
+        with Browser() as browser:  # the provider is asked for it, as the app asked
+            authorize = browser.get(re.findall(r"sign in at (http://\S+)", told.detail)[0])
+        daemon.stop()
+    assert not_yet.value.code.name == "FAILED_PRECONDITION"
+    for said in (told.detail, not_yet.value.message):
+        assert "evil" not in said and UNLISTED_ACR in said, said
+    assert "acr_values=Your-account-is-locked" in location(authorize)

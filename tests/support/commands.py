@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -44,3 +45,16 @@ def docker_config(folder: Path, text: str) -> Path:
     (config / "signin-broker").mkdir(parents=True)
     (config / "signin-broker" / "docker.toml").write_text(text)
     return config
+
+
+def curl_json(socket_path: Path, method: str, body: str) -> tuple[int, dict[str, str]]:
+    """A JSON call with curl on a socket (the daemon's or a forward's): the HTTP status and
+    the body."""
+    done = subprocess.run(
+        ["curl", "-s", "-w", "\n%{http_code}", "--unix-socket", str(socket_path),
+         "-H", "Content-Type: application/json", "-d", body,
+         f"http://broker/signin_broker.v1.TokenBroker/{method}"],
+        capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    text, _, code = done.stdout.rpartition("\n")
+    return int(code), json.loads(text) if text else {}

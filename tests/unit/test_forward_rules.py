@@ -85,9 +85,11 @@ def test_only_the_allowed_calls_are_served_on_a_forward_on_both_paths() -> None:
             asyncio.run(mapping[path].func(None))
         assert refused.value.status is Status.PERMISSION_DENIED
         assert "not available through a forward" in str(refused.value.message)
-        if not method.server_streaming:
-            status, body, _ = asyncio.run(calls.answer(path, JSON, b"{}"))
-            assert status == 403 and json.loads(body)["code"] == "permission_denied"
+        if not method.server_streaming:  # whatever the body: it is not read
+            for content_type, body in ((JSON, b"{}"), (JSON, b'{"no_such_field": 1}'),
+                                       ("text/plain", b"\xff")):  # fmt: skip
+                status, answer, _ = asyncio.run(calls.answer(path, content_type, body))
+                assert status == 403 and json.loads(answer)["code"] == "permission_denied"
     for name in ALLOWED_ON_A_FORWARD:
         status, body, _ = asyncio.run(calls.answer(f"/{SERVICE.full_name}/{name}", JSON, b"{}"))
         assert status == 200

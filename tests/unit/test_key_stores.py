@@ -24,6 +24,7 @@ from keyrings.alt.file import PlaintextKeyring
 
 from signin_broker.store.keys import (
     FileKeyStore,
+    KeyFileForPlaintextKeyring,
     KeyringKeyStore,
     KeyStore,
     KeyStoreUnavailable,
@@ -198,6 +199,40 @@ class TestKeyringOverAFile(KeyringStoreContract):
         return backend
 
 
+class TestKeyFileForAPlaintextKeyring(KeyringStoreContract):
+    """Where keyrings.alt's PlaintextKeyring is the only keyring, the key file stands in."""
+
+    described_as = "instead of the keyring: the only one is keyrings.alt's PlaintextKeyring"
+
+    def backend(self, folder: Path) -> KeyringBackend:
+        self.keyring_file = folder / "keyring_pass.cfg"
+        self.state = folder / "state"
+        backend = PlaintextKeyring()
+        backend.file_path = str(self.keyring_file)
+        return backend
+
+    def open(self) -> KeyStore:
+        return open_key_store("keyring", self.state)
+
+    def test_it_is_the_key_file_and_the_keyring_is_never_written(self, store: KeyStore) -> None:
+        """Issue 36 #4: that keyring truncates and rewrites its file: a crash there lost keys."""
+        assert isinstance(store, KeyFileForPlaintextKeyring)
+        store.set(self.name(), DATA_KEY)
+        store.delete(self.name())
+        assert not self.keyring_file.exists()
+        assert (self.state / "keys.json").stat().st_mode & 0o777 == 0o600
+
+    def test_a_key_an_earlier_daemon_kept_in_the_keyring_moves_to_the_file(
+        self, store: KeyStore
+    ) -> None:
+        name = self.name()
+        KeyringKeyStore().set(name, DATA_KEY)  # as the daemon did before
+        assert store.get(name) == DATA_KEY
+        assert FileKeyStore(self.state / "keys.json").get(name) == DATA_KEY  # copied
+        store.delete(name)
+        assert (store.get(name), KeyringKeyStore().get(name)) == (None, None)  # from both
+
+
 @pytest.fixture(scope="class")
 def secret_service_bus() -> Iterator[str]:
     """A Secret Service for the class's tests: the address of the D-Bus it is on."""
@@ -211,6 +246,11 @@ def secret_service_bus() -> Iterator[str]:
 
 class TestKeyringOverTheSecretService(KeyringStoreContract):
     described_as = "keyring (keyring.backends.SecretService.Keyring)"
+
+    def open(self) -> KeyStore:
+        store = open_key_store("keyring", Path("/nonexistent"))  # the keyring itself: no file
+        assert isinstance(store, KeyringKeyStore)
+        return store
 
     @pytest.fixture(autouse=True)
     def _on_its_bus(self, secret_service_bus: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -157,3 +157,83 @@ def test_a_provider_table_without_an_issuer_names_every_file_that_holds_it(
     with pytest.raises(SettingsError) as refused:
         load_with(system, user)
     assert str(refused.value) == f"[providers.work] in {org}, {user} needs issuer"
+
+
+def redirected(system: tuple[Path, Path], target: Path) -> Path:
+    """config.d/10-org.toml as a symlink to `target` (a root-owned file, as the attack had)."""
+    link = system[1] / "signin-broker" / "config.d" / "10-org.toml"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(target)
+    return link
+
+
+def others_folder(tmp_path: Path, how: str) -> Path:
+    """A folder another user can change things in: theirs, or writable by all."""
+    folder = tmp_path / "theirs"
+    folder.mkdir(mode=0o755)
+    if how == "owned":
+        if os.geteuid() != 0:
+            pytest.skip("only root can give a folder to another user")  # CI runs as root
+        os.chown(folder, 4242, 4242)
+    else:
+        folder.chmod(0o777)
+    return folder
+
+
+@pytest.mark.parametrize("how", ["owned", "writable"])
+@pytest.mark.parametrize("there", [True, False])
+def test_a_managed_symlink_through_a_folder_another_user_can_change_stops_the_daemon(
+    system: tuple[Path, Path], tmp_path: Path, how: str, there: bool
+) -> None:
+    """Issue 36 #5: they could swap the file it leads to, or delete it, at will."""
+    folder = others_folder(tmp_path, how)
+    target = folder / "org.toml"
+    if there:
+        target.write_text('issuer = "https://org.example"\n')
+    link = redirected(system, target)
+    with pytest.raises(SettingsError, match="could be changed by another user") as refused:
+        load_with(system, tmp_path / "none.toml")
+    said = str(refused.value)
+    assert f"managed config {link}" in said and f"folder {folder} (on the way to" in said
+    assert f"chmod go-w {folder}" in said
+
+
+def test_every_symlink_on_the_way_is_followed_and_its_folders_checked(
+    system: tuple[Path, Path], tmp_path: Path
+) -> None:
+    safe = tmp_path / "safe"
+    safe.mkdir(mode=0o755)
+    folder = others_folder(tmp_path, "writable")
+    (folder / "org.toml").write_text('issuer = "https://org.example"\n')
+    (safe / "hop").symlink_to(Path("..") / "theirs" / "org.toml")  # relative, then on
+    redirected(system, safe / "hop")
+    with pytest.raises(SettingsError, match=f"folder {folder} \\(on the way to"):
+        load_with(system, tmp_path / "none.toml")
+
+
+def test_a_managed_symlink_through_safe_folders_is_read_and_one_to_nothing_reported(
+    system: tuple[Path, Path], tmp_path: Path
+) -> None:
+    safe = tmp_path / "safe"  # under /tmp, which others may write: its sticky bit protects
+    safe.mkdir(mode=0o755)
+    (safe / "org.toml").write_text('issuer = "https://org.example"\n')
+    link = redirected(system, safe / "org.toml")
+    user = tmp_path / "user.toml"
+    user.write_text("")
+    settings = load_with(system, user)
+    assert settings.main.issuer == "https://org.example"
+    assert settings.managed_files == (link,)
+    (safe / "org.toml").unlink()
+    settings = load_with(system, user)
+    assert (settings.managed_files, settings.managed_leading_nowhere) == ((), (link,))
+
+
+def test_a_managed_symlink_to_a_fifo_is_refused_not_waited_on(
+    system: tuple[Path, Path], tmp_path: Path
+) -> None:
+    safe = tmp_path / "safe"
+    safe.mkdir(mode=0o755)
+    os.mkfifo(safe / "org.toml")
+    redirected(system, safe / "org.toml")
+    with pytest.raises(SettingsError, match="is not a regular file"):
+        load_with(system, tmp_path / "none.toml")

@@ -32,6 +32,7 @@ from ._output import (
     moment,
     print_json,
     provider_state,
+    remark,
     shortened,
     table,
 )
@@ -84,6 +85,7 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
     clocks = sorted({p.clock_problem for p in info.providers if p.clock_problem})
     rows = [
         *[("CLOCK", problem) for problem in clocks],
+        *[("CONFIG", warning) for warning in info.config_warnings],
         (
             "daemon",
             f"running (pid {info.pid}, version {info.version},"
@@ -188,7 +190,7 @@ def _alias(client: BrokerClient, args: argparse.Namespace) -> int:
     if args.remove == bool(args.account):
         print("accounts alias: give NAME and its account, or --remove NAME", file=sys.stderr)
         return 2
-    named = client.set_account_alias(args.name, args.account)
+    named = client.set_account_alias(args.name, args.account, force=args.force)
     if args.json:
         return print_json({"alias": args.name, "account": named, "removed": args.remove})
     done = f"Removed the alias {args.name} of" if args.remove else f"{args.name} names"
@@ -363,10 +365,9 @@ def apps(client: BrokerClient, args: argparse.Namespace) -> int:
         for app in listed.apps
     ]
     print(table(["APP", "DECISION", "ACCOUNTS", "SCOPES", "LAST USED", "TOKENS"], rows))
-    print(
+    remark(
         f"* the default for new apps ({listed.default_decision.value});"
-        f" policy file: {listed.policy_file}",
-        file=sys.stderr,
+        f" policy file: {listed.policy_file}"
     )
     return 0
 

@@ -13,7 +13,7 @@ import sys
 import time
 
 from ..client import BrokerClient, Forward, Status
-from ._output import duration, key_values, moment, print_json, table
+from ._output import duration, key_values, moment, print_json, remark, table
 
 
 def forward(client: BrokerClient, args: argparse.Namespace) -> int:
@@ -48,11 +48,10 @@ def forward(client: BrokerClient, args: argparse.Namespace) -> int:
     if args.json:
         return print_json(opened)
     print(opened.socket_path)
-    print(
+    remark(
         f"forward {opened.name} open until {moment(opened.expires_at_unix)}"
         f" ({_accounts(opened)}); on the other side: SIGNIN_BROKER_SOCKET=<where it lands>."
-        f" Close it: signin-broker forward --close {opened.name}",
-        file=sys.stderr,
+        f" Close it: signin-broker forward --close {opened.name}"
     )
     return 0
 
@@ -99,10 +98,11 @@ def _accounts(forward: Forward) -> str:
 
 
 def _absolute(path: str) -> str:
-    """The path as the daemon needs it: absolute (the daemon's cwd is not the shell's).
+    """A relative path from this command's folder, as the daemon needs it (its own is not it).
 
-    Not resolved: the daemon refuses a path through a symlink, and should see it.
+    Joined, never normalised: `link/../b.sock` is beside link's target for the kernel,
+    not in this folder, and a folder reached through a symlink is the daemon's to refuse.
     """
     import os
 
-    return os.path.abspath(path) if path else ""  # noqa: PTH100 - see above
+    return os.path.join(os.getcwd(), path) if path else ""  # noqa: PTH109, PTH118 - see above

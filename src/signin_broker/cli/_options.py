@@ -111,6 +111,11 @@ def accounts(parser: argparse.ArgumentParser) -> None:
         "account", nargs="?", default="", help="the account it names: its id, e-mail or login"
     )
     alias.add_argument("--remove", action="store_true", help="remove the alias instead")
+    alias.add_argument(
+        "--force",
+        action="store_true",
+        help="set it even if it is another account's login, which it then hides",
+    )
 
 
 def apps(parser: argparse.ArgumentParser) -> None:

@@ -162,3 +162,14 @@ def print_json(value: Any) -> int:
     json.dump(jsonable(value), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
+
+
+def remark(text: str) -> None:
+    """A remark for the person on stderr, after the data printed on stdout so far.
+
+    stdout is flushed first: in a pipe it is buffered, so a remark written at once
+    went before the table it follows (`signin-broker apps 2>&1 | less`), and in a
+    terminal it could land on the table's last line.
+    """
+    sys.stdout.flush()
+    print(text, file=sys.stderr)

@@ -341,12 +341,16 @@ class BrokerApi:
         return pb.RemoveAccountRequest(account=account)
 
     @unary("SetAccountAlias", lambda response: response.account)
-    def set_account_alias(alias: str, account: str) -> pb.SetAccountAliasRequest:
+    def set_account_alias(
+        alias: str, account: str, *, force: bool = False
+    ) -> pb.SetAccountAliasRequest:
         """Let `alias` name `account` wherever an account is named; an empty `account` removes it.
 
-        Returns the id of the account the alias names (or named, when removed).
+        Returns the id of the account the alias names (or named, when removed). An alias
+        that is another signed-in account's login would hide it: FAILED_PRECONDITION,
+        unless `force`.
         """
-        return pb.SetAccountAliasRequest(alias=alias, account=account)
+        return pb.SetAccountAliasRequest(alias=alias, account=account, force=force)
 
     @unary("ListAuditEvents", lambda response: [AuditEvent.from_proto(e) for e in response.events])
     def audit_events(

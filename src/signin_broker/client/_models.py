@@ -324,6 +324,7 @@ class Status(
     providers: tuple[ProviderStatus, ...] = ()  # the configured ones, the default first
     ended_sessions: tuple[EndedSession, ...] = ()  # ended by themselves; sign in again
     storage_problem: str = ""  # why sessions cannot be saved now; "" when they can
+    config_warnings: tuple[str, ...] = ()  # settings' files: a managed file gone, say
     forward: Forward | None = None  # set when asked through a forward: which one, of what
 
 

@@ -46,8 +46,10 @@ from .apps.policy import Decision, PolicyFile
 from .audit_trail import AuditTrail
 from .callers.browsers import BrowserHosts
 from .callers.identity import identify_caller
+from .config_files import managed_problems
 from .host.desktop import notify
 from .host.instance import LISTEN_BACKLOG, Instance, loopback_base_url
+from .host.memory import FreedMemory
 from .host.systemd import Notifier, watchdog_seconds
 from .settings import ProviderSettings, Settings
 from .stopping import stop
@@ -100,6 +102,7 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
         web_url=web_url,
         sign_in_url=web_url + BEGIN_PATH,
         started_by=_started_by(instance, notifier),
+        config_warnings=_managed_config(settings),
     )
     forwards = Forwards(instance.socket_path, apps, os.geteuid())
     forward_calls = ForwardCalls(session, forwards, apps, audit)
@@ -259,6 +262,19 @@ async def _watchdog(notifier: Notifier, stopping: asyncio.Event) -> None:
         await asyncio.sleep(interval / 2)
 
 
+def _managed_config(settings: Settings) -> tuple[str, ...]:
+    """What is wrong with the managed files (logged), the files read now remembered."""
+    files = (settings.state_dir, settings.managed_files, settings.managed_leading_nowhere)
+    try:
+        problems = managed_problems(*files, remember=True)
+    except OSError as error:  # a full or read-only state folder: remembered at a later start
+        log.warning("the managed files read could not be remembered", extra={"reason": str(error)})
+        problems = managed_problems(*files, remember=False)
+    for problem in problems:
+        log.warning("a managed config file is missing", extra={"reason": problem})
+    return tuple(problems)
+
+
 def _open_store(settings: Settings) -> tuple[Vault | None, str]:
     """The encrypted store, or why sessions stay in memory only."""
     from ..store.keys import KeyStoreUnavailable, open_key_store
@@ -381,4 +397,6 @@ def _grpc_server(
 ) -> CheckedServer:
     """The gRPC server with our service, health and reflection, every connection checked."""
     health = Health({broker: [serving]})
-    return CheckedServer(with_reflection([broker, health]), gate, JsonCalls(broker.unary))
+    return CheckedServer(
+        with_reflection([broker, health]), gate, JsonCalls(broker.unary), FreedMemory()
+    )

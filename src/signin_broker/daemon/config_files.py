@@ -8,20 +8,28 @@ key, and so do the keys of a `[providers.<alias>]` table. Each value remembers i
 file, so the daemon can say which file set what.
 
 A managed file someone else can change could send the user's sign-in to another
-issuer: one that a user other than root or the user can write, or that sits in such a
-folder, stops the daemon with the command that makes it safe.
+issuer: one that a user other than root or the user can write, or that is reached
+through such a folder (a symlink in config.d to a folder another user owns included),
+stops the daemon with the command that makes it safe.
+
+One that such a user could delete would start the daemon silently without the
+organisation's settings. So the daemon remembers the managed files it has read, in
+its state folder (ManagedFilesRead), and says so in status and the doctor when one
+read before is not there now, or when a symlink in config.d leads nowhere.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import locations
+from ..store.files import read_regular_file, write_atomically
 from .options import OPTIONS, PROVIDER_KEYS, PROVIDERS_TABLE
 
 DEFAULT_SYSTEM_CONFIG_DIRS = "/etc/xdg"
@@ -43,6 +51,8 @@ class ConfigValues:
     provider_sources: dict[str, dict[str, Path]] = field(default_factory=dict)
     provider_files: dict[str, list[Path]] = field(default_factory=dict)  # each table's files
     user_file: Path | None = None  # the user's own file, when one was read
+    managed: list[Path] = field(default_factory=list)  # the managed files read
+    leading_nowhere: list[Path] = field(default_factory=list)  # managed symlinks to nothing
 
     def add(self, path: Path, values: dict[str, object]) -> None:
         """Lay one file's values over those read before."""
@@ -68,7 +78,7 @@ def system_files(environ: Mapping[str, str]) -> list[Path]:
         drop_ins = base / DROP_IN_FOLDER
         if drop_ins.is_dir():
             files.extend(sorted(drop_ins.glob("*.toml")))
-    return [path for path in files if path.is_file()]
+    return [path for path in files if path.is_file() or path.is_symlink()]
 
 
 def read_all(managed: list[Path], user_file: Path | None, user_file_required: bool) -> ConfigValues:
@@ -78,8 +88,11 @@ def read_all(managed: list[Path], user_file: Path | None, user_file_required: bo
         try:
             _check_managed(path)
             merged.add(path, _read(path))
-        except FileNotFoundError:  # removed since it was listed: as if never there
+        except FileNotFoundError:  # a symlink to nothing, or removed since it was listed
+            if path.is_symlink():
+                merged.leading_nowhere.append(path)
             continue
+        merged.managed.append(path)
     if user_file is not None:
         try:
             values = _read(user_file)
@@ -129,16 +142,158 @@ def _provider_tables(path: Path, tables: object) -> dict[str, dict[str, object]]
     return tables
 
 
+MAX_LINKS = 40  # symlinks followed in one path, as Linux's own limit
+
+
 def _check_managed(path: Path) -> None:
-    """A managed file, and its folder, must be changeable by root or the user alone."""
-    for checked in (path, path.parent):
-        info = checked.stat()
-        shared = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-        if info.st_uid not in (0, os.geteuid()) or shared:
-            mode = stat.S_IMODE(info.st_mode)
-            raise ConfigError(
-                f"managed config {path} could be changed by another user ({checked} is owned"
-                f" by uid {info.st_uid}, mode {mode:04o}), so it could send your sign-in"
-                f" elsewhere; make it root's and not writable by others (sudo chown root"
-                f" {checked} && sudo chmod go-w {checked}), or remove it"
+    """A managed file must be changeable by root or the user alone, wherever it really is.
+
+    Every folder looked in on the way to the file, through each symlink met, must be
+    root's or the user's, and writable by others only where the sticky bit keeps them
+    from replacing what is not theirs (as /tmp); its own folder and config.d not at
+    all. Each symlink and the file must be root's or the user's. A folder another user
+    owns or can write could swap what the path names for any file. FileNotFoundError
+    when the file (or a folder, or a symlink's target) is not there, once the folders
+    seen so far passed.
+    """
+    looked_in, met, there = _resolve(path)
+    # config.d (or the folder of config.toml), and the folder the file really is in
+    strict = {Path(os.path.realpath(path.parent)), looked_in[-1]}
+    for folder in looked_in:
+        info = folder.stat()
+        writable = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if info.st_uid not in (0, os.geteuid()) or (
+            writable and (folder in strict or not info.st_mode & stat.S_ISVTX)
+        ):
+            _refuse(path, folder, info, "folder")
+    for entry, info in met:
+        if info.st_uid not in (0, os.geteuid()) or (
+            stat.S_ISREG(info.st_mode) and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        ):
+            _refuse(path, entry, info, "symlink" if stat.S_ISLNK(info.st_mode) else "file")
+    if not there:
+        raise FileNotFoundError(
+            f"managed config {path} leads to {os.path.realpath(path)}, not there"
+        )
+    if not stat.S_ISREG(met[-1][1].st_mode):  # a FIFO would hold the start for good
+        raise ConfigError(f"managed config {path} is not a regular file; remove it")
+
+
+def _resolve(path: Path) -> tuple[list[Path], list[tuple[Path, os.stat_result]], bool]:
+    """The folders looked in to reach `path`, the symlinks and file met, as the kernel goes.
+
+    And whether it is there: False when a name on the way is not (the folders and
+    symlinks met before it are all there are).
+    """
+    looked_in: list[Path] = []
+    met: list[tuple[Path, os.stat_result]] = []
+    folder, names, links = Path("/"), list(path.absolute().parts[1:]), 0
+    while names:
+        name = names.pop(0)
+        if name in ("", ".", "/"):
+            continue
+        if name == "..":
+            folder = folder.parent
+            continue
+        looked_in.append(folder)
+        entry = folder / name
+        try:
+            info = entry.lstat()
+        except FileNotFoundError:
+            return looked_in, met, False
+        if stat.S_ISLNK(info.st_mode):
+            links += 1
+            if links > MAX_LINKS:
+                raise ConfigError(f"managed config {path}: more than {MAX_LINKS} symlinks")
+            met.append((entry, info))
+            target = entry.readlink()
+            names = [*target.parts, *names]
+            folder = Path("/") if target.is_absolute() else folder
+        elif not names:
+            met.append((entry, info))  # the file itself
+        elif stat.S_ISDIR(info.st_mode):
+            folder = entry
+        else:
+            raise ConfigError(f"managed config {path}: {entry} on the way to it is not a folder")
+    return looked_in, met, True
+
+
+def _refuse(path: Path, culprit: Path, info: os.stat_result, kind: str) -> None:
+    mode = stat.S_IMODE(info.st_mode)
+    where = "" if culprit in (path, path.parent) else f" (on the way to {os.path.realpath(path)})"
+    raise ConfigError(
+        f"managed config {path} could be changed by another user ({kind} {culprit}{where}"
+        f" is owned by uid {info.st_uid}, mode {mode:04o}), so it could send your sign-in"
+        f" elsewhere; make it root's and not writable by others (sudo chown root {culprit}"
+        f" && sudo chmod go-w {culprit}), or remove it"
+    )
+
+
+def managed_problems(
+    state_dir: Path, read: Iterable[Path], leading_nowhere: Iterable[Path], *, remember: bool
+) -> list[str]:
+    """What status and the doctor say of the managed files: links to nothing, files gone.
+
+    With `remember`, the files read now join those remembered (OSError when the state
+    folder cannot take them: the problems found are still right).
+    """
+    read = list(read)
+    nowhere = {str(path): path for path in leading_nowhere}
+    problems = [
+        f"managed config {path} leads to {os.path.realpath(path)}, which is not there: its"
+        " settings do not apply; ask whoever manages this computer"
+        for path in nowhere.values()
+    ]
+    memory = ManagedFilesRead(state_dir)
+    problems += [said for path, said in memory.gone(read) if path not in nowhere]
+    if remember:
+        memory.remember(read)
+    return problems
+
+
+class ManagedFilesRead:
+    """The managed files the daemon has read at any start, kept in its state folder.
+
+    The state folder: it lasts across restarts and reboots (the runtime folder is
+    emptied at each), it is the user's alone (0700), so the other users who could
+    delete a managed file cannot make the daemon forget it, and it holds what the
+    daemon itself found, unlike the config folder, which holds what the person wants.
+    A file stays remembered until it is there again or the person forgets it
+    (`rm` of this file: the organisation removed it on purpose).
+    """
+
+    NAME = "managed-config.json"
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / self.NAME
+
+    def gone(self, read: Iterable[Path]) -> list[tuple[str, str]]:
+        """Each managed file read before and not read now, with what to say of it."""
+        now = {str(path) for path in read}
+        return [
+            (
+                path,
+                f"managed config {path} was read at an earlier start and is not there now"
+                " (removed, or what it led to is gone): its settings no longer apply; ask"
+                " whoever manages this computer, and if it was removed on purpose, forget it:"
+                f" rm {self.path}",
             )
+            for path in self.remembered()
+            if path not in now
+        ]
+
+    def remembered(self) -> list[str]:
+        """The managed files read at earlier starts; [] when none is known (or unreadable)."""
+        try:
+            kept = json.loads(read_regular_file(self.path) or b"{}")
+        except (OSError, ValueError):
+            return []
+        files = kept.get("read") if isinstance(kept, dict) else None
+        return [path for path in files if isinstance(path, str)] if isinstance(files, list) else []
+
+    def remember(self, read: Iterable[Path]) -> None:
+        """Add the files read now (written only when there is something new); OSError if not."""
+        kept = self.remembered()
+        new = sorted({*kept, *map(str, read)})
+        if new != sorted(kept):
+            write_atomically(self.path, json.dumps({"read": new}, indent=1).encode())

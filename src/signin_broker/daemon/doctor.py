@@ -32,6 +32,7 @@ from ..store.dpop_requirements import REQUIREMENTS_FILE, RequirementFile
 from ..store.files import UnsafeStorage, check_private_folder
 from ..store.keys import KeyStoreUnavailable, open_key_store
 from .apps.policy import PolicyFile
+from .config_files import managed_problems
 from .host.instance import InstanceError, check_socket_folder
 from .settings import ProviderSettings, Settings, SettingsError, load, unknown_variables
 
@@ -279,10 +280,24 @@ def variables() -> list[Finding]:
     ]
 
 
+def managed_config(settings: Settings) -> list[Finding]:
+    """The organisation's files: read, or gone since an earlier start, or a link to nothing."""
+    problems = managed_problems(
+        settings.state_dir, settings.managed_files, settings.managed_leading_nowhere, remember=False
+    )
+    if problems:
+        return [_said("settings", "managed config", WARN, said, "") for said in problems]
+    if not settings.managed_files:
+        return []
+    read = ", ".join(map(str, settings.managed_files))
+    return [Finding("settings", "managed config", OK, f"read, and safe from other users: {read}")]
+
+
 def examine(settings: Settings) -> list[Finding]:
     """Every check, in the order a person fixes them."""
     return [
         *variables(),
+        *managed_config(settings),
         socket_folder(settings),
         *asyncio.run(providers(settings)),
         key_store(settings),

@@ -94,6 +94,7 @@ class Settings:
     browsers: tuple[tuple[str, str], ...]  # more browsers' (name, executable) pairs
     config_file: Path | None  # the user's file that was read, if any
     managed_files: tuple[Path, ...] = ()  # the organisation's files that were read
+    managed_leading_nowhere: tuple[Path, ...] = ()  # its symlinks in config.d to nothing
 
     @property
     def providers(self) -> tuple[ProviderSettings, ...]:
@@ -167,7 +168,8 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         main,
         tuple(named),
         config_file=files.user_file,
-        managed_files=tuple(managed),
+        managed_files=tuple(files.managed),
+        managed_leading_nowhere=tuple(files.leading_nowhere),
         **values,
     )
     providers = settings.providers

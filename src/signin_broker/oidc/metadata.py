@@ -59,6 +59,8 @@ class ProviderMetadata:
     token_endpoint_auth_methods: tuple[str, ...] = ("client_secret_basic",)
     token_endpoint_auth_signing_algorithms: tuple[str, ...] = ()  # () when unstated
     dpop_signing_algorithms: tuple[str, ...] = ()  # RFC 9449 5.1; () when it offers no DPoP
+    # The acr values it supports (Discovery 3); None when its document lists none.
+    acr_values_supported: tuple[str, ...] | None = None
 
     @classmethod
     def from_document(cls, document: object, configured_issuer: str) -> ProviderMetadata:
@@ -103,6 +105,7 @@ class ProviderMetadata:
                 document, "token_endpoint_auth_signing_alg_values_supported", ()
             ),
             dpop_signing_algorithms=_names(document, "dpop_signing_alg_values_supported", ()),
+            acr_values_supported=_listed(document, "acr_values_supported"),
             **endpoints,
         )
 
@@ -168,6 +171,14 @@ def _names(document: dict[str, Any], name: str, unstated: tuple[str, ...]) -> tu
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         return unstated
     return tuple(value)
+
+
+def _listed(document: dict[str, Any], name: str) -> tuple[str, ...] | None:
+    """A list of strings the document states; None when it states none (or no list)."""
+    value = document.get(name)
+    if not isinstance(value, list):
+        return None
+    return tuple(item for item in value if isinstance(item, str))
 
 
 def _endpoint(document: dict[str, Any], name: str, *, required: bool) -> str:

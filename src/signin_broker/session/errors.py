@@ -45,6 +45,17 @@ class UnknownAlias(SessionError):
         super().__init__(f"there is no alias {alias!r} (see signin-broker accounts)")
 
 
+class AliasHidesLogin(SessionError):
+    """The alias is the login of other signed-in accounts, which it would hide."""
+
+    def __init__(self, alias: str, account: str, hidden: list[str]) -> None:
+        super().__init__(
+            f"{alias!r} is the login of {', '.join(hidden)}; as an alias of {account} it would"
+            f" name {account} wherever {alias!r} names an account, hiding that login; choose"
+            " another alias, or force it (signin-broker accounts alias --force)"
+        )
+
+
 class TooManyAliases(SessionError):
     """The person has given the most aliases there may be."""
 
@@ -191,6 +202,18 @@ class StepUpRequired(SessionError):
         super().__init__(
             f"step-up sign-in required: {asked} for {account}; {why}"
             " (sign in with `signin-broker login`, then ask again)"
+        )
+
+
+class AcrNotOffered(SessionError):
+    """A step-up asked for acr values its provider does not list (acr_values_supported)."""
+
+    def __init__(self, unlisted: list[str], supported: tuple[str, ...]) -> None:
+        shown = ", ".join(repr(v if len(v) <= 40 else v[:40] + "...") for v in unlisted)
+        offered = ", ".join(supported) or "none"
+        super().__init__(
+            f"acr_values {shown} are not offered by the identity provider (its"
+            f" acr_values_supported: {offered})"
         )
 
 

@@ -101,32 +101,51 @@ class WatcherDropped(Exception):
 
 
 class Subscription:
-    """A watcher's view of the bus: await `next()` for each event in order."""
+    """A watcher's view of the bus: await `next()` for each event in order.
+
+    A list and, while the watcher waits, one future: an asyncio.Queue would cost a
+    watcher four deques and an Event (about 3 KB), and a daemon may have a thousand.
+    """
+
+    __slots__ = ("_ended", "_events", "_waiter", "dropped_because")
 
     def __init__(self) -> None:
-        self._queue: asyncio.Queue[SessionEvent | None] = asyncio.Queue(WATCHER_QUEUE_SIZE)
+        self._events: list[SessionEvent] = []  # at most WATCHER_QUEUE_SIZE, oldest first
+        self._waiter: asyncio.Future[None] | None = None
+        self._ended = False
         self.dropped_because = ""
 
-    def offer(self, event: SessionEvent | None) -> bool:
-        """Queue an event (None ends the stream); False when the queue is full."""
-        try:
-            self._queue.put_nowait(event)
-        except asyncio.QueueFull:
+    def offer(self, event: SessionEvent) -> bool:
+        """Queue an event; False when the queue is full."""
+        if len(self._events) >= WATCHER_QUEUE_SIZE:
             return False
+        self._events.append(event)
+        self._wake()
         return True
 
     def end(self, reason: str) -> None:
         """End the stream after what is queued, or at once when the queue is full."""
         self.dropped_because = reason
-        while not self.offer(None):  # full: what is queued is lost with the watcher
-            self._queue.get_nowait()
+        self._ended = True
+        if len(self._events) >= WATCHER_QUEUE_SIZE:  # what is queued is lost with the watcher
+            self._events.clear()
+        self._wake()
 
     async def next(self) -> SessionEvent:
         """The next event; raises WatcherDropped when the stream has ended."""
-        event = await self._queue.get()
-        if event is None:
-            raise WatcherDropped(self.dropped_because)
-        return event
+        while not self._events:
+            if self._ended:
+                raise WatcherDropped(self.dropped_because)
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self._events.pop(0)
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
 
 class EventBus:

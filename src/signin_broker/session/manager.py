@@ -23,6 +23,7 @@ from ..oidc.dpop import htu, is_bound
 from ..store.audit import Actor
 from . import audit_rows
 from .accounts import EVERYTHING, AccountInfo, AppUse, Entitlement, IssuedToken, SignInState
+from .errors import AliasHidesLogin
 from .events import EndedSession, EventBus
 from .lifecycle import SessionLifecycle
 from .names import AccountNames
@@ -226,9 +227,17 @@ class SessionManager:
             return name
         return self._names.resolve(name, self._registry.all(), entitlement)
 
-    async def set_alias(self, alias: str, account: str, *, actor: Actor) -> str:
-        """Let `alias` name a signed-in account (named in any way); the account's id."""
+    async def set_alias(
+        self, alias: str, account: str, *, actor: Actor, force: bool = False
+    ) -> str:
+        """Let `alias` name a signed-in account (named in any way); the account's id.
+
+        AliasHidesLogin when it is another account's login, unless forced.
+        """
         chosen = self._registry.resolve(self.account_named(account), EVERYTHING)
+        hidden = self._names.hidden_by(alias, chosen.info.id, self._registry.all())
+        if hidden and not force:
+            raise AliasHidesLogin(alias, chosen.info.id, hidden)
         await self._names.set(alias, chosen.info.id)
         self._audit.record(audit_rows.alias_set(actor, chosen.info.id, alias))
         return chosen.info.id

@@ -87,6 +87,15 @@ class AccountNames:
             raise AmbiguousAccount(name, fits)
         return fits[0]
 
+    @staticmethod
+    def hidden_by(alias: str, account_id: str, accounts: Iterable[Account]) -> list[str]:
+        """The other accounts whose login `alias` is: an alias is read first, and hides it."""
+        return sorted(
+            account.info.id
+            for account in accounts
+            if account.info.username == alias and account.info.id != account_id
+        )
+
     # -- the person's changes -----------------------------------------------------------
 
     async def restore(self, store: AliasStore | None) -> None:

@@ -9,19 +9,44 @@ which authorize parameters ask the provider for one that does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from .errors import AcrNotOffered
 
 # The provider's clock beside this device's: a sign-in made for a step-up that is this
 # much older than its max_age still counts (max_age 0 asks for one after the request).
 CLOCK_LEEWAY_SECONDS = 5
 
 
+# How a step-up's acr values are told to the person when the provider does not list them
+# (acr_values_supported): whatever an app sent is never shown as the daemon's own words.
+UNLISTED_ACR = "an authentication context the identity provider does not list"
+
+
 @dataclass(frozen=True, slots=True)
 class StepUp:
-    """The sign-in must have an acr among `acr_values` (if any) and be at most `max_age` old."""
+    """The sign-in must have an acr among `acr_values` (if any) and be at most `max_age` old.
+
+    `listed`: the provider lists those acr values, so they may be shown to the person;
+    until then they are not (an app could write anything there).
+    """
 
     acr_values: tuple[str, ...] = ()
     max_age: int | None = None
+    listed: bool = False
+
+    def offered_by(self, supported: tuple[str, ...] | None) -> StepUp:
+        """The step-up, checked against the acr values the provider lists (None: it lists none).
+
+        AcrNotOffered for a value it does not list. A provider that lists none is asked
+        for them all the same, and they are never shown to the person.
+        """
+        if not self.acr_values or supported is None:
+            return self
+        unlisted = [value for value in self.acr_values if value not in supported]
+        if unlisted:
+            raise AcrNotOffered(unlisted, supported)
+        return replace(self, listed=True)
 
     def __bool__(self) -> bool:
         return bool(self.acr_values) or self.max_age is not None
@@ -86,7 +111,7 @@ class StepUp:
     def __str__(self) -> str:
         asked = []
         if self.acr_values:
-            asked.append(f"acr {' or '.join(self.acr_values)}")
+            asked.append(f"acr {' or '.join(self.acr_values)}" if self.listed else UNLISTED_ACR)
         if self.max_age is not None:
             asked.append(f"an authentication at most {self.max_age} s old")
         return " and ".join(asked)

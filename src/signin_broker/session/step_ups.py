@@ -8,17 +8,24 @@ waits for it, bounded, as an app's `ask` does. Requests for the same account and
 same step-up share one sign-in; every other request is served from the current
 session meanwhile, which the new sign-in replaces only when it completes, for the
 same user, meeting the step-up (sign_ins.py checks that).
+
+Each app has room of its own: the step-ups one app waits for are bounded apart from
+the others', so an app that keeps asking for new ones cannot take the others' room.
+Only acr values the provider lists (acr_values_supported) are asked for and shown to
+the person, with the app that asked; others are refused (step_up.StepUp.offered_by).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from ..identities import name_of
-from .accounts import AccountInfo, Entitlement, IssuedToken, SignInStart
+from ..oidc.errors import ProviderUnavailable
+from .accounts import Account, AccountInfo, Entitlement, IssuedToken, SignInStart
 from .clock import to_wall
 from .errors import InvalidSignIn, StepUpRequired
 from .events import EventKind, SessionEvent
@@ -28,7 +35,8 @@ from .step_up import CLOCK_LEEWAY_SECONDS, StepUp
 
 log = logging.getLogger(__name__)
 
-MAX_PENDING = 16  # different step-ups waited for at once, over all accounts
+MAX_PENDING_PER_APP = 4  # different step-ups one app's requests wait for at once
+MAX_PENDING = 64  # over all apps and accounts: a bound on what the daemon keeps
 
 
 @dataclass(eq=False, slots=True)
@@ -38,8 +46,8 @@ class _Pending:
     started: SignInStart
     url: str
     outcome: asyncio.Future[AccountInfo]
-    waiters: int = 0
-    joined: set[str] = field(default_factory=set)  # the apps waiting, for the person
+    waiters: Counter[str] = field(default_factory=Counter)  # requests waiting, by app
+    joined: set[str] = field(default_factory=set)  # the apps told of, for the person
 
 
 class StepUps:
@@ -81,6 +89,7 @@ class StepUps:
         """
         asked_at = to_wall(self._clock, self._clock())
         account = self._registry.resolve(account_id, entitlement)
+        step_up = step_up.offered_by(await _acr_values_listed(account))
         info = account.info
         leeway = 0
         unmet = step_up.unmet(info.acr, info.auth_time, asked_at)
@@ -119,15 +128,13 @@ class StepUps:
         key = (info.id, frozenset(step_up.acr_values), step_up.max_age)
         pending = self._pending.get(key)
         if pending is None:
-            if len(self._pending) >= MAX_PENDING:
-                why = f"{MAX_PENDING} other step-up sign-ins wait for the person already"
-                raise StepUpRequired(info.id, str(step_up), why)
+            self._make_room(app, info, step_up)
             pending = self._begin(step_up, info, asked, begin_url)
             self._pending[key] = pending
         if app not in pending.joined:
             pending.joined.add(app)
             self._tell(pending, info, step_up, app)
-        pending.waiters += 1
+        pending.waiters[app] += 1
         try:
             await asyncio.wait_for(asyncio.shield(pending.outcome), self.timeout)
         except TimeoutError:
@@ -136,11 +143,26 @@ class StepUps:
         except InvalidSignIn as failed:
             raise StepUpRequired(info.id, str(step_up), f"the sign-in failed: {failed}") from None
         finally:
-            pending.waiters -= 1
-            if pending.waiters == 0 and self._pending.get(key) is pending:
+            pending.waiters[app] -= 1
+            if not pending.waiters[app]:
+                del pending.waiters[app]
+            if not pending.waiters and self._pending.get(key) is pending:
                 del self._pending[key]  # the next request looks afresh
                 self._sign_ins.outcomes.pop(pending.started.sign_in_id, None)
         return pending.started.asked_at
+
+    def _make_room(self, app: str, info: AccountInfo, step_up: StepUp) -> None:
+        """StepUpRequired when the app, or all apps together, wait for the most there may be."""
+        mine = sum(1 for pending in self._pending.values() if app in pending.waiters)
+        if mine >= MAX_PENDING_PER_APP:
+            why = (
+                f"this app waits for {mine} other step-up sign-ins already (at most"
+                f" {MAX_PENDING_PER_APP} at once); ask again once one has ended"
+            )
+            raise StepUpRequired(info.id, str(step_up), why)
+        if len(self._pending) >= MAX_PENDING:
+            why = f"{MAX_PENDING} other step-up sign-ins wait for the person already"
+            raise StepUpRequired(info.id, str(step_up), why)
 
     def _begin(
         self, step_up: StepUp, info: AccountInfo, asked: tuple[float, bool], url: str
@@ -190,3 +212,17 @@ class StepUps:
     def waiting(self) -> list[tuple[str, str]]:
         """The step-up sign-ins waited for, as (account, page address), for the dashboard."""
         return [(account_id, pending.url) for (account_id, *_), pending in self._pending.items()]
+
+
+async def _acr_values_listed(account: Account) -> tuple[str, ...] | None:
+    """The acr values the account's provider lists; None when it lists none, or cannot be read.
+
+    A discovery document that cannot be read now asks for nothing to be refused: the
+    values are then treated as unlisted (never shown), and a sign-in needs the provider.
+    """
+    if account.link is None:
+        return None
+    try:
+        return (await account.link.client.metadata()).acr_values_supported
+    except ProviderUnavailable:
+        return None

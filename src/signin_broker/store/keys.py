@@ -3,6 +3,11 @@
 One small interface over both, in the shape of keyring's own backends: `get`, `set`,
 `delete` by name, and a `description` that status shows. Names carry the tenant
 prefix (contract 2.9), e.g. `user:1001:state-key`.
+
+Where the only keyring is keyrings.alt's PlaintextKeyring (headless machines), the
+daemon's own key file stands in for it (KeyFileForPlaintextKeyring): that keyring
+keeps keys in plaintext too, and loses every one if a crash comes while it rewrites
+its file, which the key file never does.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
@@ -22,6 +28,8 @@ from .files import (
     read_regular_file,
     write_atomically,
 )
+
+log = logging.getLogger(__name__)
 
 SERVICE = "signin-broker"
 
@@ -47,6 +55,9 @@ class KeyStore(Protocol):
 
 # Keyring backends that truncate and rewrite one file for every change (keyrings.alt's).
 REWRITES_IN_PLACE = "keyrings.alt.file"
+# The one of them that keeps keys in plaintext: no safer than a key file of the daemon's.
+PLAINTEXT_KEYRING = ("keyrings.alt.file", "PlaintextKeyring")
+KEY_FILE = "keys.json"  # in the state folder
 
 
 class KeyringKeyStore:
@@ -67,6 +78,11 @@ class KeyringKeyStore:
             )
         self._keyring = keyring
         self.description = f"keyring ({type(backend).__module__}.{type(backend).__name__})"
+        # Where it writes (a chain of keyrings writes to its first): a plaintext file?
+        writer = (getattr(backend, "backends", None) or [backend])[0]
+        self.writes_plaintext_file = any(
+            (kind.__module__, kind.__name__) == PLAINTEXT_KEYRING for kind in type(writer).__mro__
+        )
         if type(backend).__module__.startswith(REWRITES_IN_PLACE):
             self.description += (
                 ": it rewrites its file in place, and a crash while it writes loses every key;"
@@ -169,8 +185,61 @@ class FileKeyStore:
             raise KeyStoreUnavailable(f"cannot write key file {self._path}: {error}") from error
 
 
+class KeyFileForPlaintextKeyring:
+    """The daemon's key file, where the only keyring is keyrings.alt's PlaintextKeyring.
+
+    That keyring keeps keys in plaintext in one file, which it truncates and rewrites
+    for every change: a SIGKILL or a power cut while it writes loses every key, and
+    the sessions with them. The key file is no weaker (plaintext, the user's alone) and
+    is replaced atomically. Keys an earlier daemon kept in the keyring are read from
+    there once and copied into the file, never written there again; removing one
+    removes it from both.
+    """
+
+    def __init__(self, path: Path, keyring: KeyringKeyStore) -> None:
+        self._file = FileKeyStore(path)
+        self._keyring = keyring
+        self.description = (
+            f"key file {path} instead of the keyring: the only one is keyrings.alt's"
+            " PlaintextKeyring, which keeps keys in plaintext as well and loses them all if"
+            " the daemon stops while it rewrites its file (run a Secret Service, such as"
+            " gnome-keyring, to keep them in a keyring)"
+        )
+
+    def get(self, name: str) -> bytes | None:
+        """The key from the file; one only the keyring has is copied into the file first."""
+        secret = self._file.get(name)
+        if secret is not None:
+            return secret
+        try:
+            secret = self._keyring.get(name)
+        except Exception as error:  # a keyring file a crash cut short, say: its keys are lost
+            log.warning("the keyring could not be read", extra={"reason": str(error)})
+            return None
+        if secret is not None:
+            try:
+                self._file.set(name, secret)
+            except KeyStoreUnavailable as error:  # read-only state: copied at a later read
+                log.warning(
+                    "a key could not be copied to the key file", extra={"reason": str(error)}
+                )
+        return secret
+
+    def set(self, name: str, secret: bytes) -> None:
+        """Write a key to the file (atomically); the keyring is not written."""
+        self._file.set(name, secret)
+
+    def delete(self, name: str) -> None:
+        """Remove a key from the file, and any copy an earlier daemon left in the keyring."""
+        self._file.delete(name)
+        self._keyring.delete(name)
+
+
 def open_key_store(kind: str, state_dir: Path) -> KeyStore:
     """The key store the settings ask for; KeyStoreUnavailable when it cannot work."""
     if kind == "file":
-        return FileKeyStore(state_dir / "keys.json")
-    return KeyringKeyStore()
+        return FileKeyStore(state_dir / KEY_FILE)
+    keyring = KeyringKeyStore()
+    if keyring.writes_plaintext_file:
+        return KeyFileForPlaintextKeyring(state_dir / KEY_FILE, keyring)
+    return keyring

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import httpx
 import httpx2
+import pytest
 
-from signin_broker.client import BrokerClient, EventKind
+from signin_broker.client import BrokerClient, BrokerError, EventKind
 from signin_broker.httpx import BrokerAuth
 from signin_broker_testing.browser import Browser
 from signin_broker_testing.ledger import SecretLedger
@@ -130,3 +131,20 @@ def a_step_up_waits_for_a_sign_in_at_the_stronger_acr(
     with BrokerClient(socket_path) as app:
         assert token_of(app).acr == stronger
     daemon.stop()
+
+
+def an_acr_value_it_does_not_list_is_refused(provider: RealProvider, socket_path: Path) -> None:
+    """A step-up for a value outside its acr_values_supported is INVALID_ARGUMENT at once.
+
+    The provider's discovery document is what the daemon reads: the values it lists are
+    the only ones an app may ask for, and the refusal names them.
+    """
+    listed = provider.discovery()["acr_values_supported"]
+    assert isinstance(listed, list) and listed, listed
+    daemon = signed_in_daemon(provider, socket_path)
+    with BrokerClient(socket_path) as app, pytest.raises(BrokerError) as refused:
+        app.get_token(acr_values=f"{listed[-1]} urn:rig:gold")
+    assert not daemon.logs_with(msg="a token request waits for a step-up sign-in")
+    daemon.stop()
+    assert refused.value.code.name == "INVALID_ARGUMENT"
+    assert f"its acr_values_supported: {', '.join(listed)})" in refused.value.message

@@ -62,23 +62,25 @@ class ForwardHandlers:
 
     def __init__(self, broker: ServiceHandlers, reduced_status: Unary) -> None:
         self._mapping: dict[str, Handler] = {}
-        self.unary: dict[str, tuple[Unary, type[Message]]] = {}  # for json_calls
+        # For json_calls: a refused call has no request type, its body is never read.
+        self.unary: dict[str, tuple[Unary, type[Message] | None]] = {}
         for path, handler in broker.__mapping__().items():
             name = path.rpartition("/")[2]
             behavior: Unary | None = broker.unary.get(path, (None, None))[0]
+            request_type: type[Message] | None = handler.request_type
             if name == REDUCED:
                 behavior = reduced_status
                 run = unary_handler(reduced_status, handler.request_type)
             elif name in ALLOWED_ON_A_FORWARD:
                 run = handler.func
             else:
-                behavior = functools.partial(_refuse, name)
+                behavior, request_type = functools.partial(_refuse, name), None
                 run = functools.partial(_refuse_call, name)
             self._mapping[path] = Handler(
                 run, handler.cardinality, handler.request_type, handler.reply_type
             )
             if path in broker.unary and behavior is not None:
-                self.unary[path] = (behavior, handler.request_type)
+                self.unary[path] = (behavior, request_type)
 
     def __mapping__(self) -> dict[str, Handler]:
         """The handlers by path, as grpclib's Server asks for them."""

@@ -19,7 +19,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import h11
 from google.protobuf import json_format
@@ -57,7 +57,7 @@ HTTP_STATUS = {
     Status.DEADLINE_EXCEEDED: 504,
 }
 
-Unary = Callable[[Message], Awaitable[Message]]
+Unary = Callable[[Any], Awaitable[Message]]
 
 
 class Answer(NamedTuple):
@@ -69,9 +69,14 @@ class Answer(NamedTuple):
 
 
 class JsonCalls:
-    """The unary methods of the service, by path, with their request types."""
+    """The unary methods of the service, by path, with their request types.
 
-    def __init__(self, methods: Mapping[str, tuple[Unary, type[Message]]]) -> None:
+    A method whose request type is None is refused whatever is asked (a forward's
+    calls but the few it serves): it answers before the body is read, so a body that
+    does not parse is still PERMISSION_DENIED, as over gRPC, never INVALID_ARGUMENT.
+    """
+
+    def __init__(self, methods: Mapping[str, tuple[Unary, type[Message] | None]]) -> None:
         self._methods = dict(methods)
 
     async def answer(self, path: str, content_type: str, body: bytes) -> Answer:
@@ -79,9 +84,11 @@ class JsonCalls:
         method = self._methods.get(path)
         if method is None:
             return _error(Status.NOT_FOUND, f"no unary method {path!r} (streams are gRPC only)")
+        behavior, request_type = method
+        if request_type is None:
+            return await _called(behavior, None)
         if content_type.split(";", maxsplit=1)[0].strip().lower() != JSON:
             return _error(Status.INVALID_ARGUMENT, f"the body must be {JSON}")
-        behavior, request_type = method
         request = request_type()
         try:
             json_format.Parse(body or b"{}", request)
@@ -89,16 +96,21 @@ class JsonCalls:
             message = str(error).splitlines()[0][:200]
             what = f"the body is not a {request_type.__name__}: {message}"
             return _error(Status.INVALID_ARGUMENT, what)
-        try:
-            response = await behavior(request)
-        except RetryHinted as error:
-            return _error(error.status, error.message or "", error.retry_after)
-        except GRPCError as error:
-            return _error(error.status, error.message or error.status.name.lower())
-        text = json_format.MessageToJson(
-            response, preserving_proto_field_name=True, indent=None, ensure_ascii=True
-        )
-        return Answer(200, text.encode())
+        return await _called(behavior, request)
+
+
+async def _called(behavior: Unary, request: Message | None) -> Answer:
+    """The HTTP status and JSON body of the call's answer or refusal."""
+    try:
+        response = await behavior(request)
+    except RetryHinted as error:
+        return _error(error.status, error.message or "", error.retry_after)
+    except GRPCError as error:
+        return _error(error.status, error.message or error.status.name.lower())
+    text = json_format.MessageToJson(
+        response, preserving_proto_field_name=True, indent=None, ensure_ascii=True
+    )
+    return Answer(200, text.encode())
 
 
 def _error(status: Status, message: str, retry_after: int = 0) -> Answer:

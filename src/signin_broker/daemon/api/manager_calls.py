@@ -94,7 +94,9 @@ class ManagerCalls:
         alias = checked(check_alias, request.alias)
         account = checked(check_account, request.account)
         if account:
-            named = await self._session.set_alias(alias, account, actor=actor_of(caller))
+            named = await self._session.set_alias(
+                alias, account, actor=actor_of(caller), force=request.force
+            )
         else:
             named = await self._session.remove_alias(alias, actor=actor_of(caller))
         return pb.SetAccountAliasResponse(account=named)

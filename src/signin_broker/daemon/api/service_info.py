@@ -16,4 +16,5 @@ class DaemonInfo:
     web_url: str  # the loopback page, e.g. http://127.0.0.1:8765
     sign_in_url: str  # where the page begins a browser sign-in (web.pages.BEGIN_PATH)
     started_by: str = "manual"  # "socket activation", "service manager" or "manual"
+    config_warnings: tuple[str, ...] = ()  # settings' files: what is wrong, said at start
     pid: int = field(default_factory=os.getpid)

@@ -130,6 +130,7 @@ class TokenBrokerServicer:
             last_provider_contact_unix=int(self._session.last_provider_contact),
             storage=self._session.storage,
             storage_problem=sessions.storage_problem,
+            config_warnings=self._info.config_warnings,
             default_account_detail=account_message(sessions.default) if sessions.default else None,
             started_by=self._info.started_by,
             rss_bytes=resident_bytes(),

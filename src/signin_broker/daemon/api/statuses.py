@@ -22,6 +22,8 @@ from grpclib.exceptions import GRPCError
 
 from ...session.errors import (
     AccountNotFound,
+    AcrNotOffered,
+    AliasHidesLogin,
     AmbiguousAccount,
     AudienceNotAllowed,
     IdTokenNotAllowed,
@@ -54,6 +56,7 @@ _STATUS_OF: dict[type[SessionError], Status] = {
     AccountNotFound: Status.NOT_FOUND,
     AmbiguousAccount: Status.INVALID_ARGUMENT,  # the name fits several: it lists their ids
     UnknownAlias: Status.NOT_FOUND,
+    AliasHidesLogin: Status.FAILED_PRECONDITION,
     TooManyAliases: Status.RESOURCE_EXHAUSTED,
     NotConfigured: Status.FAILED_PRECONDITION,
     ScopeNotGranted: Status.FAILED_PRECONDITION,
@@ -61,6 +64,7 @@ _STATUS_OF: dict[type[SessionError], Status] = {
     # The account is signed in (UNAUTHENTICATED would say it is not, and other apps
     # still get its tokens); its sign-in lacks what the request needs, as with a scope.
     StepUpRequired: Status.FAILED_PRECONDITION,
+    AcrNotOffered: Status.INVALID_ARGUMENT,
     ProviderRefused: Status.FAILED_PRECONDITION,
     ProviderUnreachable: Status.UNAVAILABLE,
     StorageWaits: Status.UNAVAILABLE,  # it passes once the state folder can be written

@@ -34,12 +34,15 @@ from google.protobuf.message import DecodeError, Message
 from grpclib.const import Cardinality, Handler, Status
 from grpclib.exceptions import GRPCError
 from grpclib.protocol import H2Protocol
+from grpclib.server import Handler as ConnectionHandler
 from grpclib.server import Server, Stream
 from h2.connection import H2Connection
 
 from ..callers.identity import Caller, identify_caller
+from ..host.memory import FreedMemory
 from ..logs import Throttled
 from .batched_writes import BatchedWrites
+from .connection_calls import ConnectionCalls
 from .json_calls import JsonCalls, JsonConnection
 from .retry_hints import RetryHinted
 
@@ -222,9 +225,11 @@ class CheckedProtocol(H2Protocol):
         if self._connection is not None:
             self._gate.table.remove(self._connection)
             if self._h2:
-                super().connection_lost(exc)
+                super().connection_lost(exc)  # cancels its calls
             elif self._json is not None:
                 self._json.connection_lost()
+        if not self._h2:  # grpclib never saw it: its handler was never used, nor closed
+            self.handler.close()
 
 
 Identify = Callable[[socket.socket, int], Caller]
@@ -277,22 +282,46 @@ def current_caller() -> Caller:
 
 
 class CheckedServer(Server):
-    """grpclib's server whose every connection goes through the gate first."""
+    """grpclib's server whose every connection goes through the gate first.
 
-    def __init__(self, handlers: list[Any], gate: TransportGate, json_calls: JsonCalls) -> None:
+    Each connection's calls are handled by ConnectionCalls, forgotten as soon as the
+    connection is gone and its calls have ended: 500 event streams dropped at once
+    left 500 calls' worth of objects in the daemon before (its HTTP/2 streams, queues,
+    tracebacks), until new connections came.
+    """
+
+    def __init__(
+        self,
+        handlers: list[Any],
+        gate: TransportGate,
+        json_calls: JsonCalls,
+        freed: FreedMemory | None = None,
+    ) -> None:
         super().__init__(handlers)
         self._gate = gate
         self._json_calls = json_calls
+        self._freed = freed  # told of each connection let go, and of the calls it cut off
 
     def _protocol_factory(self) -> H2Protocol:
         plain = super()._protocol_factory()
+        made = cast(ConnectionHandler, plain.handler)
+        calls = ConnectionCalls(made, self._forget)
+        self._handlers.discard(made)
+        self._handlers.add(calls)
         return CheckedProtocol(
-            plain.handler,
+            calls,
             plain.config,
             plain.h2_config,
             gate=self._gate,
             json_calls=self._json_calls,
         )
+
+    def _forget(self, calls: ConnectionCalls) -> None:
+        # Not at once: grpclib's close() at the daemon's stop closes each handler as it
+        # goes through the set, and one already idle is gone as it is closed.
+        asyncio.get_running_loop().call_soon(self._handlers.discard, calls)
+        if self._freed is not None:
+            self._freed.ended(1 + calls.cut_off)
 
 
 Unary = Callable[[Any], Awaitable[Message]]

@@ -48,6 +48,7 @@ class ForwardSocket:
         except UnsafeStorage as error:
             said = str(error).replace("--state-dir", "--forward-socket")  # store.files' words
             raise ForwardSocketError(said) from None
+        path = Path(os.path.normpath(path))  # its folder is named without symlinks: the same
         self.path = path
         self.listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
