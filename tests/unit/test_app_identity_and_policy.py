@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from signin_broker.daemon.apps.gate import AppDenied, AppGate, UnknownApp
+from signin_broker.daemon.apps.gate import AppGate
 from signin_broker.daemon.apps.policy import (
     AppRule,
     Decision,
@@ -17,6 +17,7 @@ from signin_broker.daemon.apps.policy import (
     render,
 )
 from signin_broker.daemon.callers.identity import INTERPRETER, Caller, script_of
+from signin_broker.daemon.refusals import AppDenied, UnknownApp
 
 
 @pytest.mark.parametrize(
@@ -90,7 +91,7 @@ def test_ask_is_shared_by_every_waiting_request_and_answered_once(tmp_path: Path
     app = caller("/home/me/mail.py")
 
     async def scenario() -> tuple[list[object], int]:
-        waiting = [asyncio.create_task(gate.admit(app)) for _ in range(3)]
+        waiting = [asyncio.create_task(gate.admit_app(app)) for _ in range(3)]
         await asyncio.sleep(0.01)
         assert [view.waiting for view in gate.apps()] == [True]
         _, answered = await gate.decide("mail.py", Decision.ALLOW)
@@ -109,7 +110,7 @@ def test_an_unanswered_ask_times_out_and_the_next_request_asks_again(tmp_path: P
 
     async def scenario() -> None:
         with pytest.raises(AppDenied, match="did not answer"):
-            await gate.admit(app)
+            await gate.admit_app(app)
         assert not gate.apps()[0].waiting
 
     asyncio.run(scenario())
@@ -118,7 +119,7 @@ def test_an_unanswered_ask_times_out_and_the_next_request_asks_again(tmp_path: P
 def test_naming_an_app_by_an_ambiguous_file_name_asks_for_its_id(tmp_path: Path) -> None:
     gate = AppGate(PolicyFile(tmp_path / "apps.toml"), Decision.ALLOW, ask_timeout=1)
     for script in ("/home/me/a/run.py", "/home/me/b/run.py"):
-        asyncio.run(gate.admit(caller(script)))  # seen
+        asyncio.run(gate.admit_app(caller(script)))  # seen
     with pytest.raises(UnknownApp, match="matches 2 apps"):
         gate.find("run.py")
     assert gate.find("/home/me/b/run.py").script == "/home/me/b/run.py"

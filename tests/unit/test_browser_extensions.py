@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from signin_broker.cli import _browsers, _native_host
-from signin_broker.daemon.apps.gate import AppDenied, AppGate, NotABrowserApp
+from signin_broker.daemon.apps.gate import AppGate
 from signin_broker.daemon.apps.policy import (
     AppRule,
     Decision,
@@ -33,6 +33,7 @@ from signin_broker.daemon.callers.browsers import (
     names_an_extension,
 )
 from signin_broker.daemon.callers.identity import Caller, _after_script
+from signin_broker.daemon.refusals import AppDenied, NotABrowserApp
 from signin_broker.identities import AppId, AppKind
 from signin_broker.session.validation import check_origin
 
@@ -228,18 +229,18 @@ def test_a_browser_caller_gets_tokens_for_its_listed_origins_only(tmp_path: Path
 
     async def scenario() -> None:
         with pytest.raises(AppDenied, match="its policy's origins: none"):
-            await gate.admit(caller, "http://127.0.0.1:8000")  # allowed by default, no origin
+            await gate.admit_app(caller, "http://127.0.0.1:8000")  # allowed by default, no origin
         await gate.decide(caller.app, Decision.ALLOW, origins=["http://127.0.0.1:8000"])
-        assert (await gate.admit(caller, "http://127.0.0.1:8000")).accounts is None
+        assert (await gate.admit_app(caller, "http://127.0.0.1:8000")).accounts is None
         with pytest.raises(AppDenied, match="--origin https://evil.example"):
-            await gate.admit(caller, "https://evil.example")
+            await gate.admit_app(caller, "https://evil.example")
         with pytest.raises(AppDenied, match="tokens only"):
-            await gate.admit(caller)  # a sign-in, a sign-out, the default: not for a page
+            await gate.admit_app(caller)  # a sign-in, a sign-out, the default: not for a page
         with pytest.raises(AppDenied, match="tokens only"):
-            await gate.readable(caller)
+            await gate.admit_reader(caller)
         with pytest.raises(AppDenied, match="may not manage"):
             await gate.admit_manager(caller)
-        assert (await gate.visible(caller)).accounts == frozenset()
+        assert (await gate.visible_to(caller)).accounts == frozenset()
 
     asyncio.run(scenario())
 
@@ -254,7 +255,7 @@ def test_an_extension_is_allowed_before_its_first_request_and_only_it_takes_orig
         view, _ = await gate.decide(app, Decision.ALLOW, origins=["https://a.example"])
         assert view.rule.origins == ("https://a.example",)
         program = Caller(1000, 1000, 7, "/usr/bin/mail", 2)
-        await gate.admit(program)  # now known
+        await gate.admit_app(program)  # now known
         with pytest.raises(NotABrowserApp):
             await gate.decide("/usr/bin/mail", Decision.ALLOW, origins=["https://a.example"])
 
@@ -268,7 +269,7 @@ def test_a_refused_host_is_told_why(tmp_path: Path) -> None:
         1000, 1000, 42, "/usr/bin/python3", 1, HOST, refusal="its parent is /usr/bin/bash"
     )
     with pytest.raises(AppDenied, match="refused: its parent is /usr/bin/bash"):
-        asyncio.run(gate.admit(refused))
+        asyncio.run(gate.admit_app(refused))
 
 
 # -- the native messaging frames ------------------------------------------------------------

@@ -2,8 +2,7 @@
 
 The integration tests run as root in CI, where the owner and root are one uid: the
 uid rule is held here with callers of other uids. Every call of the service that is
-not in ALLOWED_ON_A_FORWARD is refused on both paths (gRPC and JSON), including calls
-added later.
+not in ALLOWED_ON_A_FORWARD is refused, whatever its body, including calls added later.
 """
 
 from __future__ import annotations
@@ -15,22 +14,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from grpclib.const import Status
-from grpclib.exceptions import GRPCError
 
-from signin_broker.daemon.api.forwards import ALLOWED_ON_A_FORWARD, REDUCED, ForwardHandlers
+from signin_broker.daemon.api.access import Admitted
+from signin_broker.daemon.api.dispatch import ServiceHandlers
 from signin_broker.daemon.api.json_calls import JSON, JsonCalls
-from signin_broker.daemon.api.transport import ConnectionTable, ServiceHandlers, TransportGate
-from signin_broker.daemon.apps.gate import AppDenied, AppGate, FixedAtOpening
+from signin_broker.daemon.api.transport import ConnectionTable, TransportGate
+from signin_broker.daemon.apps.gate import AppGate
 from signin_broker.daemon.apps.policy import Decision, PolicyFile
 from signin_broker.daemon.callers.forwarded import ForwardConnection, ForwardGrant, forward_uids
 from signin_broker.daemon.callers.identity import Caller
 from signin_broker.daemon.host.forward_sockets import ForwardSocket, ForwardSocketError
+from signin_broker.daemon.refusals import AppDenied, FixedAtOpening
 from signin_broker.identities import AppId, AppKind
 from signin_broker.v1 import broker_pb2 as pb
 
 SERVICE = pb.DESCRIPTOR.services_by_name["TokenBroker"]
 OWNER = 1000
+ALLOWED_ON_A_FORWARD = {"GetToken", "GetStatus", "SignDpopProof"}  # the access table's forwards
+REDUCED = "GetStatus"
 
 
 class _Transport:
@@ -61,37 +62,38 @@ class _Servicer:
         if name not in SERVICE.methods_by_name:
             raise AttributeError(name)
 
-        async def served(request: object) -> pb.GetStatusResponse:
+        async def served(request: object, admitted: Admitted) -> pb.GetStatusResponse:
             return pb.GetStatusResponse(version=name)
 
         return served
 
 
-async def _reduced(request: object) -> pb.GetStatusResponse:
+async def _reduced(request: object, admitted: Admitted) -> pb.GetStatusResponse:
     return pb.GetStatusResponse(version="reduced")
 
 
-def test_only_the_allowed_calls_are_served_on_a_forward_on_both_paths() -> None:
-    broker = ServiceHandlers([_Servicer()], SERVICE)
-    handlers = ForwardHandlers(broker, _reduced)
+def test_only_the_allowed_calls_are_served_on_a_forward(tmp_path: Path) -> None:
+    """Both paths are walked for every caller in tests/unit/test_access_table.py; here JSON."""
+    gate = AppGate(PolicyFile(tmp_path / "apps.toml"), Decision.ALLOW, ask_timeout=30)
+    ready = asyncio.Event()
+    ready.set()
+    broker = ServiceHandlers([_Servicer()], SERVICE, apps=gate, ready=ready)
+    handlers = broker.replacing({REDUCED: _reduced})
     calls = JsonCalls(handlers.unary)
-    mapping = handlers.__mapping__()
-    assert set(mapping) == set(broker.__mapping__())  # a call added later is refused too
+    caller = _forward_caller(ForwardGrant("box", None))
+    assert set(handlers.__mapping__()) == set(broker.__mapping__())  # a call added later too
     for method in SERVICE.methods:
         path = f"/{SERVICE.full_name}/{method.name}"
-        if method.name in ALLOWED_ON_A_FORWARD:
+        if method.name in ALLOWED_ON_A_FORWARD or method.server_streaming:
             continue
-        with pytest.raises(GRPCError) as refused:
-            asyncio.run(mapping[path].func(None))
-        assert refused.value.status is Status.PERMISSION_DENIED
-        assert "not available through a forward" in str(refused.value.message)
-        if not method.server_streaming:  # whatever the body: it is not read
-            for content_type, body in ((JSON, b"{}"), (JSON, b'{"no_such_field": 1}'),
-                                       ("text/plain", b"\xff")):  # fmt: skip
-                status, answer, _ = asyncio.run(calls.answer(path, content_type, body))
-                assert status == 403 and json.loads(answer)["code"] == "permission_denied"
+        for content_type, body in ((JSON, b"{}"), (JSON, b'{"no_such_field": 1}'),
+                                   ("text/plain", b"\xff")):  # fmt: skip
+            status, answer, _ = asyncio.run(calls.answer(path, content_type, body, caller))
+            assert status == 403 and json.loads(answer)["code"] == "permission_denied"
+            assert "not available through a forward" in json.loads(answer)["error"]
     for name in ALLOWED_ON_A_FORWARD:
-        status, body, _ = asyncio.run(calls.answer(f"/{SERVICE.full_name}/{name}", JSON, b"{}"))
+        answer = calls.answer(f"/{SERVICE.full_name}/{name}", JSON, b"{}", caller)
+        status, body, _ = asyncio.run(answer)
         assert status == 200
         assert json.loads(body)["version"] == ("reduced" if name == REDUCED else name)
 
@@ -110,11 +112,11 @@ def test_a_forward_gets_its_own_grant_and_reads_or_manages_nothing(tmp_path: Pat
     assert caller.app == "forward:box"
 
     async def scenario() -> None:
-        entitlement = await gate.admit(caller)
+        entitlement = await gate.admit_app(caller)
         assert entitlement.accounts == {"user:1"} and entitlement.scopes == {"read"}
         assert entitlement.audience == "https://api/" and not entitlement.id_token
         with pytest.raises(AppDenied):
-            await gate.readable(caller)
+            await gate.admit_reader(caller)
         with pytest.raises(AppDenied):
             await gate.admit_manager(caller)
         with pytest.raises(FixedAtOpening):
@@ -131,12 +133,12 @@ def test_with_confirm_each_connection_asks_once_and_closing_refuses_the_waiting(
     first, second = _forward_caller(grant), _forward_caller(grant)
 
     async def scenario() -> None:
-        waiting = asyncio.create_task(gate.admit(first))
+        waiting = asyncio.create_task(gate.admit_app(first))
         await asyncio.sleep(0.01)
         gate.answer_once("forward:ask", Decision.ALLOW)
         await waiting
-        await gate.admit(first)  # the same connection is not asked again
-        again = asyncio.create_task(gate.admit(second))
+        await gate.admit_app(first)  # the same connection is not asked again
+        again = asyncio.create_task(gate.admit_app(second))
         await asyncio.sleep(0.01)
         gate.forward_closed("forward:ask")
         with pytest.raises(AppDenied, match="refused"):

@@ -27,20 +27,16 @@ from ..store.aliases import AliasFile
 from ..store.dpop_requirements import REQUIREMENTS_FILE, RequirementFile
 from ..v1 import broker_pb2
 from .api.account_calls import AccountCalls
+from .api.dispatch import ServiceHandlers
 from .api.dpop_calls import DpopCalls
 from .api.forward_calls import ForwardCalls
-from .api.forwards import ForwardHandlers, Forwards
+from .api.forwards import Forwards
 from .api.json_calls import JsonCalls
 from .api.manager_calls import ManagerCalls
 from .api.reflection import with_reflection
 from .api.service_info import DaemonInfo
 from .api.servicer import TokenBrokerServicer
-from .api.transport import (
-    CheckedServer,
-    ConnectionTable,
-    ServiceHandlers,
-    TransportGate,
-)
+from .api.transport import CheckedServer, ConnectionTable, TransportGate
 from .apps.gate import AppGate
 from .apps.policy import Decision, PolicyFile
 from .audit_trail import AuditTrail
@@ -105,18 +101,22 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
         config_warnings=_managed_config(settings),
     )
     forwards = Forwards(instance.socket_path, apps, os.geteuid())
-    forward_calls = ForwardCalls(session, forwards, apps, audit)
+    forward_calls = ForwardCalls(session, forwards, audit)
     broker = ServiceHandlers(
         [
             TokenBrokerServicer(session, info, apps, audit),
-            AccountCalls(session, info, apps, audit),
+            AccountCalls(session, info, audit),
             ManagerCalls(session, apps, audit),
-            DpopCalls(session, apps),
+            DpopCalls(session),
             forward_calls,
         ],
         SERVICE,
+        apps=apps,
+        ready=session.ready,
     )
-    forwards.start(ForwardHandlers(broker, forward_calls.reduced_status), forward_calls.closed)
+    forwards.start(
+        broker.replacing({"GetStatus": forward_calls.reduced_status}), forward_calls.closed
+    )
     connections = ConnectionTable()
     serving = ServiceStatus()
     identify = functools.partial(identify_caller, browsers=BrowserHosts(settings.browsers))

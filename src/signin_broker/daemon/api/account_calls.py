@@ -1,7 +1,7 @@
 """The calls by which an app changes sessions: sign in, sign out, the default, removal.
 
-Each names an account the caller must be allowed to act on (`_writable`); the
-session manager does the work and writes the audit row.
+Each names an account the caller may act on (`_writable`: of those its entitlement
+sees); the session manager does the work and writes the audit row.
 """
 
 from __future__ import annotations
@@ -18,13 +18,11 @@ from ...session.validation import (
     check_workspace_id,
 )
 from ...v1 import broker_pb2 as pb
-from ..apps.gate import AppGate
 from ..audit_trail import AuditTrail
-from ..callers.identity import Caller
+from .access import Admitted
 from .messages import DEVICE_OF, REVOCATION, account_message, actor_of
 from .service_info import DaemonInfo
-from .statuses import InvalidRequest, checked, unary
-from .transport import current_caller
+from .statuses import InvalidRequest, checked
 
 MAX_REDIRECT_TO_LENGTH = 2048  # the loopback pages refuse longer parameters anyway
 
@@ -32,16 +30,14 @@ MAX_REDIRECT_TO_LENGTH = 2048  # the loopback pages refuse longer parameters any
 class AccountCalls:
     """BeginSignIn, SignOut, SetDefaultAccount and RemoveAccount for the verified caller."""
 
-    def __init__(
-        self, session: SessionManager, info: DaemonInfo, apps: AppGate, audit: AuditTrail
-    ) -> None:
+    def __init__(self, session: SessionManager, info: DaemonInfo, audit: AuditTrail) -> None:
         self._session = session
         self._info = info
-        self._apps = apps
         self._audit = audit
 
-    @unary
-    async def BeginSignIn(self, request: pb.BeginSignInRequest) -> pb.BeginSignInResponse:
+    async def BeginSignIn(
+        self, request: pb.BeginSignInRequest, admitted: Admitted
+    ) -> pb.BeginSignInResponse:
         """Start a sign-in for an app the user allows; only it hears how the sign-in goes.
 
         A plain one (no parameters, workspace or provider) while a token request waits
@@ -55,8 +51,8 @@ class AccountCalls:
         provider = checked(check_provider, request.provider)
         if request.method not in DEVICE_OF:
             raise InvalidRequest("method must be SIGN_IN_METHOD_BROWSER or _DEVICE_CODE, or unset")
-        caller = current_caller()
-        account, entitlement = await self._writable(request.account, caller)
+        caller = admitted.caller
+        account, entitlement = self._writable(request.account, admitted)
         plain = not (authorize_params or workspace_id or provider or request.redirect_to)
         plain = plain and request.method != pb.SIGN_IN_METHOD_DEVICE_CODE
         waiting = self._session.continued_step_up(account, entitlement) if plain else None
@@ -85,11 +81,10 @@ class AccountCalls:
             response.interval_seconds = begun.device.interval
         return response
 
-    @unary
-    async def SignOut(self, request: pb.SignOutRequest) -> pb.SignOutResponse:
+    async def SignOut(self, request: pb.SignOutRequest, admitted: Admitted) -> pb.SignOutResponse:
         """End an account's session."""
-        caller = current_caller()
-        account, entitlement = await self._writable(request.account, caller)
+        caller = admitted.caller
+        account, entitlement = self._writable(request.account, admitted)
         result = await self._session.sign_out(
             account, self._info.web_url, actor=actor_of(caller), entitlement=entitlement
         )
@@ -100,23 +95,23 @@ class AccountCalls:
             revocation_error=result.revocation_error,
         )
 
-    @unary
     async def SetDefaultAccount(
-        self, request: pb.SetDefaultAccountRequest
+        self, request: pb.SetDefaultAccountRequest, admitted: Admitted
     ) -> pb.SetDefaultAccountResponse:
         """Make an account the default."""
-        caller = current_caller()
-        account, entitlement = await self._writable(request.account, caller, required=True)
+        caller = admitted.caller
+        account, entitlement = self._writable(request.account, admitted, required=True)
         info = await self._session.set_default(
             account, actor=actor_of(caller), entitlement=entitlement
         )
         return pb.SetDefaultAccountResponse(account=account_message(info))
 
-    @unary
-    async def RemoveAccount(self, request: pb.RemoveAccountRequest) -> pb.RemoveAccountResponse:
+    async def RemoveAccount(
+        self, request: pb.RemoveAccountRequest, admitted: Admitted
+    ) -> pb.RemoveAccountResponse:
         """Sign the account out and delete everything kept of it."""
-        caller = current_caller()
-        account, entitlement = await self._writable(request.account, caller, required=True)
+        caller = admitted.caller
+        account, entitlement = self._writable(request.account, admitted, required=True)
         logout_url = await self._session.remove_account(
             account, self._info.web_url, actor=actor_of(caller), entitlement=entitlement
         )
@@ -125,8 +120,8 @@ class AccountCalls:
             audit_purge_at_unix=int(time.time() + self._audit.retention_seconds),
         )
 
-    async def _writable(
-        self, account: str, caller: Caller, *, required: bool = False
+    def _writable(
+        self, account: str, admitted: Admitted, *, required: bool = False
     ) -> tuple[str, Entitlement]:
         """The account a write names, and what the caller may act on.
 
@@ -139,7 +134,7 @@ class AccountCalls:
             raise InvalidRequest(
                 "account is required: name it by its id, alias or e-mail (signin-broker accounts)"
             )
-        entitlement = await self._apps.admit(caller)
+        entitlement = admitted.entitlement
         try:
             account = self._session.account_named(named, entitlement)
         except AccountNotFound:

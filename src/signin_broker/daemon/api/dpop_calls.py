@@ -9,10 +9,9 @@ from __future__ import annotations
 from ...session.manager import SessionManager
 from ...session.validation import check_http_method, check_request_url
 from ...v1 import broker_pb2 as pb
-from ..apps.gate import AppGate
-from .messages import actor_of, token_terms, web_origin_of
-from .statuses import InvalidRequest, checked, unary
-from .transport import current_caller
+from .access import Admitted
+from .messages import actor_of, token_terms
+from .statuses import InvalidRequest, checked
 
 MAX_NONCE_LENGTH = 512
 
@@ -20,12 +19,12 @@ MAX_NONCE_LENGTH = 512
 class DpopCalls:
     """SignDpopProof for the verified caller, within what its app policy lets it have."""
 
-    def __init__(self, session: SessionManager, apps: AppGate) -> None:
+    def __init__(self, session: SessionManager) -> None:
         self._session = session
-        self._apps = apps
 
-    @unary
-    async def SignDpopProof(self, request: pb.SignDpopProofRequest) -> pb.SignDpopProofResponse:
+    async def SignDpopProof(
+        self, request: pb.SignDpopProofRequest, admitted: Admitted
+    ) -> pb.SignDpopProofResponse:
         """Check the request, then sign a proof with the key of the token's account."""
         account, scopes, audience = token_terms(request)
         method = checked(check_http_method, request.method)
@@ -35,9 +34,7 @@ class DpopCalls:
             raise InvalidRequest(
                 f"nonce must be at most {MAX_NONCE_LENGTH} printable ASCII characters"
             )
-        caller = current_caller()
-        origin = web_origin_of(request, caller)
-        entitlement = await self._apps.admit(caller, origin)
+        caller, entitlement, origin = admitted.caller, admitted.entitlement, admitted.origin
         token, proof = await self._session.dpop_proof(
             self._session.account_named(account, entitlement),
             scopes,

@@ -1,9 +1,10 @@
 """The person's calls on forwards (open, close, list), and the reduced status a forward answers.
 
-Opening, closing and listing are for a managing app only, like the app policy: a
-forward hands tokens to whatever reaches its socket. What a forward gives is fixed
-here, when it is opened: its accounts by id (the default account when none is named),
-its scopes, audience, ID token and confirmation (callers.forwarded.ForwardGrant).
+Opening, closing and listing are for a managing app only, like the app policy (the
+access table says so, access.py): a forward hands tokens to whatever reaches its
+socket. What a forward gives is fixed here, when it is opened: its accounts by id (the
+default account when none is named), its scopes, audience, ID token and confirmation
+(callers.forwarded.ForwardGrant).
 """
 
 from __future__ import annotations
@@ -13,45 +14,37 @@ from pathlib import Path
 
 from ..._version import __version__
 from ...session import audit_rows
-from ...session.errors import SessionError
 from ...session.manager import SessionManager
 from ...session.ports import daemon_actor
 from ...session.validation import check_account, check_audience, check_scopes
 from ...store.audit import Actor
 from ...v1 import broker_pb2 as pb
-from ..apps.gate import AppDenied, AppGate
 from ..audit_trail import AuditTrail
 from ..callers.forwarded import ForwardGrant
 from ..host.forward_sockets import ForwardSocketError
+from ..refusals import AppDenied, NoAccountToForward
+from .access import Admitted
 from .forwards import Forwards, LiveForward
 from .messages import SIGN_IN_STATE, account_message, actor_of
-from .statuses import InvalidRequest, checked, unary
-from .transport import current_caller
+from .statuses import InvalidRequest, checked
 
 FORWARD_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 MAX_TTL_SECONDS = 30 * 24 * 3600
 
 
-class NoAccountToForward(SessionError):
-    """A forward of the default account was asked for, and no account is signed in."""
-
-
 class ForwardCalls:
     """OpenForward, CloseForward and ListForwards; and GetStatus as a forward answers it."""
 
-    def __init__(
-        self, session: SessionManager, forwards: Forwards, apps: AppGate, audit: AuditTrail
-    ) -> None:
+    def __init__(self, session: SessionManager, forwards: Forwards, audit: AuditTrail) -> None:
         self._session = session
         self._forwards = forwards
-        self._apps = apps
         self._audit = audit
 
-    @unary
-    async def OpenForward(self, request: pb.OpenForwardRequest) -> pb.OpenForwardResponse:
+    async def OpenForward(
+        self, request: pb.OpenForwardRequest, admitted: Admitted
+    ) -> pb.OpenForwardResponse:
         """Open a forward with the policy the request gives it (for a managing app only)."""
-        caller = current_caller()
-        await self._apps.admit_manager(caller)
+        caller = admitted.caller
         if not FORWARD_NAME.fullmatch(request.name):
             raise InvalidRequest(
                 "name must be 1 to 32 lower-case letters, digits, '-' or '_',"
@@ -92,11 +85,11 @@ class ForwardCalls:
         )
         return pb.OpenForwardResponse(forward=self._message(forward))
 
-    @unary
-    async def CloseForward(self, request: pb.CloseForwardRequest) -> pb.CloseForwardResponse:
+    async def CloseForward(
+        self, request: pb.CloseForwardRequest, admitted: Admitted
+    ) -> pb.CloseForwardResponse:
         """Close a forward: its connections and socket go at once (for a managing app only)."""
-        caller = current_caller()
-        await self._apps.admit_manager(caller)
+        caller = admitted.caller
         forward = await self._forwards.close(request.name, "closed", actor_of(caller))
         return pb.CloseForwardResponse(forward=self._message(forward))
 
@@ -113,18 +106,19 @@ class ForwardCalls:
             )
         )
 
-    @unary
-    async def ListForwards(self, request: pb.ListForwardsRequest) -> pb.ListForwardsResponse:
+    async def ListForwards(
+        self, request: pb.ListForwardsRequest, admitted: Admitted
+    ) -> pb.ListForwardsResponse:
         """The open forwards with their use (for a managing app only)."""
-        await self._apps.admit_manager(current_caller())
         return pb.ListForwardsResponse(
             forwards=[self._message(forward) for forward in self._forwards.listed()]
         )
 
-    @unary
-    async def reduced_status(self, request: pb.GetStatusRequest) -> pb.GetStatusResponse:
+    async def reduced_status(
+        self, request: pb.GetStatusRequest, admitted: Admitted
+    ) -> pb.GetStatusResponse:
         """GetStatus on a forward: that it is one, of what, its accounts; nothing of the host."""
-        caller = current_caller()
+        caller = admitted.caller
         if caller.forward is None:  # served on forwards only; fail closed all the same
             raise AppDenied("this status is a forward's")
         grant = caller.forward.grant

@@ -4,10 +4,11 @@ A forward lets an SSH session, a container or a sandbox have the user's tokens w
 a sign-in there and without the refresh token ever leaving: its socket is forwarded
 (`ssh -R`, a bind mount), not the daemon's. Each has its own checked server on its
 own socket: every connection is the app `forward:<name>` (callers.forwarded), served
-the calls in ALLOWED_ON_A_FORWARD and refused every other one, over gRPC and JSON
-alike. Closing it (by the person, by its TTL, by the daemon's stop) stops its listener,
-closes its open connections and removes its socket at once. Forwards live in the
-daemon's memory only: a restart closes them.
+the calls the access table (access.py) lets forwards make and refused every other
+one, over gRPC and JSON alike; its GetStatus is its own, reduced one. Closing it (by
+the person, by its TTL, by the daemon's stop) stops its listener, closes its open
+connections and removes its socket at once. Forwards live in the daemon's memory
+only: a restart closes them.
 """
 
 from __future__ import annotations
@@ -18,85 +19,21 @@ import functools
 import logging
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from google.protobuf.message import Message
-from grpclib.const import Handler, Status
-from grpclib.exceptions import GRPCError
-from grpclib.server import Stream
-
-from ...session.errors import SessionError
 from ...store.audit import Actor
 from ..apps.gate import AppGate
 from ..callers.forwarded import ForwardGrant, forward_uids
 from ..callers.identity import identify_forwarded
 from ..host.forward_sockets import ForwardSocket, default_forward_path
+from ..refusals import ForwardExists, ForwardNotFound
+from .dispatch import ServiceHandlers
 from .json_calls import JsonCalls
-from .transport import CheckedServer, ConnectionTable, ServiceHandlers, TransportGate, unary_handler
+from .transport import CheckedServer, ConnectionTable, TransportGate
 
 log = logging.getLogger(__name__)
-
-# The calls a forward serves; every other call of the service is PERMISSION_DENIED on it.
-# GetStatus there is the forward's own reduced answer (REDUCED below), not the daemon's.
-# A call added here runs as on the main socket, for the app `forward:<name>` with the
-# forward's entitlement (apps.gate.AppGate.admit): it must give nothing else away.
-# SignDpopProof signs with the account's key in the daemon: the key never crosses.
-ALLOWED_ON_A_FORWARD = frozenset({"GetToken", "GetStatus", "SignDpopProof"})
-REDUCED = "GetStatus"
-
-Unary = Callable[[Any], Awaitable[Message]]
-
-
-class ForwardExists(SessionError):
-    """A forward of that name is open already."""
-
-
-class ForwardNotFound(SessionError):
-    """No forward of that name is open."""
-
-
-class ForwardHandlers:
-    """The service as a forward serves it: ALLOWED_ON_A_FORWARD, every other call refused."""
-
-    def __init__(self, broker: ServiceHandlers, reduced_status: Unary) -> None:
-        self._mapping: dict[str, Handler] = {}
-        # For json_calls: a refused call has no request type, its body is never read.
-        self.unary: dict[str, tuple[Unary, type[Message] | None]] = {}
-        for path, handler in broker.__mapping__().items():
-            name = path.rpartition("/")[2]
-            behavior: Unary | None = broker.unary.get(path, (None, None))[0]
-            request_type: type[Message] | None = handler.request_type
-            if name == REDUCED:
-                behavior = reduced_status
-                run = unary_handler(reduced_status, handler.request_type)
-            elif name in ALLOWED_ON_A_FORWARD:
-                run = handler.func
-            else:
-                behavior, request_type = functools.partial(_refuse, name), None
-                run = functools.partial(_refuse_call, name)
-            self._mapping[path] = Handler(
-                run, handler.cardinality, handler.request_type, handler.reply_type
-            )
-            if path in broker.unary and behavior is not None:
-                self.unary[path] = (behavior, request_type)
-
-    def __mapping__(self) -> dict[str, Handler]:
-        """The handlers by path, as grpclib's Server asks for them."""
-        return self._mapping
-
-
-async def _refuse_call(name: str, _: Stream[Any, Any]) -> None:
-    await _refuse(name, None)
-
-
-async def _refuse(name: str, _: Message | None) -> Message:
-    raise GRPCError(
-        Status.PERMISSION_DENIED,
-        f"{name} is not available through a forward: a forward gives tokens only;"
-        " run it on the host",
-    )
 
 
 class LiveForward:
@@ -141,7 +78,7 @@ class Forwards:
     """
 
     def __init__(self, daemon_socket: Path, apps: AppGate, owner_uid: int) -> None:
-        self._handlers: ForwardHandlers | None = None
+        self._handlers: ServiceHandlers | None = None
         self._json = JsonCalls({})
         self._closed: Closed = lambda forward, why, actor: None
         self._uids = forward_uids(owner_uid)
@@ -151,8 +88,12 @@ class Forwards:
         self._closing: set[asyncio.Task[Any]] = set()
         self.host = socket.gethostname()
 
-    def start(self, handlers: ForwardHandlers, closed: Closed) -> None:
-        """Serve forwards with these handlers; `closed` hears of each forward that closes."""
+    def start(self, handlers: ServiceHandlers, closed: Closed) -> None:
+        """Serve forwards with these handlers; `closed` hears of each forward that closes.
+
+        They are the service's, each guarded by its access entry, with the forward's
+        own GetStatus.
+        """
         self._handlers = handlers
         self._json = JsonCalls(handlers.unary)
         self._closed = closed

@@ -4,7 +4,8 @@ The shape is the Connect protocol's and Docker's API's: `POST /<service>/<method
 a JSON body, `Content-Type: application/json`, answered with the response message in
 protobuf's own JSON mapping (field names as in the .proto). It is served beside gRPC
 on the one listener, on the connection the kernel check already admitted: the caller
-is the same, and so are the servicer, its policy checks and its audit rows. A failed
+is the same, and so are the RPC's access entry (access.py), its handler and its audit
+rows (dispatch.Rpc serves both transports). A failed
 call answers the HTTP status of its gRPC status with `{"error": <message>, "code":
 <status>}`. Streaming methods (WatchEvents) stay gRPC's.
 
@@ -18,8 +19,8 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import NamedTuple, Protocol
 
 import h11
 from google.protobuf import json_format
@@ -27,6 +28,7 @@ from google.protobuf.message import Message
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
+from ..callers.identity import Caller
 from .retry_hints import RetryHinted
 
 log = logging.getLogger(__name__)
@@ -57,7 +59,15 @@ HTTP_STATUS = {
     Status.DEADLINE_EXCEEDED: 504,
 }
 
-Unary = Callable[[Any], Awaitable[Message]]
+
+class UnaryRpc(Protocol):
+    """A unary RPC as dispatch.Rpc serves it: its entry's refusal, its request type, its answer."""
+
+    request_type: type[Message]
+
+    def refusal(self, caller: Caller) -> GRPCError | None: ...
+
+    async def call(self, caller: Caller, request: Message) -> Message: ...
 
 
 class Answer(NamedTuple):
@@ -69,40 +79,40 @@ class Answer(NamedTuple):
 
 
 class JsonCalls:
-    """The unary methods of the service, by path, with their request types.
+    """The unary RPCs of the service, by path.
 
-    A method whose request type is None is refused whatever is asked (a forward's
-    calls but the few it serves): it answers before the body is read, so a body that
-    does not parse is still PERMISSION_DENIED, as over gRPC, never INVALID_ARGUMENT.
+    A caller the RPC's access entry leaves out (a forward, a browser extension) is
+    refused before the body is read, so a body that does not parse is still
+    PERMISSION_DENIED, as over gRPC, never INVALID_ARGUMENT.
     """
 
-    def __init__(self, methods: Mapping[str, tuple[Unary, type[Message] | None]]) -> None:
-        self._methods = dict(methods)
+    def __init__(self, rpcs: Mapping[str, UnaryRpc]) -> None:
+        self._rpcs = dict(rpcs)
 
-    async def answer(self, path: str, content_type: str, body: bytes) -> Answer:
+    async def answer(self, path: str, content_type: str, body: bytes, caller: Caller) -> Answer:
         """The HTTP status and JSON body that answer one call."""
-        method = self._methods.get(path)
-        if method is None:
+        rpc = self._rpcs.get(path)
+        if rpc is None:
             return _error(Status.NOT_FOUND, f"no unary method {path!r} (streams are gRPC only)")
-        behavior, request_type = method
-        if request_type is None:
-            return await _called(behavior, None)
+        refused = rpc.refusal(caller)
+        if refused is not None:
+            return _error(refused.status, refused.message or "")
         if content_type.split(";", maxsplit=1)[0].strip().lower() != JSON:
             return _error(Status.INVALID_ARGUMENT, f"the body must be {JSON}")
-        request = request_type()
+        request = rpc.request_type()
         try:
             json_format.Parse(body or b"{}", request)
         except (json_format.ParseError, UnicodeDecodeError) as error:
             message = str(error).splitlines()[0][:200]
-            what = f"the body is not a {request_type.__name__}: {message}"
+            what = f"the body is not a {rpc.request_type.__name__}: {message}"
             return _error(Status.INVALID_ARGUMENT, what)
-        return await _called(behavior, request)
+        return await _called(rpc, caller, request)
 
 
-async def _called(behavior: Unary, request: Message | None) -> Answer:
+async def _called(rpc: UnaryRpc, caller: Caller, request: Message) -> Answer:
     """The HTTP status and JSON body of the call's answer or refusal."""
     try:
-        response = await behavior(request)
+        response = await rpc.call(caller, request)
     except RetryHinted as error:
         return _error(error.status, error.message or "", error.retry_after)
     except GRPCError as error:
@@ -133,9 +143,11 @@ class JsonConnection:
         transport: asyncio.Transport,
         calls: JsonCalls,
         on_call: Callable[[], contextlib.AbstractContextManager[None]],
+        caller: Caller,
     ) -> None:
         self._transport = transport
         self._calls = calls
+        self._caller = caller
         self._on_call = on_call  # counts the call as active on its connection
         self._http = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
         self._request: h11.Request | None = None
@@ -207,7 +219,9 @@ class JsonConnection:
         path = request.target.decode("latin-1").split("?")[0]
         try:
             with self._on_call():
-                answer = await self._calls.answer(path, content_type, bytes(self._body))
+                answer = await self._calls.answer(
+                    path, content_type, bytes(self._body), self._caller
+                )
         except Exception:
             log.exception("unexpected error in a JSON call", extra={"path": path[:100]})
             answer = _error(Status.INTERNAL, "internal")

@@ -1,4 +1,4 @@
-"""The person's own calls, for a managing app only: app policy, aliases, the audit trail."""
+"""The person's own calls: the app policy and aliases (for a managing app only), the audit trail."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from ...v1 import broker_pb2 as pb
 from ..apps.gate import AppGate, AppView
 from ..apps.policy import Decision
 from ..audit_trail import AuditTrail
+from .access import Admitted
 from .messages import DECISION, DECISION_OF, actor_of, app_message, audit_event
-from .statuses import InvalidRequest, checked, unary
-from .transport import current_caller
+from .statuses import InvalidRequest, checked
 
 MAX_AUDIT_ROWS = 1000
 
@@ -26,10 +26,10 @@ class ManagerCalls:
         self._apps = apps
         self._audit = audit
 
-    @unary
-    async def ListApps(self, request: pb.ListAppsRequest) -> pb.ListAppsResponse:
+    async def ListApps(
+        self, request: pb.ListAppsRequest, admitted: Admitted
+    ) -> pb.ListAppsResponse:
         """The apps seen and in the policy, with their decisions (for a managing app only)."""
-        await self._apps.admit_manager(current_caller())
         return pb.ListAppsResponse(
             apps=[app_message(view, use) for view, use in self._apps_by_last_use()],
             default_decision=DECISION[self._apps.default],
@@ -37,11 +37,14 @@ class ManagerCalls:
             policy_error=self._apps.policy.error,
         )
 
-    @unary
-    async def SetAppPolicy(self, request: pb.SetAppPolicyRequest) -> pb.SetAppPolicyResponse:
-        """Record the user's decision for an app and answer its waiting requests."""
-        caller = current_caller()
-        await self._apps.admit_manager(caller)  # else a denied app could allow itself
+    async def SetAppPolicy(
+        self, request: pb.SetAppPolicyRequest, admitted: Admitted
+    ) -> pb.SetAppPolicyResponse:
+        """Record the user's decision for an app and answer its waiting requests.
+
+        For a managing app only (access.py), else a denied app could allow itself.
+        """
+        caller = admitted.caller
         if not request.app:
             raise InvalidRequest("app is required: its id, path or file name")
         accounts = [checked(check_account, account) for account in request.accounts]
@@ -84,13 +87,11 @@ class ManagerCalls:
         use = self._session.app_use().get(view.record.id)
         return pb.SetAppPolicyResponse(app=app_message(view, use), answered=answered)
 
-    @unary
     async def SetAccountAlias(
-        self, request: pb.SetAccountAliasRequest
+        self, request: pb.SetAccountAliasRequest, admitted: Admitted
     ) -> pb.SetAccountAliasResponse:
         """Give a signed-in account an alias, or remove one (for a managing app only)."""
-        caller = current_caller()
-        await self._apps.admit_manager(caller)  # the aliases are the person's, like the policy
+        caller = admitted.caller
         alias = checked(check_alias, request.alias)
         account = checked(check_account, request.account)
         if account:
@@ -101,15 +102,13 @@ class ManagerCalls:
             named = await self._session.remove_alias(alias, actor=actor_of(caller))
         return pb.SetAccountAliasResponse(account=named)
 
-    @unary
     async def ListAuditEvents(
-        self, request: pb.ListAuditEventsRequest
+        self, request: pb.ListAuditEventsRequest, admitted: Admitted
     ) -> pb.ListAuditEventsResponse:
         """Recent audit rows of the accounts the caller may see, newest first."""
-        caller = current_caller()
+        caller, visible = admitted.caller, admitted.entitlement
         if not 0 <= request.limit <= MAX_AUDIT_ROWS or request.before_id < 0:
             raise InvalidRequest(f"limit must be 0 to {MAX_AUDIT_ROWS} and before_id at least 0")
-        visible = await self._apps.readable(caller)
         account = self._session.account_named(checked(check_account, request.account), visible)
         if account and not visible.sees(account):
             raise AccountNotFound

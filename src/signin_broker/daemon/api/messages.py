@@ -11,7 +11,6 @@ from ...session.validation import (
     MAX_MIN_TTL_SECONDS,
     check_account,
     check_audience,
-    check_origin,
     check_scopes,
 )
 from ...store.audit import Actor, AuditRow
@@ -158,22 +157,3 @@ def token_terms(
     if len(request.app_hint) > MAX_APP_HINT or not request.app_hint.isprintable():
         raise InvalidRequest(f"app_hint must be at most {MAX_APP_HINT} printable characters")
     return account, scopes, checked(check_audience, request.audience)
-
-
-def web_origin_of(
-    request: pb.GetTokenRequest | pb.SignDpopProofRequest, caller: Caller
-) -> str | None:
-    """The web origin a browser extension's token request is for; None for any other app's.
-
-    A caller without an identity is refused for that (AppGate.admit), whatever it sent.
-    """
-    if not caller.browser:
-        if request.origin and caller.identified:
-            raise InvalidRequest(
-                "origin is for a browser extension's requests (through signin-broker native-host)"
-            )
-        return None
-    if not request.origin:
-        raise InvalidRequest("a browser extension's request must name the web origin it is for")
-    origin: str = checked(check_origin, request.origin)
-    return origin

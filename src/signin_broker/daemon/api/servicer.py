@@ -19,10 +19,7 @@ from ...session.accounts import (
     Entitlement,
     owner_key,
 )
-from ...session.errors import (
-    AccountNotFound,
-    SessionError,
-)
+from ...session.errors import AccountNotFound
 from ...session.events import SessionEvent, WatcherDropped
 from ...session.manager import SessionManager
 from ...session.validation import check_step_up
@@ -32,6 +29,7 @@ from ..audit_trail import AuditTrail
 from ..callers.identity import Caller
 from ..host.memory import resident_bytes
 from ..qr import qr_image
+from .access import Admitted
 from .messages import (
     EVENT_KIND,
     SIGN_IN_STATE,
@@ -39,18 +37,17 @@ from .messages import (
     actor_of,
     provider_message,
     token_terms,
-    web_origin_of,
 )
 from .service_info import DaemonInfo
-from .statuses import checked, status_of, unary
-from .transport import current_caller
+from .statuses import checked
 
 
 class TokenBrokerServicer:
     """What apps read: tokens, the status, accounts, a device sign-in's QR code, events.
 
     The calls that change sessions are AccountCalls (account_calls.py), the person's
-    own ManagerCalls (manager_calls.py).
+    own ManagerCalls (manager_calls.py). Who may call each is the access table's
+    (access.py): a handler is given the caller it admitted.
     """
 
     def __init__(
@@ -61,17 +58,16 @@ class TokenBrokerServicer:
         self._apps = apps
         self._audit = audit
 
-    @unary
-    async def GetToken(self, request: pb.GetTokenRequest) -> pb.GetTokenResponse:
+    async def GetToken(
+        self, request: pb.GetTokenRequest, admitted: Admitted
+    ) -> pb.GetTokenResponse:
         """Check the request, then return a token from the session manager."""
         account, scopes, audience = token_terms(request)
         step_up = None  # the common case costs one look at the two fields
         if request.acr_values or request.HasField("max_age_seconds"):
             max_age = request.max_age_seconds if request.HasField("max_age_seconds") else None
             step_up = checked(partial(check_step_up, request.acr_values), max_age)
-        caller = current_caller()
-        origin = web_origin_of(request, caller)
-        entitlement = await self._apps.admit(caller, origin)
+        caller, entitlement, origin = admitted.caller, admitted.entitlement, admitted.origin
         asked: dict[str, Any] = {
             "scopes": scopes,
             "min_ttl": request.min_ttl_seconds,
@@ -107,12 +103,12 @@ class TokenBrokerServicer:
             dpop_bound_by=token.dpop_bound_by,
         )
 
-    @unary
-    async def GetStatus(self, request: pb.GetStatusRequest) -> pb.GetStatusResponse:
+    async def GetStatus(
+        self, request: pb.GetStatusRequest, admitted: Admitted
+    ) -> pb.GetStatusResponse:
         """Describe the daemon, the sign-in state and the caller."""
-        caller = current_caller()
-        visible = await self._apps.visible(caller)
-        sessions = self._session.status(visible)
+        caller = admitted.caller
+        sessions = self._session.status(admitted.entitlement)
         return pb.GetStatusResponse(
             version=__version__,
             pid=self._info.pid,
@@ -148,19 +144,19 @@ class TokenBrokerServicer:
             ],
         )
 
-    @unary
-    async def ListAccounts(self, request: pb.ListAccountsRequest) -> pb.ListAccountsResponse:
+    async def ListAccounts(
+        self, request: pb.ListAccountsRequest, admitted: Admitted
+    ) -> pb.ListAccountsResponse:
         """List the accounts, default first."""
-        visible = await self._apps.readable(current_caller())
         return pb.ListAccountsResponse(
-            accounts=[account_message(a) for a in self._session.accounts(visible)]
+            accounts=[account_message(a) for a in self._session.accounts(admitted.entitlement)]
         )
 
-    @unary
-    async def GetSignInQr(self, request: pb.GetSignInQrRequest) -> pb.GetSignInQrResponse:
+    async def GetSignInQr(
+        self, request: pb.GetSignInQrRequest, admitted: Admitted
+    ) -> pb.GetSignInQrResponse:
         """The QR code of a pending device sign-in the caller owns; NOT_FOUND otherwise."""
-        caller = current_caller()
-        owners = self._owners(caller, await self._apps.readable(caller))
+        owners = self._owners(admitted.caller, admitted.entitlement)
         started = self._session.device_sign_in(request.sign_in_id, owners)
         if started is None:
             raise AccountNotFound
@@ -174,27 +170,22 @@ class TokenBrokerServicer:
         )
 
     async def WatchEvents(
-        self, request: pb.WatchEventsRequest
+        self, request: pb.WatchEventsRequest, admitted: Admitted
     ) -> AsyncIterator[pb.WatchEventsResponse]:
         """A snapshot, then every event the caller may see, until it leaves or the daemon stops.
 
         What it may see is decided afresh for each event: the user may change the
         policy while the app watches.
         """
-        caller = current_caller()
-        try:
-            await self._apps.readable(caller)
-        except SessionError as error:
-            raise GRPCError(status_of(error), str(error)) from None
-        await self._session.ready.wait()  # the snapshot tells the restored state
+        caller = admitted.caller
         with self._session.subscribe() as subscription:
-            yield self._snapshot(await self._apps.visible(caller), time.time())
+            yield self._snapshot(admitted.entitlement, time.time())
             while True:
                 try:
                     event = await subscription.next()
                 except WatcherDropped as dropped:
                     raise GRPCError(Status.UNAVAILABLE, str(dropped)) from None
-                visible = await self._apps.visible(caller)
+                visible = await self._apps.visible_to(caller)
                 if event.concerns(visible, self._owners(caller, visible)):
                     yield self._event(event, visible)
 

@@ -12,10 +12,8 @@ A refusal's status is its class's, or its nearest base class's.
 
 from __future__ import annotations
 
-import functools
-import logging
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any
 
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
@@ -44,11 +42,16 @@ from ...session.errors import (
     TooManyNewTokens,
     UnknownAlias,
 )
-from ..apps.gate import AppDenied, NotABrowserApp, NothingWaits, UnknownApp
-from .forwards import ForwardExists, ForwardNotFound
+from ..refusals import (
+    AppDenied,
+    ForwardExists,
+    ForwardNotFound,
+    NoAccountToForward,
+    NotABrowserApp,
+    NothingWaits,
+    UnknownApp,
+)
 from .retry_hints import RetryHinted
-
-log = logging.getLogger(__name__)
 
 _STATUS_OF: dict[type[SessionError], Status] = {
     SignInRequired: Status.UNAUTHENTICATED,
@@ -79,38 +82,12 @@ _STATUS_OF: dict[type[SessionError], Status] = {
     NotABrowserApp: Status.INVALID_ARGUMENT,
     ForwardExists: Status.ALREADY_EXISTS,
     ForwardNotFound: Status.NOT_FOUND,
+    NoAccountToForward: Status.FAILED_PRECONDITION,
 }
 
 
 class InvalidRequest(Exception):
     """The request itself is wrong; the message says how."""
-
-
-Response = TypeVar("Response")
-
-
-def unary(
-    method: Callable[[Any, Any], Awaitable[Response]],
-) -> Callable[[Any, Any], Awaitable[Response]]:
-    """Wait until the sessions are ready; map the errors of a unary method onto gRPC statuses.
-
-    The daemon serves apps while it still loads the OAuth stack and restores the stored
-    accounts (daemon.app): a call meanwhile waits for that, not for a sign-in.
-    """
-
-    @functools.wraps(method)
-    async def mapped(self: Any, request: Any) -> Response:
-        try:
-            if not self._session.ready.is_set():  # only at start-up: no wait on the hot path
-                await self._session.ready.wait()
-            return await method(self, request)
-        except (SessionError, InvalidRequest) as error:
-            raise grpc_error(error) from None
-        except Exception:
-            log.exception("unexpected error", extra={"method": method.__name__})
-            raise GRPCError(Status.INTERNAL, "internal") from None
-
-    return mapped
 
 
 def grpc_error(error: SessionError | InvalidRequest) -> GRPCError:

@@ -10,9 +10,8 @@ closed at once, and every other connection carries its verified caller for its w
 life, set as the current caller of each call it makes. There is no second socket and
 no address to borrow.
 
-Also here: the connection limits that keep one caller from locking the others out,
-and the mapping of the servicer's methods onto grpclib handlers (with a size limit
-and a clear INVALID_ARGUMENT for a request that does not parse).
+Also here: the connection limits that keep one caller from locking the others out.
+What a call does once its connection is in is dispatch.py's.
 """
 
 from __future__ import annotations
@@ -23,19 +22,13 @@ import contextvars
 import itertools
 import logging
 import socket
-import struct
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
-from google.protobuf import message_factory
-from google.protobuf.descriptor import ServiceDescriptor
-from google.protobuf.message import DecodeError, Message
-from grpclib.const import Cardinality, Handler, Status
-from grpclib.exceptions import GRPCError
 from grpclib.protocol import H2Protocol
 from grpclib.server import Handler as ConnectionHandler
-from grpclib.server import Server, Stream
+from grpclib.server import Server
 from h2.connection import H2Connection
 
 from ..callers.identity import Caller, identify_caller
@@ -44,7 +37,6 @@ from ..logs import Throttled
 from .batched_writes import BatchedWrites
 from .connection_calls import ConnectionCalls
 from .json_calls import JsonCalls, JsonConnection
-from .retry_hints import RetryHinted
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +54,6 @@ _FULL = Throttled(log, "connection limit reached: closing one to make room")
 
 MAX_CONNECTIONS = 4096  # all callers together
 MAX_CONNECTIONS_PER_PROCESS = 64  # one process: a few channels are plenty
-MAX_REQUEST_BYTES = 64 * 1024  # requests are a few hundred bytes; more is an attack or a bug
 H2_PREFACE_START = b"PRI * HTTP/2.0"  # how every HTTP/2 client opens (RFC 9113 3.4)
 
 
@@ -193,7 +184,7 @@ class CheckedProtocol(H2Protocol):
             _CURRENT_CONNECTION.reset(token)
 
     def _route(self, data: bytes) -> None:
-        assert self._transport is not None  # noqa: S101 - checked by data_received
+        assert self._transport is not None and self._connection is not None  # noqa: S101 - data_received checked
         if self._h2:
             super().data_received(data)
         elif self._json is not None:
@@ -207,7 +198,9 @@ class CheckedProtocol(H2Protocol):
                 super().connection_made(self._transport)
                 super().data_received(data)
             else:
-                self._json = JsonConnection(self._transport, self._json_calls, _active_call)
+                self._json = JsonConnection(
+                    self._transport, self._json_calls, active_call, self._connection.caller
+                )
                 self._json.data_received(data)
 
     # Flow control: the transport pauses writing when an answer outgrows its buffer. An
@@ -324,78 +317,8 @@ class CheckedServer(Server):
             self._freed.ended(1 + calls.cut_off)
 
 
-Unary = Callable[[Any], Awaitable[Message]]
-Streaming = Callable[[Any], AsyncIterator[Message]]
-
-
-class ServiceHandlers:
-    """Servicers' methods as grpclib handlers, one per method of the service descriptor.
-
-    The service's calls are split among several servicers (one per concept); each
-    method must be served by exactly one of them.
-
-    Each method takes the request message only; the caller is `current_caller()`.
-    A request over MAX_REQUEST_BYTES is RESOURCE_EXHAUSTED, one that does not parse
-    INVALID_ARGUMENT, both without a traceback in the log (a caller controls them).
-    """
-
-    def __init__(self, servicers: Sequence[object], service: ServiceDescriptor) -> None:
-        self._mapping: dict[str, Handler] = {}
-        self.unary: dict[str, tuple[Unary, type[Message]]] = {}  # for json_calls
-        for method in service.methods:
-            request_type = message_factory.GetMessageClass(method.input_type)
-            response_type = message_factory.GetMessageClass(method.output_type)
-            behavior = _served_once(servicers, method.name)
-            if method.server_streaming:
-                run, cardinality = _streaming(behavior, request_type), Cardinality.UNARY_STREAM
-            else:
-                run, cardinality = unary_handler(behavior, request_type), Cardinality.UNARY_UNARY
-            path = f"/{service.full_name}/{method.name}"
-            if not method.server_streaming:
-                self.unary[path] = (behavior, request_type)
-            self._mapping[path] = Handler(run, cardinality, request_type, response_type)
-
-    def __mapping__(self) -> dict[str, Handler]:
-        """The handlers by path, as grpclib's Server asks for them."""
-        return self._mapping
-
-
-def unary_handler(
-    behavior: Unary, request_type: type[Message]
-) -> Callable[[Stream[Any, Any]], Awaitable[None]]:
-    """A grpclib handler that serves a unary method: the request read, bounded, then answered."""
-
-    async def handle(stream: Stream[Any, Any]) -> None:
-        request = await _receive(stream, request_type)
-        with _active_call():
-            try:
-                response = await behavior(request)
-            except RetryHinted as refusal:  # grpclib's own would drop the hint
-                await stream.send_trailing_metadata(
-                    status=refusal.status,
-                    status_message=refusal.message,
-                    metadata=refusal.trailer(),
-                )
-                return
-        await stream.send_message(response)
-
-    return handle
-
-
-def _streaming(
-    behavior: Streaming, request_type: type[Message]
-) -> Callable[[Stream[Any, Any]], Awaitable[None]]:
-    async def handle(stream: Stream[Any, Any]) -> None:
-        request = await _receive(stream, request_type)
-        with _active_call():
-            async for response in behavior(request):
-                await stream.send_message(response)
-
-    return handle
-
-
 @contextlib.contextmanager
-def _active_call() -> Iterator[None]:
+def active_call() -> Iterator[None]:
     """Count a call as active on its connection while it runs (idle ones are evicted first)."""
     connection = _CURRENT_CONNECTION.get()
     connection.active_calls += 1
@@ -403,36 +326,3 @@ def _active_call() -> Iterator[None]:
         yield
     finally:
         connection.active_calls -= 1
-
-
-async def _receive(stream: Stream[Any, Any], request_type: type[Message]) -> Message:
-    """The one request message of a call, bounded in size, parsed or refused."""
-    h2_stream = stream._stream  # grpclib's own receive reads a message of any length
-    prefix = await h2_stream.recv_data(5)
-    if len(prefix) < 5:
-        raise GRPCError(Status.INVALID_ARGUMENT, "the request has no message")
-    compressed, size = struct.unpack(">?I", prefix)
-    if compressed:
-        raise GRPCError(Status.UNIMPLEMENTED, "compressed requests are not supported")
-    if size > MAX_REQUEST_BYTES:
-        raise GRPCError(
-            Status.RESOURCE_EXHAUSTED, f"the request is larger than {MAX_REQUEST_BYTES} bytes"
-        )
-    body = await h2_stream.recv_data(size)
-    request = request_type()
-    try:
-        request.ParseFromString(body)
-    except DecodeError:
-        log.debug("refused a request that does not parse", extra={"type": request_type.__name__})
-        raise GRPCError(
-            Status.INVALID_ARGUMENT, f"the request is not a valid {request_type.__name__}"
-        ) from None
-    return request
-
-
-def _served_once(servicers: Sequence[object], name: str) -> Any:
-    """The one servicer method of this name; a missing or doubled one is a bug at start."""
-    found = [getattr(servicer, name) for servicer in servicers if hasattr(servicer, name)]
-    if len(found) != 1:
-        raise TypeError(f"{name} is served by {len(found)} servicers, not 1")
-    return found[0]

@@ -25,35 +25,15 @@ from pathlib import Path
 
 from ...identities import AppId, AppKind
 from ...session.accounts import NOTHING, Entitlement
-from ...session.errors import SessionError
 from ..callers.browsers import names_an_extension
 from ..callers.forwarded import ForwardConnection
 from ..callers.identity import Caller
 from ..callers.pins import Unpinnable, file_sha256, running_sha256
 from ..host.desktop import notify
+from ..refusals import AppDenied, FixedAtOpening, NotABrowserApp, NothingWaits, UnknownApp
 from .policy import AppRule, Decision, PolicyFile
 
 log = logging.getLogger(__name__)
-
-
-class AppDenied(SessionError):
-    """The user's policy refuses the app (or the user did not answer in time)."""
-
-
-class UnknownApp(SessionError):
-    """No known app matches what the user named (or more than one does)."""
-
-
-class NothingWaits(SessionError):
-    """An answer for this request only, and no request of the app waits for one."""
-
-
-class NotABrowserApp(SessionError):
-    """Web origins were given for an app that is no browser extension."""
-
-
-class FixedAtOpening(SessionError):
-    """A forward's policy is the one it was opened with: no rule of the policy file changes it."""
 
 
 @dataclass
@@ -117,8 +97,10 @@ class AppGate:
         self.policy.refresh()
         return self._rule_of(caller.app)
 
-    async def visible(self, caller: Caller) -> Entitlement:
-        """What the app may see in lists and events: nothing until it is allowed."""
+    # -- what a caller may see and get: one method per class of the access table ----------
+
+    async def visible_to(self, caller: Caller) -> Entitlement:
+        """What the app may see in lists and events; never refuses: nothing until allowed."""
         if caller.forward is not None:
             return caller.forward.grant.entitlement
         rule = self.rule_for(caller)
@@ -131,8 +113,28 @@ class AppGate:
             return NOTHING
         return _entitlement(rule)
 
-    async def admit(self, caller: Caller, origin: str | None = None) -> Entitlement:
-        """What the app may get tokens of; waits for the user's answer when the rule says ask.
+    async def admit_reader(self, caller: Caller) -> Entitlement:
+        """Admit an app that reads (accounts, events, audit): AppDenied when its policy denies it.
+
+        An app whose rule says ask reads nothing until the user allows it, without a
+        prompt: only a token request asks. A forward or a browser extension reads
+        nothing (they get tokens only: the access table keeps them out; this holds
+        behind it).
+        """
+        if not caller.identified:
+            raise _unidentified(caller)
+        if caller.forward is not None or caller.browser:
+            raise AppDenied(f"{caller.app} may get tokens only")
+        rule = self.rule_for(caller)
+        if rule.decision is Decision.DENY:
+            raise AppDenied(
+                f"the user's app policy denies {self._record(caller).name};"
+                f" to allow it: signin-broker apps allow {caller.app!r}"
+            )
+        return await self.visible_to(caller)
+
+    async def admit_app(self, caller: Caller, origin: str | None = None) -> Entitlement:
+        """Admit an app to tokens and sessions; waits for the user's answer when the rule says ask.
 
         A caller the daemon could not identify (it exited, or its program could not be
         read) is refused whatever the default: "allow" is for apps the user can name.
@@ -161,6 +163,33 @@ class AppGate:
             raise AppDenied(refusal)
         return _entitlement(rule)
 
+    async def admit_manager(self, caller: Caller) -> Entitlement:
+        """Admit an app that may read or change the policy itself (the person's own tools).
+
+        An app with a rule of its own must be allowed every account and scope: one
+        limited to some accounts must not learn what other accounts exist, and a
+        denied one must not allow itself. An app without a rule manages only if it is
+        not sandboxed (a confined app only when new apps are allowed): an unconfined
+        program of the user's could edit apps.toml anyway, and the bundled command
+        must work before any rule exists.
+        """
+        if not caller.identified:
+            raise _unidentified(caller)
+        if caller.forward is not None or caller.browser:
+            raise AppDenied(f"{caller.app} may not manage the broker: it gets tokens only")
+        if caller.app not in self.policy.rules:
+            self.policy.refresh()
+        if caller.app in self.policy.rules:
+            entitlement = await self.admit_reader(caller)  # refused, not asked, while undecided
+            if entitlement.accounts is None and entitlement.scopes is None:
+                return entitlement
+        elif caller.sandbox is None or self.default is Decision.ALLOW:
+            return Entitlement()
+        raise AppDenied(
+            f"{caller.app} may not manage the broker: only an app allowed every account"
+            " and scope may; use the bundled `signin-broker` command"
+        )
+
     async def _admit_forwarded(
         self, connection: ForwardConnection, record: AppRecord
     ) -> Entitlement:
@@ -179,52 +208,6 @@ class AppGate:
         record = self._apps.pop(app, None)
         if record is not None:
             self._settle(record, Decision.DENY)
-
-    async def readable(self, caller: Caller) -> Entitlement:
-        """What an app may read (accounts, events, audit); PERMISSION_DENIED when denied.
-
-        An app whose rule says ask reads nothing until the user allows it, without a
-        prompt: only a token request asks. A forward reads nothing (it serves GetToken
-        and its own status only: forwards.ALLOWED_ON_A_FORWARD); this holds behind that.
-        """
-        if not caller.identified:
-            raise _unidentified(caller)
-        if caller.forward is not None or caller.browser:
-            raise AppDenied(f"{caller.app} may get tokens only")
-        rule = self.rule_for(caller)
-        if rule.decision is Decision.DENY:
-            raise AppDenied(
-                f"the user's app policy denies {self._record(caller).name};"
-                f" to allow it: signin-broker apps allow {caller.app!r}"
-            )
-        return await self.visible(caller)
-
-    async def admit_manager(self, caller: Caller) -> Entitlement:
-        """Admit an app that may read or change the policy itself.
-
-        An app with a rule of its own must be allowed every account and scope: one
-        limited to some accounts must not learn what other accounts exist, and a
-        denied one must not allow itself. An app without a rule manages only if it is
-        not sandboxed (a confined app only when new apps are allowed): an unconfined
-        program of the user's could edit apps.toml anyway, and the bundled command
-        must work before any rule exists.
-        """
-        if not caller.identified:
-            raise _unidentified(caller)
-        if caller.forward is not None or caller.browser:
-            raise AppDenied(f"{caller.app} may not manage the broker: it gets tokens only")
-        if caller.app not in self.policy.rules:
-            self.policy.refresh()
-        if caller.app in self.policy.rules:
-            entitlement = await self.readable(caller)  # refused, not asked, while undecided
-            if entitlement.accounts is None and entitlement.scopes is None:
-                return entitlement
-        elif caller.sandbox is None or self.default is Decision.ALLOW:
-            return Entitlement()
-        raise AppDenied(
-            f"{caller.app} may not manage the broker: only an app allowed every account"
-            " and scope may; use the bundled `signin-broker` command"
-        )
 
     async def _pin_refusal(self, rule: AppRule, caller: Caller) -> str:
         """Why the caller does not meet the rule's sha256 pin ("" when it does, or has none)."""

@@ -1,0 +1,173 @@
+"""Who may call each RPC of the API: one table, applied by the transport before any handler runs.
+
+Every RPC of the service has one entry in ACCESS: which of the user's apps may call it,
+by what their app policy says of them (Callers), and whether a forward or a browser
+extension may too. The dispatch (dispatch.py) applies an RPC's entry to each of its
+calls, over gRPC and JSON alike: a caller of a class the entry leaves out (a forward,
+a browser extension) is refused before a byte of its request is read; the app policy
+is asked once the request is read (a browser extension's request names the web origin
+it is for), before the handler runs. The handler is given what the policy lets the
+caller see and get (Admitted) and never decides who may call it. An RPC without an
+entry, or an entry without an RPC, stops the daemon at its start.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError
+
+from ...session.accounts import Entitlement
+from ...session.validation import check_origin
+from ..apps.gate import AppGate
+from ..callers.identity import Caller
+from .statuses import InvalidRequest, checked
+
+
+class Callers(enum.Enum):
+    """Which of the user's apps may call an RPC, by what their app policy says of them."""
+
+    # Any caller of the user, identified or not: each sees only what its policy lets
+    # it see (nothing until it is allowed).
+    ANYONE = "any caller"
+    # An app its policy does not deny: one whose rule says ask reads nothing yet.
+    READERS = "an app not denied"
+    # An app its policy allows: a request of one whose rule says ask waits for the person.
+    ALLOWED = "an app allowed"
+    # The person's own tools: an unconfined program without a rule of its own, or an app
+    # allowed every account and scope (apps.gate.AppGate.admit_manager).
+    MANAGERS = "the managing app"
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """One RPC's entry: the apps that may call it, and whether forwards and browsers may too."""
+
+    callers: Callers
+    forwards: bool = False  # served on a forward's socket, as the forward's grant allows
+    browsers: bool = False  # served to a browser extension, for the origins its rule lists
+
+    def __str__(self) -> str:
+        also = [("forwards", self.forwards), ("browser extensions", self.browsers)]
+        return " and ".join([self.callers.value, *(kind for kind, served in also if served)])
+
+
+# Tokens and proofs for them: every app the policy allows, a forward as its grant
+# allows, a browser extension for the web origins its rule lists.
+TOKENS = Access(Callers.ALLOWED, forwards=True, browsers=True)
+
+ACCESS: Mapping[str, Access] = MappingProxyType(
+    {
+        "GetToken": TOKENS,
+        "SignDpopProof": TOKENS,
+        # The daemon's state: any caller, seeing only the accounts its policy lets it see.
+        # A forward answers its own, reduced one (forward_calls.ForwardCalls.reduced_status).
+        "GetStatus": Access(Callers.ANYONE, forwards=True),
+        # What apps read: the accounts, a device sign-in's code, events, the audit trail.
+        "ListAccounts": Access(Callers.READERS),
+        "GetSignInQr": Access(Callers.READERS),
+        "WatchEvents": Access(Callers.READERS),
+        "ListAuditEvents": Access(Callers.READERS),
+        # Sessions begun, ended and chosen, of the accounts the app may use.
+        "BeginSignIn": Access(Callers.ALLOWED),
+        "SignOut": Access(Callers.ALLOWED),
+        "SetDefaultAccount": Access(Callers.ALLOWED),
+        "RemoveAccount": Access(Callers.ALLOWED),
+        # The person's own: the app policy, the aliases, the forwards.
+        "ListApps": Access(Callers.MANAGERS),
+        "SetAppPolicy": Access(Callers.MANAGERS),
+        "SetAccountAlias": Access(Callers.MANAGERS),
+        "OpenForward": Access(Callers.MANAGERS),
+        "CloseForward": Access(Callers.MANAGERS),
+        "ListForwards": Access(Callers.MANAGERS),
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """A call its RPC's entry let through: the verified caller, and what it may see and get."""
+
+    caller: Caller
+    entitlement: Entitlement
+    origin: str | None = None  # the web origin a browser extension's token request is for
+
+
+class Guard:
+    """One RPC's entry, applied to each of its calls with the user's app policy."""
+
+    def __init__(self, rpc: str, access: Access, apps: AppGate) -> None:
+        self.rpc = rpc
+        self.access = access
+        self._apps = apps
+        checks: dict[Callers, Callable[[Caller, Any], Awaitable[Admitted]]] = {
+            Callers.ANYONE: self._anyone,
+            Callers.READERS: self._reader,
+            Callers.ALLOWED: self._allowed,
+            Callers.MANAGERS: self._manager,
+        }
+        self.admit = checks[access.callers]  # bound once: GetToken's hot path looks up nothing
+
+    def refusal(self, caller: Caller) -> GRPCError | None:
+        """The refusal of a caller of a class the entry leaves out (read before the request is)."""
+        if caller.forward is not None and not self.access.forwards:
+            return GRPCError(
+                Status.PERMISSION_DENIED,
+                f"{self.rpc} is not available through a forward: a forward gives tokens only;"
+                " run it on the host",
+            )
+        if caller.browser and not self.access.browsers:
+            return GRPCError(Status.PERMISSION_DENIED, f"{caller.app} may get tokens only")
+        return None
+
+    async def _anyone(self, caller: Caller, request: Any) -> Admitted:
+        return Admitted(caller, await self._apps.visible_to(caller))
+
+    async def _reader(self, caller: Caller, request: Any) -> Admitted:
+        return Admitted(caller, await self._apps.admit_reader(caller))
+
+    async def _allowed(self, caller: Caller, request: Any) -> Admitted:
+        origin = web_origin_of(request, caller) if self.access.browsers else None
+        return Admitted(caller, await self._apps.admit_app(caller, origin), origin)
+
+    async def _manager(self, caller: Caller, request: Any) -> Admitted:
+        return Admitted(caller, await self._apps.admit_manager(caller))
+
+
+def web_origin_of(request: Any, caller: Caller) -> str | None:
+    """The web origin a browser extension's token request is for; None for any other app's.
+
+    A caller without an identity is refused for that (AppGate.admit_app), whatever it sent.
+    """
+    if not caller.browser:
+        if request.origin and caller.identified:
+            raise InvalidRequest(
+                "origin is for a browser extension's requests (through signin-broker native-host)"
+            )
+        return None
+    if not request.origin:
+        raise InvalidRequest("a browser extension's request must name the web origin it is for")
+    origin: str = checked(check_origin, request.origin)
+    return origin
+
+
+def guards(
+    methods: Mapping[str, object], apps: AppGate, table: Mapping[str, Access] = ACCESS
+) -> dict[str, Guard]:
+    """Each method's guard; TypeError (the daemon does not start) for a method without an entry.
+
+    An entry naming no method of the service is one too: a renamed RPC must not leave
+    its old entry behind while the new name has none.
+    """
+    unlisted = sorted(set(methods) - set(table))
+    if unlisted:
+        raise TypeError(f"no access entry for {', '.join(unlisted)} (daemon/api/access.py)")
+    stale = sorted(set(table) - set(methods))
+    if stale:
+        raise TypeError(f"access entries for no RPC of the service: {', '.join(stale)}")
+    return {name: Guard(name, table[name], apps) for name in methods}

@@ -1,0 +1,255 @@
+"""Who may call each RPC: every method of the proto, called as each class of caller, on both paths.
+
+The daemon's access table (daemon/api/access.py) is applied by the transport, never by
+the handlers: here a real checked server on a Unix socket serves stand-in handlers that
+record being reached, the real app gate decides on a real policy file, and a gRPC
+client and an HTTP/1.1 JSON client call every RPC of broker.proto as each kind of
+caller. EXPECTED below is written out on its own, not derived from the table: weaken
+one entry and the test names the RPC and the caller that got through. (Another user's
+connection is closed at accept: tests/attacks/test_identity_other_uid.py.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf import json_format, message_factory
+from google.protobuf.descriptor import MethodDescriptor
+from grpclib.client import Channel, UnaryStreamMethod, UnaryUnaryMethod
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError
+
+from signin_broker.daemon.api.access import ACCESS, Admitted
+from signin_broker.daemon.api.dispatch import ServiceHandlers
+from signin_broker.daemon.api.json_calls import JsonCalls
+from signin_broker.daemon.api.transport import CheckedServer, ConnectionTable, TransportGate
+from signin_broker.daemon.apps.gate import AppGate
+from signin_broker.daemon.apps.policy import AppRule, Decision, PolicyFile, render
+from signin_broker.daemon.callers.forwarded import ForwardConnection, ForwardGrant
+from signin_broker.daemon.callers.identity import Caller
+from signin_broker.identities import AppId, AppKind
+from signin_broker.v1 import broker_pb2 as pb
+
+SERVICE = pb.DESCRIPTOR.services_by_name["TokenBroker"]
+UID, GID = os.getuid(), os.getgid()
+ORIGIN = "https://app.example"
+EXTENSION = AppId(AppKind.BROWSER, "chromium/abcdefghijklmnopabcdefghijklmnop")
+FLATPAK = AppId(AppKind.FLATPAK, "org.example.X")
+FORWARD = AppId(AppKind.FORWARD, "box")
+THROUGH_BOX = ForwardConnection(ForwardGrant("box", None))
+
+OK, NO, ASKS = "served", "refused", "asks the person, then served"
+
+# The callers, as the kernel and the policy file (below) describe them; the daemon's
+# default for apps without a rule of their own is "ask".
+CALLERS: dict[str, Caller] = {
+    "unidentified": Caller(UID, GID, 4001, "", 1),  # it exited before it could be read
+    "denied app": Caller(UID, GID, 4002, "/usr/bin/denied", 2),
+    "undecided app": Caller(UID, GID, 4003, "/app/bin/x", 3, sandbox=FLATPAK),
+    "restricted app": Caller(UID, GID, 4004, "/usr/bin/restricted", 4),
+    "allowed app": Caller(UID, GID, 4005, "/usr/bin/allowed", 5),
+    "managing app": Caller(UID, GID, 4006, "/usr/bin/signin-broker", 6),  # no rule: the CLI
+    "browser extension": Caller(UID, GID, 4007, "/usr/bin/python3", 7, sandbox=EXTENSION),
+    "forward": Caller(UID, GID, 4008, "/usr/bin/ssh", 8, sandbox=FORWARD, forward=THROUGH_BOX),
+}
+RULES = [
+    AppRule("/usr/bin/denied", Decision.DENY),
+    AppRule("/usr/bin/restricted", Decision.ALLOW, accounts=("user:1",)),
+    AppRule("/usr/bin/allowed", Decision.ALLOW),
+    AppRule(str(EXTENSION), Decision.ALLOW, origins=(ORIGIN,)),
+]
+
+# What each caller gets of each RPC, in the order of CALLERS:
+#   unidentified, denied, undecided, restricted, allowed, managing, browser, forward
+TOKENS = (NO, NO, ASKS, OK, OK, ASKS, OK, OK)
+READS = (NO, NO, OK, OK, OK, OK, NO, NO)  # undecided and unruled apps read, seeing nothing
+SESSIONS = (NO, NO, ASKS, OK, OK, ASKS, NO, NO)
+MANAGES = (NO, NO, NO, NO, OK, OK, NO, NO)
+EXPECTED: dict[str, tuple[str, ...]] = {
+    "GetToken": TOKENS,
+    "SignDpopProof": TOKENS,
+    "GetStatus": (OK, OK, OK, OK, OK, OK, NO, OK),
+    "ListAccounts": READS,
+    "GetSignInQr": READS,
+    "WatchEvents": READS,
+    "ListAuditEvents": READS,
+    "BeginSignIn": SESSIONS,
+    "SignOut": SESSIONS,
+    "SetDefaultAccount": SESSIONS,
+    "RemoveAccount": SESSIONS,
+    "ListApps": MANAGES,
+    "SetAppPolicy": MANAGES,
+    "SetAccountAlias": MANAGES,
+    "OpenForward": MANAGES,
+    "CloseForward": MANAGES,
+    "ListForwards": MANAGES,
+}
+
+
+def test_every_rpc_of_the_proto_has_an_expectation_and_an_access_entry() -> None:
+    assert sorted(EXPECTED) == sorted(SERVICE.methods_by_name) == sorted(ACCESS)
+
+
+class StandIns:
+    """Every RPC of the service, answering an empty response and noting who reached it."""
+
+    def __init__(self) -> None:
+        self.reached: list[tuple[str, Admitted]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in SERVICE.methods_by_name:
+            raise AttributeError(name)
+        method = SERVICE.methods_by_name[name]
+        response = message_factory.GetMessageClass(method.output_type)
+
+        async def unary(request: object, admitted: Admitted) -> Any:
+            self.reached.append((name, admitted))
+            return response()
+
+        async def streaming(request: object, admitted: Admitted) -> AsyncIterator[Any]:
+            self.reached.append((name, admitted))
+            yield response()
+
+        return streaming if method.server_streaming else unary
+
+
+@pytest.fixture
+def folder() -> Iterator[Path]:
+    made = Path(tempfile.mkdtemp(prefix="sb-access-", dir="/tmp"))  # a socket path is short
+    yield made
+    shutil.rmtree(made, ignore_errors=True)
+
+
+@pytest.mark.parametrize("who", list(CALLERS))
+def test_each_caller_gets_what_the_table_says_of_every_rpc_on_both_paths(
+    folder: Path, who: str
+) -> None:
+    caller = CALLERS[who]
+    policy = folder / "apps.toml"
+    policy.write_text(render(RULES))
+    gate = AppGate(PolicyFile(policy), Decision.ASK, ask_timeout=30)
+    stand_ins = StandIns()
+    ready = asyncio.Event()
+    ready.set()
+    handlers = ServiceHandlers([stand_ins], SERVICE, apps=gate, ready=ready)
+    if caller.forward is not None:  # as Forwards serves them
+        handlers = handlers.replacing({"GetStatus": stand_ins.GetStatus})
+    socket_path = folder / "s"
+
+    async def scenario() -> dict[str, list[str]]:
+        gate_of_connections = TransportGate(
+            frozenset({UID}), ConnectionTable(), lambda s, n: caller
+        )
+        server = CheckedServer([handlers], gate_of_connections, JsonCalls(handlers.unary))
+        await server.start(path=str(socket_path))
+        try:
+            got: dict[str, list[str]] = {}
+            for method in SERVICE.methods:
+                paths = [_grpc] if method.server_streaming else [_grpc, _json]  # streams: gRPC
+                got[method.name] = [
+                    await _outcome(gate, stand_ins, caller, method, partial(call, socket_path))
+                    for call in paths
+                ]
+            return got
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    got = asyncio.run(scenario())
+    column = list(CALLERS).index(who)
+    wrong = {
+        name: f"expected {EXPECTED[name][column]}, got {outcomes}"
+        for name, outcomes in got.items()
+        if set(outcomes) != {EXPECTED[name][column]}
+    }
+    assert wrong == {}, f"as the {who}"
+
+
+async def _outcome(
+    gate: AppGate, stand_ins: StandIns, caller: Caller, method: MethodDescriptor, call: Any
+) -> str:
+    """OK, ASKS or NO: how one call of the method went, and that the handler saw it so."""
+    reached = len(stand_ins.reached)
+    request = message_factory.GetMessageClass(method.input_type)()
+    if caller.browser and "origin" in request.DESCRIPTOR.fields_by_name:
+        request.origin = ORIGIN  # the web origin a browser extension vouches for
+    pending = asyncio.ensure_future(call(method, request))
+    asked = await _asked(gate, caller, pending)
+    if asked:
+        gate.answer_once(caller.app, Decision.ALLOW)
+    status = await asyncio.wait_for(pending, 10)
+    served = stand_ins.reached[reached:]
+    if status is Status.OK:
+        assert [(name, admitted.caller) for name, admitted in served] == [(method.name, caller)]
+        return ASKS if asked else OK
+    assert status is Status.PERMISSION_DENIED, (method.name, status)
+    assert not served, f"{method.name}'s handler ran for a refused caller"
+    return NO
+
+
+async def _asked(gate: AppGate, caller: Caller, pending: asyncio.Future[Status]) -> bool:
+    """Whether the call waits for the person's answer (else it ends by itself)."""
+    for _ in range(200):  # bounded: a refusal or an answer takes milliseconds here
+        if pending.done():
+            return False
+        if any(view.waiting and view.record.id == caller.app for view in gate.apps()):
+            return True
+        await asyncio.sleep(0.01)
+    raise AssertionError("the call neither ended nor asked")
+
+
+async def _grpc(socket_path: Path, method: MethodDescriptor, request: Any) -> Status:
+    path = f"/{SERVICE.full_name}/{method.name}"
+    response = message_factory.GetMessageClass(method.output_type)
+    kind = UnaryStreamMethod if method.server_streaming else UnaryUnaryMethod
+    channel = Channel(path=str(socket_path))
+    try:
+        await kind(channel, path, type(request), response)(request)
+    except GRPCError as error:
+        return error.status
+    finally:
+        channel.close()
+    return Status.OK
+
+
+async def _json(socket_path: Path, method: MethodDescriptor, request: Any) -> Status:
+    body = json_format.MessageToJson(request).encode()
+    reader, writer = await asyncio.open_unix_connection(socket_path)
+    try:
+        writer.write(
+            f"POST /{SERVICE.full_name}/{method.name} HTTP/1.1\r\nHost: broker\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        status = int((await reader.readline()).split()[1])
+        while (await reader.readline()).strip():
+            pass
+        answer = await reader.read(65536)
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+    if status == 200:
+        return Status.OK
+    return Status[json.loads(answer)["code"].upper()]
+
+
+@pytest.mark.parametrize("unlisted", ["ListApps", "WatchEvents"])
+def test_an_rpc_without_an_entry_stops_the_daemon_at_start(folder: Path, unlisted: str) -> None:
+    gate = AppGate(PolicyFile(folder / "apps.toml"), Decision.ASK, ask_timeout=30)
+    table = {name: entry for name, entry in ACCESS.items() if name != unlisted}
+    with pytest.raises(TypeError, match=f"no access entry for {unlisted}"):
+        ServiceHandlers([StandIns()], SERVICE, apps=gate, ready=asyncio.Event(), access=table)
+    stale = {**ACCESS, "GetTokens": ACCESS["GetToken"]}  # a renamed RPC's entry left behind
+    with pytest.raises(TypeError, match="access entries for no RPC of the service: GetTokens"):
+        ServiceHandlers([StandIns()], SERVICE, apps=gate, ready=asyncio.Event(), access=stale)
