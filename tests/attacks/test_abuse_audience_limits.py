@@ -123,7 +123,7 @@ def test_the_session_manager_bounds_grants_and_cache_of_an_audience_flood() -> N
         served = refused = 0
         for i in range(FLOOD):
             try:
-                await session.get_token("", (), 0, audience=audience(i), actor=flooder)
+                await session.tokens.get_token("", (), 0, audience=audience(i), actor=flooder)
                 served += 1
             except TooManyNewTokens:
                 refused += 1
@@ -132,15 +132,17 @@ def test_the_session_manager_bounds_grants_and_cache_of_an_audience_flood() -> N
             FLOOD - GRANT_BURST,
             served,
         )
-        await session.get_token("", (), 0, audience=audience(0), actor=flooder)  # cached
-        await session.get_token("", (), 0, audience=audience(FLOOD), actor=other)
-        assert (await session.get_token("", (), 0, actor=flooder)).access_token == "main"
+        await session.tokens.get_token("", (), 0, audience=audience(0), actor=flooder)  # cached
+        await session.tokens.get_token("", (), 0, audience=audience(FLOOD), actor=other)
+        assert (await session.tokens.get_token("", (), 0, actor=flooder)).access_token == "main"
         assert len(provider.refreshes) == GRANT_BURST + 1
         # A patient flooder: one audience per second, for longer than the cache holds.
         for i in range(FLOOD):
             clock.now += 1
-            await session.get_token("", (), 0, audience=audience(FLOOD + 1 + i), actor=flooder)
-            assert len(session._registry.get("user:1001").scoped) <= MAX_SCOPED_TOKENS
+            await session.tokens.get_token(
+                "", (), 0, audience=audience(FLOOD + 1 + i), actor=flooder
+            )
+            assert len(session._registry.get("user:1001").runtime.scoped) <= MAX_SCOPED_TOKENS
         assert len(provider.refreshes) == GRANT_BURST + 1 + FLOOD
 
     asyncio.run(flood())
@@ -152,12 +154,12 @@ def test_an_app_over_its_budget_still_gets_a_cached_token_due_for_renewal() -> N
 
     async def renew_when_over_budget() -> None:
         session, provider = await manager(clock)
-        session._keeper._scoped._grants = GrantBudget(clock, burst=1, per_second=1e-6)
-        first = await session.get_token("", (), 0, audience=audience(0), actor=app)
+        session.tokens._scoped._grants = GrantBudget(clock, burst=1, per_second=1e-6)
+        first = await session.tokens.get_token("", (), 0, audience=audience(0), actor=app)
         clock.now += 0.8 * 3600  # past the 75 % mark: due for renewal, still valid
-        again = await session.get_token("", (), 0, audience=audience(0), actor=app)
+        again = await session.tokens.get_token("", (), 0, audience=audience(0), actor=app)
         assert (again.access_token, len(provider.refreshes)) == (first.access_token, 1)
         with pytest.raises(TooManyNewTokens):  # it would not last the 3000 s asked for
-            await session.get_token("", (), 3000, audience=audience(0), actor=app)
+            await session.tokens.get_token("", (), 3000, audience=audience(0), actor=app)
 
     asyncio.run(renew_when_over_budget())

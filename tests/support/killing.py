@@ -83,10 +83,8 @@ for line in sys.stdin:
 # What the daemon imports before "ready" and in its worker thread after it.
 PRELOADED = [
     "signin_broker.daemon.app",
-    "signin_broker.oidc.provider",
-    "signin_broker.session.signin",
-    "signin_broker.session.device",
-    "signin_broker.store.vault",
+    "signin_broker.daemon.oauth_stack",
+    "signin_broker.store.keyring_keys",
     "keyring",
     "keyrings.alt.file",
 ]

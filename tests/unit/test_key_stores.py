@@ -22,14 +22,8 @@ from keyring.backends import SecretService, fail
 from keyring.errors import KeyringLocked
 from keyrings.alt.file import PlaintextKeyring
 
-from signin_broker.store.keys import (
-    FileKeyStore,
-    KeyFileForPlaintextKeyring,
-    KeyringKeyStore,
-    KeyStore,
-    KeyStoreUnavailable,
-    open_key_store,
-)
+from signin_broker.store.keyring_keys import KeyFileForPlaintextKeyring, KeyringKeyStore
+from signin_broker.store.keys import FileKeyStore, KeyStore, KeyStoreUnavailable, open_key_store
 from signin_broker.store.vault import Vault
 from signin_broker_testing.daemon import short_temp_dir
 from support.secret_service import secret_service

@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from signin_broker.session import renewal
+from signin_broker.session import schedule
 from signin_broker.session.tokens import TokenSet
 from support.clocks import FakeClock
 from support.refreshing import ACCOUNT, ScriptedProvider, settle, signed_in, stored_account
@@ -23,7 +23,7 @@ CALLERS = 50
 @pytest.fixture(autouse=True)
 def _callers_wait_for_the_renewal(monkeypatch: pytest.MonkeyPatch) -> None:
     """However slow the machine, a caller with a good token waits for the renewal here."""
-    monkeypatch.setattr(renewal, "RENEWAL_WAIT_SECONDS", 60.0)
+    monkeypatch.setattr(schedule, "RENEWAL_WAIT_SECONDS", 60.0)
 
 
 @pytest.mark.parametrize("provider_answers", ["at-once", "after-all-asked"])
@@ -39,7 +39,9 @@ def test_fifty_callers_at_50_seconds_make_one_refresh_and_all_get_the_new_token(
         if provider_answers == "after-all-asked":
             provider.stall = asyncio.Event()
         async with asyncio.timeout(10):
-            callers = [asyncio.create_task(session.get_token("", (), 0)) for _ in range(CALLERS)]
+            callers = [
+                asyncio.create_task(session.tokens.get_token("", (), 0)) for _ in range(CALLERS)
+            ]
             await settle()  # every caller has asked; a stalled refresh is still out
             assert provider.refreshes == ["rt-0"]
             if provider.stall is not None:
@@ -51,7 +53,7 @@ def test_fifty_callers_at_50_seconds_make_one_refresh_and_all_get_the_new_token(
         assert {token.account for token in served} == {ACCOUNT}
         stored = store.records[ACCOUNT]["tokens"]
         assert (stored["access_token"], stored["refresh_token"]) == ("at-1", "rt-1")
-        assert (await session.get_token("", (), 0)).access_token == "at-1"  # no more grants
+        assert (await session.tokens.get_token("", (), 0)).access_token == "at-1"  # no more grants
         assert len(provider.refreshes) == 1
 
     asyncio.run(run())

@@ -19,7 +19,7 @@ import errno
 import pytest
 
 from signin_broker.oidc.errors import AnswerUnusable
-from signin_broker.session import renewal
+from signin_broker.session import schedule
 from signin_broker.session.accounts import Account, SignInState
 from signin_broker.session.errors import ProviderUnreachable, SignInRequired, StorageWaits
 from signin_broker.session.events import EventKind
@@ -33,7 +33,7 @@ EXPIRES_AT = 1_000_000.0 + 3600  # the stored account's access token
 @pytest.fixture(autouse=True)
 def _short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     """Callers with a good token wait 10 ms for a renewal, not 2 s."""
-    monkeypatch.setattr(renewal, "RENEWAL_WAIT_SECONDS", 0.01)
+    monkeypatch.setattr(schedule, "RENEWAL_WAIT_SECONDS", 0.01)
 
 
 def test_nothing_is_sent_while_the_state_cannot_be_written_and_it_renews_once_it_can() -> None:
@@ -43,23 +43,23 @@ def test_nothing_is_sent_while_the_state_cannot_be_written_and_it_renews_once_it
         session, events = await signed_in(clock, provider, store)
         store.failure = FULL
         clock.now += 0.8 * 3600  # due for renewal
-        assert (await session.get_token("", (), 0)).access_token == "at-0"
+        assert (await session.tokens.get_token("", (), 0)).access_token == "at-0"
         while clock.now < EXPIRES_AT + 30:  # past the last moment, and the expiry
             clock.now += 5
             await session.tend()
             await settle()
         assert provider.refreshes == []  # never spent: its successor could not be kept
-        assert "renewals wait until they can" in session.status().storage_problem
-        assert session.status().state is SignInState.SIGNED_IN
+        assert "renewals wait until they can" in session.overview.status().storage_problem
+        assert session.overview.status().state is SignInState.SIGNED_IN
         with pytest.raises(StorageWaits, match="cannot be renewed while") as waits:
-            await session.get_token("", (), 0)
+            await session.tokens.get_token("", (), 0)
         assert 1 <= waits.value.retry_after <= 5
         store.failure = None  # space again
         clock.now += 5
         await session.tend()
         await settle()
         assert provider.refreshes == ["rt-0"]
-        assert (await session.get_token("", (), 0)).access_token == "at-1"
+        assert (await session.tokens.get_token("", (), 0)).access_token == "at-1"
         assert store.records[ACCOUNT]["tokens"]["refresh_token"] == "rt-1"
         assert EventKind.RECOVERED in events.kinds()
 
@@ -84,7 +84,7 @@ def test_callers_meanwhile_do_not_each_try_to_write() -> None:
         store.save = counted  # type: ignore[method-assign]
         for _ in range(50):
             with pytest.raises(StorageWaits):
-                await session.get_token("", (), 0)
+                await session.tokens.get_token("", (), 0)
         assert writes == 1  # the first caller's write-ahead; the rest wait for the retry
 
     asyncio.run(run())
@@ -96,29 +96,29 @@ def test_an_unusable_answer_from_a_provider_seen_to_rotate_is_never_answered_by_
         store = stored_account(clock)
         session, events = await signed_in(clock, provider, store)
         clock.now += 0.8 * 3600
-        await session.get_token("", (), 0)
+        await session.tokens.get_token("", (), 0)
         await settle()
-        assert (await session.get_token("", (), 0)).access_token == "at-1"  # it rotates
+        assert (await session.tokens.get_token("", (), 0)).access_token == "at-1"  # it rotates
         provider.failure = AnswerUnusable("the token endpoint answered something that is not JSON")
         clock.now += 0.8 * 600
-        assert (await session.get_token("", (), 0)).access_token == "at-1"
+        assert (await session.tokens.get_token("", (), 0)).access_token == "at-1"
         await settle()
         stored = Account.from_record(store.records[ACCOUNT]).tokens
         assert stored.refresh_token is None and "not JSON" in stored.refresh_lost
-        info = session.account(ACCOUNT)
+        info = session.overview.account(ACCOUNT)
         assert info is not None and "never sent twice" in info.at_risk
         expires = clock.now + 0.2 * 600
         while clock.now < expires + 30:  # up to the expiry and past it, tended as the daemon does
-            assert session.status().state is SignInState.SIGNED_IN or clock.now >= expires
+            assert session.overview.status().state is SignInState.SIGNED_IN or clock.now >= expires
             clock.now += 10
             await session.tend()
             await settle()
         assert provider.refreshes == ["rt-0", "rt-1"]  # the spent one was never sent again
-        (ended,) = session.status().ended
+        (ended,) = session.overview.status().ended
         assert "not JSON" in ended.reason and "sign in again" in ended.reason
         assert events.kinds().count(EventKind.SIGNED_OUT) == 1
         with pytest.raises(SignInRequired, match="not JSON"):
-            await session.get_token("", (), 0)
+            await session.tokens.get_token("", (), 0)
 
     asyncio.run(run())
 
@@ -129,7 +129,7 @@ def test_a_token_whose_answer_came_after_its_lifetime_is_renewed_again_at_once()
         provider.stall = asyncio.Event()
         session, _ = await signed_in(clock, provider, stored_account(clock))
         clock.now = EXPIRES_AT + 1
-        caller = asyncio.ensure_future(session.get_token("", (), 0))  # waits for the renewal
+        caller = asyncio.ensure_future(session.tokens.get_token("", (), 0))  # waits for the renewal
         await settle()
         clock.now += 100  # the answer trickles in for longer than its token lives
         provider.stall.set()
@@ -138,6 +138,6 @@ def test_a_token_whose_answer_came_after_its_lifetime_is_renewed_again_at_once()
         await session.tend()
         await settle()
         assert provider.refreshes == ["rt-0", "rt-1"]  # renewed at once, with the new token
-        assert (await session.get_token("", (), 0)).access_token == "at-2"
+        assert (await session.tokens.get_token("", (), 0)).access_token == "at-2"
 
     asyncio.run(run())

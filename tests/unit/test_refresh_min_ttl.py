@@ -28,7 +28,7 @@ def test_a_hundred_calls_past_the_lifetime_make_at_most_one_refresh(audience: st
         for _ in range(100):
             clock.now += 0.3  # 30 s in all: the token is never due by the 75 % rule
             with pytest.raises(TokenLifetimeTooShort) as caught:
-                await session.get_token("", (), 61, audience=audience)
+                await session.tokens.get_token("", (), 61, audience=audience)
             assert str(caught.value) == (
                 "the provider issues tokens valid for 60 s; min_ttl_seconds 61 cannot be met"
             )
@@ -45,14 +45,14 @@ def test_min_ttl_equal_to_the_lifetime_is_met_by_one_renewal_then_refused() -> N
         provider, tokens = sixty_second_session(clock)
         session, _ = await signed_in(clock, provider, stored_account(clock, tokens))
         clock.now += 1
-        served = await session.get_token("", (), 60)  # fresh from the provider: 60 s
+        served = await session.tokens.get_token("", (), 60)  # fresh from the provider: 60 s
         assert served.access_token == "at-1"
         for _ in range(40):
             clock.now += 1
             with pytest.raises(TokenLifetimeTooShort):
-                await session.get_token("", (), 60)
+                await session.tokens.get_token("", (), 60)
         assert provider.refreshes == ["rt-0"]
-        assert (await session.get_token("", (), 0)).access_token == "at-1"
+        assert (await session.tokens.get_token("", (), 0)).access_token == "at-1"
 
     asyncio.run(run())
 
@@ -63,9 +63,9 @@ def test_a_min_ttl_within_the_lifetime_still_renews_when_the_token_falls_short()
         provider = ScriptedProvider()
         session, _ = await signed_in(clock, provider)
         clock.now += 1801
-        assert (await session.get_token("", (), 1800)).access_token == "at-1"
+        assert (await session.tokens.get_token("", (), 1800)).access_token == "at-1"
         clock.now += 1801  # the renewed token falls short again: renewed again
-        assert (await session.get_token("", (), 1800)).access_token == "at-2"
+        assert (await session.tokens.get_token("", (), 1800)).access_token == "at-2"
         assert provider.refreshes == ["rt-0", "rt-1"]
 
     asyncio.run(run())
@@ -85,7 +85,7 @@ def test_min_ttl_just_under_the_lifetime_renews_once_a_quarter_lifetime_not_ever
         for _ in range(60):  # a minute of one call a second
             clock.now += 1
             try:
-                await session.get_token("", (), 59, audience=audience)
+                await session.tokens.get_token("", (), 59, audience=audience)
                 served += 1
             except TokenLifetimeTooShort as error:
                 refused += 1
@@ -104,7 +104,7 @@ def test_min_ttl_of_half_the_lifetime_is_served_as_often_as_it_is_asked() -> Non
         session, _ = await signed_in(clock, provider, stored_account(clock, tokens))
         for _ in range(120):
             clock.now += 1
-            assert (await session.get_token("", (), 30)).expires_at - clock.now >= 30
+            assert (await session.tokens.get_token("", (), 30)).expires_at - clock.now >= 30
         assert len(provider.refreshes) <= 120 // 30 + 1  # one per 30 s, no more
 
     asyncio.run(run())
@@ -120,7 +120,7 @@ def test_a_refused_token_is_renewed_at_once_but_not_again_within_a_quarter(audie
         session, _ = await signed_in(clock, provider, stored_account(clock, tokens))
 
         async def refused() -> str:
-            issued = await session.get_token("", (), 0, audience=audience, refused=True)
+            issued = await session.tokens.get_token("", (), 0, audience=audience, refused=True)
             return issued.access_token
 
         assert await refused() == "at-1"  # brand new (or not yet held), refused: renewed

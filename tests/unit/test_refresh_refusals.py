@@ -12,7 +12,7 @@ import logging
 import pytest
 
 from signin_broker.oidc.errors import OAuthError
-from signin_broker.session import renewal
+from signin_broker.session import renewal, schedule
 from signin_broker.session.accounts import SignInState
 from signin_broker.session.errors import ProviderUnreachable, SignInRequired
 from signin_broker.session.events import EventKind
@@ -24,7 +24,7 @@ BARE_400 = OAuthError("invalid_request", "", 400)
 
 @pytest.fixture(autouse=True)
 def _short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(renewal, "RENEWAL_WAIT_SECONDS", 0.01)
+    monkeypatch.setattr(schedule, "RENEWAL_WAIT_SECONDS", 0.01)
 
 
 def test_a_refusal_with_userinfo_rejecting_the_token_ends_the_session(
@@ -38,9 +38,11 @@ def test_a_refusal_with_userinfo_rejecting_the_token_ends_the_session(
         await session.tend()
         await settle()
         assert EventKind.REVOKED in events.kinds()
-        assert session.status().state is SignInState.SIGNED_OUT  # status agrees with GetToken
+        assert (
+            session.overview.status().state is SignInState.SIGNED_OUT
+        )  # status agrees with GetToken
         with pytest.raises(SignInRequired):
-            await session.get_token("", (), 0)
+            await session.tokens.get_token("", (), 0)
         assert provider.refreshes == ["rt-0"]
 
     with caplog.at_level(logging.WARNING, logger=renewal.__name__):
@@ -63,18 +65,21 @@ def test_a_refusal_of_a_session_still_accepted_backs_off_like_an_outage() -> Non
             clock.now += 1
             await session.tend()
             await settle()
-            assert (await session.get_token("", (), 0)).access_token == "at-0"
-            assert session.status().state is SignInState.SIGNED_IN
+            assert (await session.tokens.get_token("", (), 0)).access_token == "at-0"
+            assert session.overview.status().state is SignInState.SIGNED_IN
         # 1, 2, 4 ... 60 s apart (with jitter), not once per wake-up: well under 20
         assert 5 <= len(provider.refreshes) <= 20, len(provider.refreshes)
         assert provider.userinfo_calls >= 5  # re-validated meanwhile, and accepted
-        assert "refused to renew the token (invalid_request, HTTP 400)" in session.degraded_reason
+        assert (
+            "refused to renew the token (invalid_request, HTTP 400)"
+            in session.overview.degraded_reason
+        )
         assert EventKind.DEGRADED in events.kinds()
         assert EventKind.REVOKED not in events.kinds()
         clock.now += 3600  # expired, still refused: try again later, not "sign in"
         with pytest.raises(ProviderUnreachable):
-            await session.get_token("", (), 0)
-        assert session.status().state is SignInState.SIGNED_IN
+            await session.tokens.get_token("", (), 0)
+        assert session.overview.status().state is SignInState.SIGNED_IN
 
     asyncio.run(run())
 
@@ -93,7 +98,7 @@ def test_a_renewal_after_refusals_ends_the_backoff() -> None:
             await session.tend()
             await settle()
         assert session._registry.get(ACCOUNT).tokens.access_token == "at-2"
-        assert session.degraded_reason == ""
+        assert session.overview.degraded_reason == ""
         assert EventKind.RECOVERED in events.kinds()
 
     asyncio.run(run())

@@ -17,7 +17,7 @@ from dataclasses import replace
 import pytest
 
 from signin_broker.oidc.errors import AnswerLost, OAuthError, ProviderUnavailable
-from signin_broker.session import refresh_grant, renewal
+from signin_broker.session import schedule
 from signin_broker.session.accounts import Account, SignInState
 from signin_broker.session.errors import ProviderUnreachable
 from signin_broker.session.events import EventKind
@@ -33,7 +33,7 @@ LOST = AnswerLost("the token request failed: ReadTimeout")
 @pytest.fixture(autouse=True)
 def _short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     """Callers with a good token wait 10 ms for a renewal, not 2 s."""
-    monkeypatch.setattr(renewal, "RENEWAL_WAIT_SECONDS", 0.01)
+    monkeypatch.setattr(schedule, "RENEWAL_WAIT_SECONDS", 0.01)
 
 
 def test_a_stalled_refresh_is_awaited_and_its_late_answer_stored_and_used() -> None:
@@ -44,15 +44,15 @@ def test_a_stalled_refresh_is_awaited_and_its_late_answer_stored_and_used() -> N
         session, events = await signed_in(clock, provider, store)
         clock.now += 0.8 * 3600  # due for renewal, valid for 12 minutes more
         for _ in range(5):  # apps keep the valid token meanwhile
-            assert (await session.get_token("", (), 0)).access_token == "at-0"
+            assert (await session.tokens.get_token("", (), 0)).access_token == "at-0"
         for _ in range(10):  # minutes of stall: the keeper sends nothing more
             clock.now += 30
             await session.tend()
         assert provider.refreshes == ["rt-0"]
-        assert provider.answer_within == [refresh_grant.REFRESH_ANSWER_SECONDS]  # not 10 s
+        assert provider.answer_within == [schedule.REFRESH_ANSWER_SECONDS]  # not 10 s
         provider.stall.set()  # the provider wakes up and answers
         await settle()
-        assert (await session.get_token("", (), 0)).access_token == "at-1"
+        assert (await session.tokens.get_token("", (), 0)).access_token == "at-1"
         assert store.records[ACCOUNT]["tokens"]["refresh_token"] == "rt-1"
         assert EventKind.REFRESHED in events.kinds()
         assert EventKind.REVOKED not in events.kinds()
@@ -72,7 +72,7 @@ async def lost_once(
     session, _ = await signed_in(clock, provider, store)
     provider.failure = LOST
     clock.now += 0.8 * 3600
-    assert (await session.get_token("", (), 0)).access_token == "at-0"
+    assert (await session.tokens.get_token("", (), 0)).access_token == "at-0"
     await settle()
     provider.failure = None
     return session
@@ -83,8 +83,8 @@ async def until_the_resend(session: SessionManager, clock: FakeClock) -> None:
     while clock.now + 20 < RESEND_AT:
         clock.now += 20
         await session.tend()
-        assert (await session.get_token("", (), 0)).access_token == "at-0"
-        assert session.status().state is SignInState.SIGNED_IN
+        assert (await session.tokens.get_token("", (), 0)).access_token == "at-0"
+        assert session.overview.status().state is SignInState.SIGNED_IN
 
 
 def test_a_refresh_whose_answer_is_lost_is_sent_once_more_shortly_before_expiry() -> None:
@@ -93,19 +93,19 @@ def test_a_refresh_whose_answer_is_lost_is_sent_once_more_shortly_before_expiry(
         store = stored_account(clock)
         session = await lost_once(clock, provider, store)
         assert Account.from_record(store.records[ACCOUNT]).tokens.unanswered == 1  # kept
-        assert "sent once more at" in session.degraded_reason
-        info = session.account(ACCOUNT)
+        assert "sent once more at" in session.overview.degraded_reason
+        info = session.overview.account(ACCOUNT)
         assert info is not None and info.next_refresh_at == RESEND_AT  # status: when
         assert "the refresh token is sent once more at" in info.at_risk  # and why
         with pytest.raises(ProviderUnreachable, match="sent once more at"):
-            await session.get_token("", (), 1800)  # not at once, whoever asks
+            await session.tokens.get_token("", (), 1800)  # not at once, whoever asks
         await until_the_resend(session, clock)
         assert provider.refreshes == ["rt-0"]
         clock.now = RESEND_AT
         await session.tend()
         await settle()
         assert provider.refreshes == ["rt-0", "rt-0"]  # the provider had never seen it
-        assert (await session.get_token("", (), 0)).access_token == "at-2"
+        assert (await session.tokens.get_token("", (), 0)).access_token == "at-2"
         assert store.records[ACCOUNT]["tokens"]["refresh_unanswered"] == 0
 
     asyncio.run(run())
@@ -124,12 +124,12 @@ def test_a_resend_the_provider_refuses_ends_the_session_and_says_why() -> None:
         await session.tend()
         await settle()
         assert provider.refreshes == ["rt-0", "rt-0"]
-        assert session.status().state is SignInState.SIGNED_OUT
-        [ended] = session.status().ended
+        assert session.overview.status().state is SignInState.SIGNED_OUT
+        [ended] = session.overview.status().ended
         assert "having completed the renewal whose answer was lost" in ended.reason
         assert "tokens" not in store.records[ACCOUNT]  # only why it ended, for status
         restarted, _ = await signed_in(clock, ScriptedProvider(), store)
-        assert [e.reason for e in restarted.status().ended] == [ended.reason]
+        assert [e.reason for e in restarted.overview.status().ended] == [ended.reason]
 
     asyncio.run(run())
 
@@ -153,8 +153,8 @@ def test_a_resend_whose_answer_is_lost_too_is_one_more_doubt_and_the_session_las
         await session.tend()
         await settle()
         assert provider.refreshes == ["rt-0", "rt-0", "rt-0"]  # never at once, never more
-        assert (await session.get_token("", (), 0)).access_token == "at-3"
-        assert session.status().state is SignInState.SIGNED_IN
+        assert (await session.tokens.get_token("", (), 0)).access_token == "at-3"
+        assert session.overview.status().state is SignInState.SIGNED_IN
         assert store.records[ACCOUNT]["tokens"]["refresh_unanswered"] == 0
 
     asyncio.run(run())
@@ -183,12 +183,12 @@ def test_an_answer_that_comes_after_sign_out_is_revoked_not_stored() -> None:
         store = stored_account(clock)
         session, _ = await signed_in(clock, provider, store)
         clock.now += 0.8 * 3600
-        await session.get_token("", (), 0)  # the refresh is under way, stalled
-        await session.sign_out(ACCOUNT)
+        await session.tokens.get_token("", (), 0)  # the refresh is under way, stalled
+        await session.endings.sign_out(ACCOUNT)
         provider.stall.set()
         await settle()
         assert store.records == {}  # not brought back by the late answer
-        assert session.status().state is SignInState.SIGNED_OUT
+        assert session.overview.status().state is SignInState.SIGNED_OUT
         assert {"at-1", "rt-1"} <= set(provider.revoked)
 
     asyncio.run(run())
@@ -211,21 +211,21 @@ def test_a_daemon_stopped_while_a_refresh_waits_sends_that_refresh_token_once_mo
         store = stored_account(clock)
         session, _ = await signed_in(clock, provider, store)
         clock.now += 0.8 * 3600
-        await session.get_token("", (), 0)  # starts the renewal, which stalls
+        await session.tokens.get_token("", (), 0)  # starts the renewal, which stalls
         await settle()
         assert provider.refreshes == ["rt-0"]
         assert store.records[ACCOUNT]["tokens"]["refresh_unanswered"] == 1
         # The daemon stops here (SIGKILL, or SIGTERM after its grace): a new one starts.
         restarted_provider = ScriptedProvider()
         again, events = await signed_in(clock, restarted_provider, store)
-        assert (await again.get_token("", (), 0)).access_token == "at-0"  # still valid
+        assert (await again.tokens.get_token("", (), 0)).access_token == "at-0"  # still valid
         await until_the_resend(again, clock)
         assert restarted_provider.refreshes == []  # rt-0 may be spent: not sent at once
         clock.now = RESEND_AT
         await again.tend()
         await settle()
         assert restarted_provider.refreshes == ["rt-0"]  # once more: it had not been spent
-        assert (await again.get_token("", (), 0)).access_token == "at-1"
+        assert (await again.tokens.get_token("", (), 0)).access_token == "at-1"
         assert EventKind.REVOKED not in events.kinds()
         provider.stall.set()
         await settle()
@@ -240,7 +240,7 @@ def test_a_refresh_answered_or_refused_leaves_no_doubt_in_the_store() -> None:
         session, _ = await signed_in(clock, provider, store)
         clock.now += 0.8 * 3600
         provider.failure = ProviderUnavailable("HTTP 503")
-        await session.get_token("", (), 0)
+        await session.tokens.get_token("", (), 0)
         await settle()
         assert store.records[ACCOUNT]["tokens"]["refresh_unanswered"] == 0
         assert store.records[ACCOUNT]["tokens"]["refresh_token"] == "rt-0"

@@ -14,8 +14,8 @@ from signin_broker.oidc.errors import (
     OAuthError,
     ProviderMisfit,
     ProviderUnavailable,
+    failure_of,
 )
-from signin_broker.oidc.failures import failure_of
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,7 @@ def client_secret(client: BrokerClient, args: argparse.Namespace) -> int:
     from ..oidc.client_auth import ClientAuthError
     from ..oidc.credentials import check_secret, secret_name
     from ..session.validation import check_provider
-    from ..store.keys import KeyringKeyStore, KeyStoreUnavailable
+    from ..store.keys import KeyStoreUnavailable, the_keyring
 
     try:
         provider = check_provider(args.provider)
@@ -55,7 +55,7 @@ def client_secret(client: BrokerClient, args: argparse.Namespace) -> int:
         return EXIT_USAGE
     name = secret_name(args.client_id, alias_named(provider))
     try:
-        keys = KeyringKeyStore()
+        keys = the_keyring()
         if args.action == "delete":
             keys.delete(name)
         else:

@@ -1,4 +1,10 @@
-"""Assembles the daemon: the checked gRPC server on the socket, the sign-in page, shutdown."""
+"""Assembles the daemon: the checked gRPC server, the sessions, the sign-in page, shutdown.
+
+Two parts load late, each in a worker thread, so the socket serves at once: the OAuth
+stack once the daemon is ready (oauth_stack.py: the providers and the store), and the
+loopback page at a browser's first visit (web/site.py: Starlette and uvicorn). Those
+are the two imports made inside functions here, and the only ones.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,6 @@ import os
 import signal
 import socket
 import time
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from grpclib.health.check import ServiceStatus
@@ -22,7 +27,7 @@ from ..session.dpop_requirements import DpopRequirements
 from ..session.events import EventKind, WatcherDropped
 from ..session.manager import SessionManager
 from ..session.providers import Providers
-from ..session.refresh_grant import REFRESH_ANSWER_SECONDS
+from ..session.schedule import REFRESH_ANSWER_SECONDS
 from ..store.aliases import AliasFile
 from ..store.dpop_requirements import REQUIREMENTS_FILE, RequirementFile
 from ..v1 import broker_pb2
@@ -47,26 +52,18 @@ from .host.desktop import notify
 from .host.instance import LISTEN_BACKLOG, Instance, loopback_base_url
 from .host.memory import FreedMemory
 from .host.systemd import Notifier, watchdog_seconds
-from .settings import ProviderSettings, Settings
+from .settings import Settings
 from .stopping import stop
 from .web.on_demand import PageOnDemand
 from .web.pages import BEGIN_PATH
 
-if TYPE_CHECKING:
-    from ..oidc.client_auth import ClientAuth
-    from ..oidc.code_flow import SignInSecrets
-    from ..session.providers import ProviderLink
-    from ..store.vault import Vault
+if TYPE_CHECKING:  # loaded at a browser's first visit (_serve_page)
     from .web.site import SignInSite
 
 log = logging.getLogger(__name__)
 
 SERVICE = broker_pb2.DESCRIPTOR.services_by_name["TokenBroker"]
 
-
-# A test hook for the contract's deterministic state and nonce (5.3 c); honoured only
-# with a loopback issuer, so a real provider never sees predictable values.
-DETERMINISTIC_SECRETS_ENV = "SIGNIN_BROKER_TEST_SECRETS_SEED"
 # A test hook that shortens how long a refresh's answer may stay silent (it may only
 # shorten it), so a test sees a stalled answer given up in seconds.
 ANSWER_IDLE_ENV = "SIGNIN_BROKER_TEST_REFRESH_IDLE_SECONDS"
@@ -87,9 +84,6 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
         clock=SteadyClock(),
         answer_idle=_refresh_answer_idle(),
     )
-    apps = AppGate(
-        PolicyFile(settings.app_policy), Decision(settings.new_apps), settings.ask_timeout_seconds
-    )
     notifier = Notifier()
     web_url = loopback_base_url(web_socket)
     info = DaemonInfo(
@@ -100,35 +94,67 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
         started_by=_started_by(instance, notifier),
         config_warnings=_managed_config(settings),
     )
-    forwards = Forwards(instance.socket_path, apps, os.geteuid())
-    forward_calls = ForwardCalls(session, forwards, audit)
-    broker = ServiceHandlers(
-        [
+    api = _Api(settings, session, info, audit)
+    await api.server.start(sock=instance.listening, backlog=LISTEN_BACKLOG)
+    api.serving.set(True)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    _say_ready(settings, instance, info)
+    notifier.send(READY="1", STATUS=f"serving {instance.socket_path}", MAINPID=str(os.getpid()))
+    watchdog = loop.create_task(_watchdog(notifier, stopping))
+    await audit.open()  # before sessions come back: a removal's row must be written first
+    auditing = loop.create_task(audit.run())
+    keeper, page = await _start_sessions(settings, session, web_socket)
+    notices = loop.create_task(_tell_the_person(session))
+    await stopping.wait()
+
+    notifier.send(STOPPING="1", STATUS="stopping")
+    watchdog.cancel()
+    log.info("stopping", extra={"connections": len(api.connections)})
+    api.serving.set(False)
+    await api.forwards.close_all()  # their connections are refused at once, their sockets gone
+    await stop(session, api.server, api.connections, page, [keeper, auditing, notices])
+    notifier.close()
+    log.info("stopped")
+
+
+class _Api:
+    """The API on the main socket and on forwards: the servicers, each RPC guarded, the server."""
+
+    def __init__(
+        self, settings: Settings, session: SessionManager, info: DaemonInfo, audit: AuditTrail
+    ) -> None:
+        apps = AppGate(
+            PolicyFile(settings.app_policy),
+            Decision(settings.new_apps),
+            settings.ask_timeout_seconds,
+        )
+        self.forwards = Forwards(info.socket_path, apps, os.geteuid())
+        forward_calls = ForwardCalls(session, self.forwards, audit)
+        servicers = [
             TokenBrokerServicer(session, info, apps, audit),
             AccountCalls(session, info, audit),
             ManagerCalls(session, apps, audit),
             DpopCalls(session),
             forward_calls,
-        ],
-        SERVICE,
-        apps=apps,
-        ready=session.ready,
-    )
-    forwards.start(
-        broker.replacing({"GetStatus": forward_calls.reduced_status}), forward_calls.closed
-    )
-    connections = ConnectionTable()
-    serving = ServiceStatus()
-    identify = functools.partial(identify_caller, browsers=BrowserHosts(settings.browsers))
-    gate = TransportGate(frozenset({os.geteuid()}), connections, identify)
-    server = _grpc_server(broker, serving, gate)
-    await server.start(sock=instance.listening, backlog=LISTEN_BACKLOG)
-    serving.set(True)
+        ]
+        broker = ServiceHandlers(servicers, SERVICE, apps=apps, ready=session.ready)
+        reduced = broker.replacing({"GetStatus": forward_calls.reduced_status})
+        self.forwards.start(reduced, forward_calls.closed)
+        self.connections = ConnectionTable()
+        self.serving = ServiceStatus()
+        identify = functools.partial(identify_caller, browsers=BrowserHosts(settings.browsers))
+        gate = TransportGate(frozenset({os.geteuid()}), self.connections, identify)
+        health = Health({broker: [self.serving]})
+        self.server = CheckedServer(
+            with_reflection([broker, health]), gate, JsonCalls(broker.unary), FreedMemory()
+        )
 
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stopping.set)
+
+def _say_ready(settings: Settings, instance: Instance, info: DaemonInfo) -> None:
+    """The log's "ready" line: where the daemon serves, which providers, from which settings."""
     log.info(
         "ready",
         extra={
@@ -140,44 +166,27 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
             "providers": [name_of(p.alias) for p in settings.providers],
             "managed_config": [str(path) for path in settings.managed_files],
             "setting_sources": {name_of(p.alias): p.sources for p in settings.providers},
-            "startup_ms": round((time.time() - started_at) * 1000, 1),
+            "startup_ms": round((time.time() - info.started_at) * 1000, 1),
         },
     )
-    notifier.send(READY="1", STATUS=f"serving {instance.socket_path}", MAINPID=str(os.getpid()))
-    watchdog = loop.create_task(_watchdog(notifier, stopping))
-    await audit.open()  # before sessions come back: a removal's row must be written first
-    auditing = loop.create_task(audit.run())
-    keeper, page = await _start_sessions(settings, session, web_socket)
-    notices = loop.create_task(_tell_the_person(session))
-    await stopping.wait()
-
-    notifier.send(STOPPING="1", STATUS="stopping")
-    watchdog.cancel()
-    log.info("stopping", extra={"connections": len(connections)})
-    serving.set(False)
-    await forwards.close_all()  # their connections are refused at once, their sockets gone
-    await stop(session, server, connections, page, [keeper, auditing, notices])
-    notifier.close()
-    log.info("stopped")
 
 
 async def _start_sessions(
     settings: Settings, session: SessionManager, web_socket: socket.socket
 ) -> tuple[asyncio.Task[None], PageOnDemand]:
-    """After "ready": restore stored sessions, start the keeper, offer the sign-in page.
+    """After "ready": load the OAuth stack, restore stored sessions, offer the sign-in page.
 
-    The keyring, cryptography, httpx2, joserfc and authlib cost about a quarter of a
-    second to import, so they load in a worker thread while apps are already served (a
-    GetToken meanwhile waits for the restore, not for a sign-in). The page loads when a
-    browser first comes (web/on_demand.py); its port is bound already.
+    The page loads when a browser first comes (web/on_demand.py); its port is bound already.
     """
-    keyring = ("keyring",) if settings.key_store == "keyring" else ()
-    await asyncio.to_thread(_import_all, _OAUTH_STACK + keyring)
-    store, storage = await asyncio.to_thread(_open_store, settings)
+    await asyncio.to_thread(importlib.import_module, f"{__package__}.oauth_stack")
+    from . import oauth_stack  # loaded just now, off the event loop
+
+    store, storage = await asyncio.to_thread(oauth_stack.open_store, settings)
     requirements = DpopRequirements(RequirementFile(settings.state_dir / REQUIREMENTS_FILE))
     await asyncio.to_thread(requirements.load)
     links = [
-        await _provider_link(settings, provider, requirements) for provider in settings.providers
+        await oauth_stack.provider_link(settings, provider, requirements)
+        for provider in settings.providers
     ]
     aliases = AliasFile(settings.state_dir / "aliases.json")
     await session.start(Providers(links, settings.default_alias), store, storage, aliases)
@@ -185,29 +194,16 @@ async def _start_sessions(
     page = PageOnDemand(web_socket, functools.partial(_serve_page, web_socket, session))
     page.start()
     web_url = loopback_base_url(web_socket)
-    log.info("sign-in page ready", extra={"web": web_url + "/", "storage": session.storage})
+    log.info(
+        "sign-in page ready", extra={"web": web_url + "/", "storage": session.overview.storage}
+    )
     return keeper, page
-
-
-# What sign-in, renewal and the store need, loaded in a worker thread after "ready"
-# (and keyring with key_store = "keyring": 1.5 MB that a key file does without).
-_OAUTH_STACK = (
-    "signin_broker.oidc.provider",
-    "signin_broker.session.signin",
-    "signin_broker.session.device",
-    "signin_broker.store.vault",
-)
-
-
-def _import_all(names: tuple[str, ...]) -> None:
-    for name in names:
-        importlib.import_module(name)
 
 
 async def _serve_page(web_socket: socket.socket, session: SessionManager) -> SignInSite:
     """Load Starlette and uvicorn (in a worker thread) and serve the page on its socket."""
-    await asyncio.to_thread(importlib.import_module, "signin_broker.daemon.web.site")
-    from .web.site import SignInSite
+    await asyncio.to_thread(importlib.import_module, f"{__package__}.web.site")
+    from .web.site import SignInSite  # loaded just now, off the event loop
 
     site = SignInSite(web_socket, session, own_uid=os.geteuid())
     await site.start()
@@ -275,90 +271,6 @@ def _managed_config(settings: Settings) -> tuple[str, ...]:
     return tuple(problems)
 
 
-def _open_store(settings: Settings) -> tuple[Vault | None, str]:
-    """The encrypted store, or why sessions stay in memory only."""
-    from ..store.keys import KeyStoreUnavailable, open_key_store
-    from ..store.vault import Vault
-
-    try:
-        vault = Vault(
-            settings.state_dir / "accounts", open_key_store(settings.key_store, settings.state_dir)
-        )
-    except KeyStoreUnavailable as error:
-        log.warning("sessions will not survive a restart", extra={"reason": str(error)})
-        return None, f"memory only: {error}"
-    return vault, vault.description
-
-
-async def _provider_link(
-    settings: Settings, provider: ProviderSettings, requirements: DpopRequirements
-) -> ProviderLink:
-    """One provider with its clients and sign-in flows (the OAuth stack is loaded by now)."""
-    from ..oidc.provider import Provider
-    from ..session.device import DeviceFlow
-    from ..session.providers import ProviderLink
-    from ..session.signin import SignInFlow
-
-    def client_of(client_id: str, auth: ClientAuth) -> Provider:
-        required = requirements.required(provider.issuer, client_id)
-        return Provider(
-            provider.issuer, client_id, client_auth=auth, dpop=provider.dpop, dpop_required=required
-        )
-
-    auth = await asyncio.to_thread(_client_auth, settings, provider, provider.client_id)
-    client = client_of(provider.client_id, auth)
-    device_client = client
-    if provider.device_client_id:
-        # The files and method set are the main client's: the device client is public
-        # unless the keyring holds a secret for it (`client-secret set --client-id`).
-        device = replace(
-            provider,
-            client_auth="auto",
-            client_secret_file=None,
-            client_private_key_file=None,
-            client_certificate_file=None,
-        )
-        device_auth = await asyncio.to_thread(
-            _client_auth, settings, device, provider.device_client_id
-        )
-        device_client = client_of(provider.device_client_id, device_auth)
-    return ProviderLink(
-        alias=provider.alias,
-        issuer=provider.issuer,
-        client=client,
-        device_client=device_client,
-        sign_in=SignInFlow(
-            client,
-            provider.scopes,
-            _secrets_source(provider.issuer),
-            provider.authorize_params,
-            provider.alias,
-            requirements=requirements,
-        ),
-        device=DeviceFlow(device_client, provider.scopes, provider.alias, requirements),
-        setting_sources=provider.sources,
-        dpop=provider.dpop,
-    )
-
-
-def _client_auth(settings: Settings, provider: ProviderSettings, client_id: str) -> ClientAuth:
-    """How a client authenticates to the provider, its secret or key read now (blocking)."""
-    from ..store.keys import KeyringKeyStore
-    from .client_credentials import load_client_auth
-
-    return load_client_auth(
-        client_id,
-        provider.client_auth,
-        secret_file=provider.client_secret_file,
-        private_key_file=provider.client_private_key_file,
-        key_id=provider.client_key_id,
-        assertion_audience=provider.client_assertion_audience,
-        keyring=KeyringKeyStore if settings.key_store == "keyring" else None,
-        provider=provider.alias,
-        certificate_file=provider.client_certificate_file,
-    )
-
-
 def _refresh_answer_idle() -> float:
     """How long a refresh's answer may stay silent: REFRESH_ANSWER_SECONDS, or a test's less."""
     given = os.environ.get(ANSWER_IDLE_ENV, "")
@@ -370,33 +282,3 @@ def _refresh_answer_idle() -> float:
         return REFRESH_ANSWER_SECONDS
     log.warning(f"TEST MODE: a refresh's answer may be silent {seconds:g} s ({ANSWER_IDLE_ENV})")
     return seconds
-
-
-def _secrets_source(issuer: str) -> SignInSecrets:
-    from ..oidc.code_flow import DeterministicSecrets, RandomSecrets
-    from ..oidc.metadata import is_acceptable_url
-
-    seed = os.environ.get(DETERMINISTIC_SECRETS_ENV)
-    if not seed:
-        return RandomSecrets()
-    if not (issuer.startswith("http://") and is_acceptable_url(issuer)):
-        log.warning(
-            f"{DETERMINISTIC_SECRETS_ENV} is ignored: only a loopback test provider may see"
-            " predictable sign-in values"
-        )
-        return RandomSecrets()
-    log.warning(
-        "TEST MODE: sign-in state, nonce and PKCE verifier are predictable"
-        f" ({DETERMINISTIC_SECRETS_ENV} is set)"
-    )
-    return DeterministicSecrets(seed)
-
-
-def _grpc_server(
-    broker: ServiceHandlers, serving: ServiceStatus, gate: TransportGate
-) -> CheckedServer:
-    """The gRPC server with our service, health and reflection, every connection checked."""
-    health = Health({broker: [serving]})
-    return CheckedServer(
-        with_reflection([broker, health]), gate, JsonCalls(broker.unary), FreedMemory()
-    )

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..oidc.client_auth import (
     AUTO,
@@ -28,9 +27,7 @@ from ..oidc.credentials import (
     read_secret_file,
     secret_name,
 )
-
-if TYPE_CHECKING:
-    from ..store.keys import KeyStore
+from ..store.keys import KeyStore, KeyStoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +110,6 @@ def load_credentials(
 
 def _keyring_secret(name: str, setting: str, keyring: Callable[[], KeyStore] | None) -> str | None:
     """The secret the keyring holds under name, if any (ClientAuthError: it is needed)."""
-    from ..store.keys import KeyStoreUnavailable
-
     try:
         if keyring is None:
             raise KeyStoreUnavailable("key_store is file: the keyring is not used")  # noqa: TRY301 - one handler for both

@@ -1,4 +1,4 @@
-"""What a provider answers to the token and device endpoints, checked and bounded.
+"""What a provider answers to the token and device endpoints, checked and bounded, and read back.
 
 Whatever is accepted must be storable and usable: every token printable ASCII of at
 most MAX_TOKEN_CHARS (a provider that packs a person's groups into its tokens can make
@@ -9,6 +9,9 @@ did act on it, so a refresh token it rotated to is kept.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -149,3 +152,21 @@ def _lifetime(expires_in: object) -> int:
     if not isinstance(expires_in, int) or isinstance(expires_in, bool) or expires_in <= 0:
         raise AnswerUnusable(f"the token response has an unusable expires_in ({expires_in!r:.40})")
     return expires_in
+
+
+def id_token_expiry(id_token: str) -> int:
+    """The `exp` of an ID token validated when it was received (0 when it says none).
+
+    Read back from the token's payload without checking its signature again: it was
+    checked on arrival (id_tokens.py), and only its expiry is wanted here.
+    """
+    parts = id_token.split(".")
+    if len(parts) != 3:
+        return 0
+    try:
+        payload = base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4))
+        claims = json.loads(payload)
+    except (binascii.Error, ValueError):
+        return 0
+    expires = claims.get("exp") if isinstance(claims, dict) else None
+    return int(expires) if isinstance(expires, int | float) and not isinstance(expires, bool) else 0

@@ -1,15 +1,24 @@
-"""How a provider failed a request: it refused it, or it did not answer usefully.
+"""How a provider fails a request, and what each failure makes of a sign-in.
 
-The two are kept apart because a session treats them differently: a refusal
-(OAuthError, e.g. invalid_grant) is the provider's decision; not answering properly
-(ProviderUnavailable: network, timeout, 5xx, garbage) is tried again later, and an
-answer that may have been lost (AnswerLost) leaves a rotated refresh token in doubt.
-failure_reason() says why a request got no answer, in words that carry none of it.
+A refusal and an answer that is no use are kept apart because a session treats them
+differently: a refusal (OAuthError, e.g. invalid_grant) is the provider's decision;
+not answering properly (ProviderUnavailable: network, timeout, 5xx, garbage) is tried
+again later, and an answer that may have been lost (AnswerLost) leaves a rotated
+refresh token in doubt. failure_reason() says why a request got no answer, in words
+that carry none of it.
+
+A sign-in, the browser's callback and the device grant alike, fails in a few ways:
+the provider refused the code or the client, its answer did not validate, this
+device's clock is off, it answers in a way the settings cannot use, or it could not
+be reached. failure_of() makes each one error_code (the contract's, docs/contract.md
+§15), a reason for the log and the app that waits, and a sentence for the person;
+none holds a secret.
 """
 
 from __future__ import annotations
 
 import ssl
+from dataclasses import dataclass
 
 # How far down an exception's causes to look for the OS's or TLS's own reason.
 MAX_CAUSES = 8
@@ -134,3 +143,65 @@ def failure_reason(error: BaseException) -> str:
             return f"{type(error).__name__} ({cause.strerror})"
         cause = cause.__cause__ or cause.__context__
     return type(error).__name__
+
+
+CLIENT_REFUSED = (
+    "The identity provider did not accept this broker's client credentials. Check the"
+    " client_id, client_auth and client secret or key settings against the registration"
+    " there; the daemon's log says which method was used."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SignInFailure:
+    """One failed sign-in: the contract's error_code, the reason, and what the person reads."""
+
+    error_code: str
+    reason: str
+    message: str
+
+    def __str__(self) -> str:
+        """As watchers and waiting apps are told: "<error_code>: <reason>"."""
+        return f"{self.error_code}: {self.reason}"
+
+
+def failure_of(error: Exception) -> SignInFailure:  # noqa: PLR0911 - one per kind
+    """The failure a provider's error makes of a sign-in (token exchange or id_token)."""
+    reason = str(error)
+    if isinstance(error, DeviceGrantEnded):
+        return SignInFailure(error.error_code, error.reason, _sentence(error.reason))
+    if isinstance(error, DpopWanted):  # a setting stands in the way: say which
+        return SignInFailure("invalid_code", error.hint, _sentence(error.hint))
+    if isinstance(error, DpopSignInAgain):  # the sign-in begun again with DPoP failed too
+        return SignInFailure("invalid_code", reason, _sentence(reason))
+    if isinstance(error, OAuthError) and error.error == "invalid_client":
+        return SignInFailure("invalid_client", CLIENT_REFUSED, CLIENT_REFUSED)
+    if isinstance(error, OAuthError):
+        return SignInFailure(
+            "invalid_code",
+            f"the identity provider did not accept the sign-in code ({error.error})",
+            "The identity provider did not accept the sign-in code. Please sign in again.",
+        )
+    if isinstance(error, ClockSkewed):  # the person can fix this: say how
+        return SignInFailure("clock_skew", reason, _sentence(reason))
+    if isinstance(error, IdTokenInvalid):
+        return SignInFailure(
+            "invalid_id_token", reason, f"The identity provider's answer was not valid: {reason}."
+        )
+    if isinstance(error, ProviderMisfit):  # a setting to mend: say exactly what, everywhere
+        return SignInFailure(
+            "provider_misconfigured",
+            f"the identity provider does not fit the settings ({reason})",
+            f"The identity provider does not fit the broker's settings: {reason}.",
+        )
+    if isinstance(error, ProviderUnavailable):
+        return SignInFailure(
+            "provider_unavailable",
+            f"the identity provider cannot be reached ({reason})",
+            "The identity provider cannot be reached. Try again in a moment.",
+        )
+    raise TypeError(f"not a provider's error: {type(error).__name__}")
+
+
+def _sentence(text: str) -> str:
+    return f"{text[:1].upper()}{text[1:]}."

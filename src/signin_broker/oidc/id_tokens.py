@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -192,16 +191,6 @@ def check_workspace(claims: dict[str, Any], workspace_id: str) -> None:
     """IdTokenInvalid unless the provider confirmed the workspace asked for (same claim)."""
     if workspace_id and claims.get("workspace_id") != workspace_id:
         raise IdTokenInvalid(f"the identity provider did not confirm workspace {workspace_id}")
-
-
-def id_token_expiry(id_token: str) -> int:
-    """The `exp` of an ID token checked when it was received (0 when it has none)."""
-    try:
-        claims = json.loads(jws.extract_compact(id_token.encode()).payload)
-    except (JoseError, ValueError):
-        return 0
-    expires = claims.get("exp") if isinstance(claims, dict) else None
-    return int(expires) if isinstance(expires, int | float) else 0
 
 
 def clock_off(off: float) -> str:

@@ -91,7 +91,9 @@ class SignInStart:
     owner: str = ""  # who began it (owner_key): the one watcher told how it goes
     authorize_params: Mapping[str, str] = field(default_factory=dict)  # login_hint, prompt, ...
     provider: str = ""  # the alias of the provider it signs in at ("" the main one)
-    step_up: StepUp | None = None  # a token request's step-up it was begun for (step_ups.py)
+    step_up: StepUp | None = (
+        None  # a token request's step-up it was begun for (step_up_sign_ins.py)
+    )
     asked_at: float = 0.0  # when that request came (Unix seconds): max_age counts from it
 
 
@@ -150,31 +152,52 @@ EVERYTHING = Entitlement()
 NOTHING = Entitlement(accounts=frozenset())  # what a denied or undecided app sees
 
 
-@dataclass
-class Account:
-    """An account's state as the manager keeps it; only the manager changes it."""
+@dataclass(eq=False)
+class AccountRuntime:
+    """What the daemon holds of a signed-in account while it runs; none of it is stored.
 
-    info: AccountInfo
-    tokens: TokenSet
-    refresh_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    refresh_task: asyncio.Task[TokenSet] | None = None
-    scoped: ScopedTokens = field(default_factory=ScopedTokens)
+    Its provider (resolved as it enters the registry), its apps' use, and the keeper's
+    hold on it: the lock every spend of its refresh token takes, the renewal under way
+    (one, shared by whoever asks), the backoff after failures (provider_health.py),
+    when it is re-validated, and its down-scoped tokens.
+    """
+
+    link: ProviderLink | None = None
     apps: dict[str, AppUse] = field(default_factory=dict)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    renewal: asyncio.Task[TokenSet] | None = None
     retry_at: float = 0.0  # no provider call before this (backoff after a failure)
     failures: int = 0
     refusal: str = ""  # why the last refresh was refused ("" if it was not)
     revalidate_at: float = 0.0
     early_fraction: float = field(default_factory=refresh_early_fraction)
+    scoped: ScopedTokens = field(default_factory=ScopedTokens)
+
+    @property
+    def renewing(self) -> bool:
+        """Whether a renewal of the account is under way."""
+        return self.renewal is not None and not self.renewal.done()
+
+
+@dataclass(eq=False)
+class Account:
+    """A signed-in account: the session the store keeps, and apart, its runtime.
+
+    Only the registry (registry.py) changes what is stored: its info and its tokens.
+    """
+
+    info: AccountInfo
+    tokens: TokenSet
     client_id: str = ""  # the client its tokens were issued to ("": the provider's main one)
     # The key its tokens are bound to (RFC 9449), made at sign-in; None: Bearer tokens.
     dpop_key: DpopKey | None = field(default=None, repr=False)
-    # Its provider, resolved once as it enters the registry (a sign-in or a restore).
-    link: ProviderLink | None = field(default=None, repr=False, compare=False)
+    runtime: AccountRuntime = field(default_factory=AccountRuntime, repr=False)
 
     @property
     def client(self) -> ProviderClient | None:
         """The client that renews its tokens; None before it is in the registry."""
-        return self.link.client_for(self.client_id) if self.link is not None else None
+        link = self.runtime.link
+        return link.client_for(self.client_id) if link is not None else None
 
     def dpop_for(self, tokens: TokenSet) -> DpopKey | None:
         """The key to send these tokens' access token with; None for a Bearer token."""
@@ -183,10 +206,13 @@ class Account:
     @property
     def refresh_at(self) -> float:
         """When the background loop renews the main token."""
-        return self.tokens.refresh_due_at(self.early_fraction)
+        return self.tokens.refresh_due_at(self.runtime.early_fraction)
 
-    def to_record(self, issuer: str) -> dict[str, Any]:
-        """The account as the encrypted store keeps it (apps and caches are not kept)."""
+    def to_record(self, issuer: str, tokens: TokenSet | None = None) -> dict[str, Any]:
+        """The account as the encrypted store keeps it (its runtime is not kept).
+
+        `tokens`: these instead of its own (a write-ahead, or its times on another clock).
+        """
         info = asdict(self.info)
         for transient in ("apps", "access_token_expires_at", "next_refresh_at", "at_risk"):
             info.pop(transient)
@@ -201,7 +227,7 @@ class Account:
             "sign_in": {"acr": info.pop("acr"), "auth_time": info.pop("auth_time")},
             "dpop_bound_by": info.pop("dpop_bound_by"),
             "account": info,
-            "tokens": self.tokens.to_record(),
+            "tokens": (self.tokens if tokens is None else tokens).to_record(),
             **({"dpop_key": self.dpop_key.to_record()} if self.dpop_key else {}),
         }
 

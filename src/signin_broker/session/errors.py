@@ -154,10 +154,15 @@ class ScopeNotGranted(SessionError):
 
 
 class ProviderRefused(SessionError):
-    """The provider refused a down-scoped token (invalid_scope, invalid_target, ...)."""
+    """The provider refused a refresh, not ending the session (invalid_scope, invalid_target, ...).
 
-    def __init__(self, error: str) -> None:
+    `error` is its OAuth error code, `status` its HTTP status.
+    """
+
+    def __init__(self, error: str, status: int = 400) -> None:
         super().__init__(f"the identity provider refused that token ({error})")
+        self.error = error
+        self.status = status
 
 
 class TokenTooShortLived(SessionError):

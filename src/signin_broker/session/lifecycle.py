@@ -20,6 +20,7 @@ from .accounts import EVERYTHING, AccountInfo, Entitlement, SignOutResult
 from .errors import AliasNotSaved
 from .events import EventKind
 from .names import AccountNames
+from .overview import SessionOverview
 from .ports import AuditSink, daemon_actor
 from .registry import AccountRegistry
 from .revocation import revoke
@@ -35,6 +36,7 @@ class SessionLifecycle:
     def __init__(
         self,
         registry: AccountRegistry,
+        overview: SessionOverview,
         sign_ins: SignIns,
         names: AccountNames,
         audit: AuditSink,
@@ -42,10 +44,11 @@ class SessionLifecycle:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._registry = registry
+        self._overview = overview
         self._names = names
         self._audit = audit
         self._sign_ins = sign_ins
-        self.logout_links = LogoutLinks(clock)
+        self._logout_links = LogoutLinks(clock)
 
     async def sign_out(
         self,
@@ -84,7 +87,7 @@ class SessionLifecycle:
     ) -> str:
         """Sign the account out and delete all the daemon keeps of it, aliases too; see logout_url.
 
-        The audit row of the removal is written before anything is deleted (contract 3).
+        The audit row of the removal is written before anything is deleted (docs/contract.md §3).
         """
         account = self._registry.resolve(account_id, entitlement)
         await self._audit.record_now(audit_rows.removed(actor, account.info.id))
@@ -104,7 +107,7 @@ class SessionLifecycle:
         chosen = self._registry.resolve(account_id, entitlement)
         await self._registry.set_default(chosen)
         self._audit.record(audit_rows.made_default(actor, chosen.info.id))
-        return self._registry.info(chosen)
+        return self._overview.info(chosen)
 
     async def logout_url(self, page_url: str, id_token: str | None, account_id: str = "") -> str:
         """Where a browser ends its session at the provider, back to the page at page_url after.
@@ -115,7 +118,11 @@ class SessionLifecycle:
         if not page_url:
             return ""
         target = await self.provider_logout_url(page_url + "/", id_token, account_id)
-        return self.logout_links.create(page_url, target) if target and id_token else target
+        return self._logout_links.create(page_url, target) if target and id_token else target
+
+    def take_logout_link(self, key: str) -> str | None:
+        """Where a one-time sign-out link sends the browser (session.signout); None once used."""
+        return self._logout_links.take(key)
 
     async def provider_logout_url(
         self,
@@ -123,7 +130,7 @@ class SessionLifecycle:
         id_token_hint: str | None = None,
         account_id: str = "",
     ) -> str:
-        """The end-session address of the account's provider (contract: {idp_url}/logout).
+        """The end-session address of the account's provider, else its issuer's /logout.
 
         Without an account, the default provider's.
         """

@@ -1,6 +1,6 @@
 """Accounts by the names people know them by: an alias of their choosing, an e-mail, a login.
 
-Every request that names an account is read here (SessionManager.account_named), so
+Every request that names an account is read here (Naming.account_id), so
 each RPC, over gRPC and JSON alike, understands a name the same way, in this order:
 
 1. empty: the default account (which one is decided later, per caller);
@@ -32,9 +32,19 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 
+from ..store.audit import Actor
+from . import audit_rows
 from .accounts import EVERYTHING, Account, Entitlement
-from .errors import AccountNotFound, AliasNotSaved, AmbiguousAccount, TooManyAliases, UnknownAlias
-from .ports import AliasStore
+from .errors import (
+    AccountNotFound,
+    AliasHidesLogin,
+    AliasNotSaved,
+    AmbiguousAccount,
+    TooManyAliases,
+    UnknownAlias,
+)
+from .ports import AliasStore, AuditSink
+from .registry import AccountRegistry
 from .validation import ID_LIKE, MAX_ALIASES, check_account, check_alias
 
 log = logging.getLogger(__name__)
@@ -156,6 +166,46 @@ class AccountNames:
                     log.warning("the account aliases cannot be saved", extra={"reason": str(error)})
                     raise AliasNotSaved(error) from None
             self._aliases = aliases
+
+
+class Naming:
+    """Accounts as requests name them, and the person's aliases given and taken away (audited)."""
+
+    def __init__(self, names: AccountNames, registry: AccountRegistry, audit: AuditSink) -> None:
+        self._names = names
+        self._registry = registry
+        self._audit = audit
+
+    def account_id(self, name: str, entitlement: Entitlement = EVERYTHING) -> str:
+        """The id of the account a request names: its id, alias, e-mail or login.
+
+        Every request that names an account asks here, as the caller it comes from:
+        AccountNotFound when nothing it may see fits, AmbiguousAccount when several do.
+        """
+        if not name or name in self._registry.by_id:  # an id, signed in: the common case
+            return name
+        return self._names.resolve(name, self._registry.all(), entitlement)
+
+    async def set_alias(
+        self, alias: str, account: str, *, actor: Actor, force: bool = False
+    ) -> str:
+        """Let `alias` name a signed-in account (named in any way); the account's id.
+
+        AliasHidesLogin when it is another account's login, unless forced.
+        """
+        chosen = self._registry.resolve(self.account_id(account), EVERYTHING)
+        hidden = self._names.hidden_by(alias, chosen.info.id, self._registry.all())
+        if hidden and not force:
+            raise AliasHidesLogin(alias, chosen.info.id, hidden)
+        await self._names.set(alias, chosen.info.id)
+        self._audit.record(audit_rows.alias_set(actor, chosen.info.id, alias))
+        return chosen.info.id
+
+    async def remove_alias(self, alias: str, *, actor: Actor) -> str:
+        """Remove an alias; the id of the account it named."""
+        named = await self._names.remove(alias)
+        self._audit.record(audit_rows.alias_removed(actor, named, alias))
+        return named
 
 
 def _problem(alias: str, account_id: str) -> str:

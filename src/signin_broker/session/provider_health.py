@@ -1,9 +1,12 @@
-"""How each provider is doing, as renewals and re-validations find it: answering, or backed off.
+"""How each provider is doing, as renewals, re-validations and sign-ins find it; set here only.
 
 A failure backs the account off (schedule.retry_after_failure: exponential, with
 jitter) and marks its provider degraded, once, with an event; the next answer clears
 both, says the provider answers again, and moves the account's next re-validation on,
-since a renewal vouches for the session as much as a userinfo call does.
+since a renewal vouches for the session as much as a userinfo call does. A refusal to
+renew backs off the same way. Nothing else changes a provider's health
+(ProviderLink's degraded_reason, last_contact and answer_seconds) or an account's
+backoff (its runtime's failures, retry_at and refusal).
 """
 
 from __future__ import annotations
@@ -11,33 +14,26 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from .accounts import Account
-from .events import EventKind, SessionEvent
-from .registry import AccountRegistry
-from .schedule import next_revalidation, retry_after_failure
-
-if TYPE_CHECKING:
-    from .providers import ProviderLink
+from .events import EventBus, EventKind, SessionEvent
+from .providers import ProviderLink
+from .schedule import RENEWAL_RETRY_SECONDS, next_revalidation, retry_after_failure
 
 log = logging.getLogger(__name__)
 
-# A caller refused while a renewal is under way is told to ask again this much later.
-RENEWAL_RETRY_SECONDS = 5.0
-
 
 class ProviderHealth:
-    """Backs accounts off while their provider fails, and says when it answers again."""
+    """Backs accounts off while their provider fails or refuses, and says when it answers again."""
 
     def __init__(
         self,
-        registry: AccountRegistry,
+        events: EventBus,
         *,
         revalidate_seconds: int,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._registry = registry
+        self._events = events
         self._revalidate_seconds = revalidate_seconds
         self._clock = clock
 
@@ -48,29 +44,50 @@ class ProviderHealth:
             extra={
                 "flow": "oauth",
                 "reason": reason,
-                "retry_in_s": self.back_off(account, reason),
+                "retry_in_s": self._back_off(account, reason),
             },
         )
 
-    def back_off(self, account: Account, reason: str) -> float:
-        """No refresh for a while (schedule.retry_after_failure); seconds until the next."""
-        account.failures += 1
-        account.retry_at = retry_after_failure(self._clock(), account.failures)
+    def refused(self, account: Account, reason: str) -> None:
+        """The provider refused to renew (not the end of the session): back off as from an outage.
+
+        A provider's bare 400 is neither taken for the end of a session it still
+        accepts, nor retried at once.
+        """
+        account.runtime.refusal = reason
+        log.warning(
+            "the provider refused a refresh",
+            extra={
+                "flow": "oauth",
+                "reason": reason,
+                "retry_in_s": self._back_off(account, reason),
+            },
+        )
+
+    def _back_off(self, account: Account, reason: str) -> float:
+        """No refresh for a while (schedule.retry_after_failure), the provider marked degraded.
+
+        The seconds until the next refresh.
+        """
+        runtime = account.runtime
+        runtime.failures += 1
+        runtime.retry_at = retry_after_failure(self._clock(), runtime.failures)
         link = self.link(account)
         if not link.degraded_reason:
             prefix = f"{link.alias}: " if link.alias else ""
             self._publish(EventKind.DEGRADED, f"degraded: {prefix}{reason}")
         link.degraded_reason = reason
-        return round(account.retry_at - self._clock(), 1)
+        return round(runtime.retry_at - self._clock(), 1)
 
     def answered(self, account: Account, asked_at: float) -> None:
         """The provider vouched for the session as of asked_at: no re-validation till due."""
-        account.failures = 0
-        account.retry_at = 0.0
-        account.refusal = ""
+        runtime = account.runtime
+        runtime.failures = 0
+        runtime.retry_at = 0.0
+        runtime.refusal = ""
         link = self.link(account)
         link.last_contact = self._clock()
-        account.revalidate_at = next_revalidation(
+        runtime.revalidate_at = next_revalidation(
             asked_at, self._revalidate_seconds, link.answer_seconds
         )
         if link.degraded_reason:
@@ -78,30 +95,49 @@ class ProviderHealth:
             log.info(f"{link.name} answers again", extra={"provider": link.alias})
             self._publish(EventKind.RECOVERED, f"{link.name} answers again")
 
+    def contacted(self, link: ProviderLink) -> None:
+        """The provider answered (a sign-in's code, a refusal): status shows when it last did."""
+        link.last_contact = self._clock()
+
+    def revalidated(self, account: Account, asked_at: float, seconds: float) -> None:
+        """Userinfo answered in `seconds`, whether it took the access token or not.
+
+        A slowdown counts at once, a speed-up slowly. Answering is not renewing: a
+        refused renewal's backoff goes on.
+        """
+        link = self.link(account)
+        link.answer_seconds = max(seconds, 0.7 * link.answer_seconds + 0.3 * seconds)
+        if account.runtime.refusal:
+            self.contacted(link)
+        else:
+            self.answered(account, asked_at)
+
+    def next_revalidation(self, account: Account) -> None:
+        """Plan the account's next re-validation, as its provider's answer time allows."""
+        account.runtime.revalidate_at = next_revalidation(
+            self._clock(), self._revalidate_seconds, self.link(account).answer_seconds
+        )
+
     def retry_in(self, account: Account) -> float:
         """When a caller refused for want of a renewal may ask again (seconds)."""
-        if refreshing(account):
+        if account.runtime.renewing:
             return RENEWAL_RETRY_SECONDS
         tokens = account.tokens
         due = tokens.refresh_due_at() if tokens.refresh_in_doubt else 0.0
-        return max(account.retry_at, due) - self._clock()
+        return max(account.runtime.retry_at, due) - self._clock()
 
     def reason(self, account: Account) -> str:
         """Why the account is backed off, for a caller its current token cannot serve."""
-        link = account.link
+        link = account.runtime.link
         degraded = link.degraded_reason if link is not None else ""
-        return account.refusal or degraded or "the last renewal failed"
+        return account.runtime.refusal or degraded or "the last renewal failed"
 
-    def link(self, account: Account) -> ProviderLink:
+    @staticmethod
+    def link(account: Account) -> ProviderLink:
         """The account's provider (only accounts of configured providers are kept)."""
-        link = account.link
+        link = account.runtime.link
         assert link is not None  # noqa: S101 - restore and sign-in keep no other
         return link
 
     def _publish(self, kind: EventKind, detail: str) -> None:
-        self._registry.events.publish(SessionEvent(kind, detail=detail))
-
-
-def refreshing(account: Account) -> bool:
-    """Whether a renewal of the account is under way."""
-    return account.refresh_task is not None and not account.refresh_task.done()
+        self._events.publish(SessionEvent(kind, detail=detail))

@@ -20,9 +20,8 @@ from .errors import NotConfigured
 from .ports import ProviderClient
 from .schedule import ASSUMED_ANSWER_SECONDS
 
-if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
-    from .device import DeviceFlow
-    from .signin import SignInFlow
+if TYPE_CHECKING:  # the OAuth stack loads after the daemon is ready (daemon/app.py)
+    from .provider_flows import DeviceFlow, SignInFlow
 
 
 @dataclass(eq=False)
@@ -35,16 +34,14 @@ class ProviderLink:
     device_client: ProviderClient  # device sign-ins: `client` unless a second client is set
     sign_in: SignInFlow
     device: DeviceFlow
-    degraded_reason: str = ""  # why it is considered unreachable; "" when it answers
+    # Its health, changed by provider_health.ProviderHealth only: why it is considered
+    # unreachable ("" when it answers), when it last answered, how long its userinfo takes.
+    degraded_reason: str = ""
     last_contact: float = 0.0
-    answer_seconds: float = ASSUMED_ANSWER_SECONDS  # how long its userinfo takes, smoothed
+    answer_seconds: float = ASSUMED_ANSWER_SECONDS
     is_default: bool = field(default=False)
     setting_sources: dict[str, str] = field(default_factory=dict)  # setting: where it was set
     dpop: str = "if-required"  # the `dpop` setting (oidc.dpop.MODES), for status
-
-    def timed(self, seconds: float) -> None:
-        """Take a userinfo answer time into account: a slowdown at once, a speed-up slowly."""
-        self.answer_seconds = max(seconds, 0.7 * self.answer_seconds + 0.3 * seconds)
 
     @property
     def name(self) -> str:
@@ -116,6 +113,6 @@ class Providers:
     def of(self, account_id: str) -> ProviderLink | None:
         """The provider an account belongs to, by its id; None when it is not configured.
 
-        An account asks once, as it enters the registry (accounts.Account.link).
+        An account asks once, as it enters the registry (accounts.AccountRuntime.link).
         """
         return self._links.get(AccountId.parse(account_id).provider)

@@ -12,7 +12,10 @@ lost anyway) ends the session no sooner than it had to. One the provider answere
 unusably, was spent there if the provider rotates refresh tokens (seen at an earlier
 renewal): it is never sent again, and the session ends when its access token does.
 The provider ends a session by refusing the refresh token (`invalid_grant`), or by
-refusing a refresh and the access token (userinfo) both.
+refusing a refresh and the access token (userinfo) both. Each answer is classified
+here once: a refusal ends the session (SignInRequired) or is refused
+(ProviderRefused, which the main token's renewal backs off from); no answer is
+ProviderUnavailable.
 """
 
 from __future__ import annotations
@@ -21,26 +24,21 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import NoReturn
 
+from ..oidc.answers import TokenResponse
 from ..oidc.errors import AnswerLost, AnswerUnusable, OAuthError, ProviderUnavailable
 from .accounts import Account
 from .clock import to_wall
-from .errors import SignInRequired, StorageWaits
+from .errors import ProviderRefused, SignInRequired, StorageWaits
 from .events import EventKind
 from .ports import daemon_actor
 from .provider_health import ProviderHealth
 from .registry import AccountRegistry
+from .schedule import REFRESH_ANSWER_SECONDS
 from .tokens import TokenSet
 
-if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
-    from ..oidc.answers import TokenResponse
-
 log = logging.getLogger(__name__)
-
-# How long the answer to a refresh, once sent, is awaited while nothing of it arrives
-# (the provider's client bounds the whole, however steadily it trickles in).
-REFRESH_ANSWER_SECONDS = 180.0
 
 
 class RefreshGrant:
@@ -108,16 +106,22 @@ class RefreshGrant:
             self._health.failed(account, str(error))
             raise
         except OAuthError as error:
-            self._health.link(account).last_contact = self._clock()
-            if error.error == "invalid_grant" and self._registry.is_current(account):
-                reason = "it refused the refresh token (invalid_grant)"
-                if tokens.refresh_in_doubt:
-                    reason += ", having completed the renewal whose answer was lost"
-                await self.provider_ended(account, reason)
-            await self._not_spent(account, tokens)
-            raise
+            self._health.contacted(self._health.link(account))
+            await self._refused(account, tokens, error)
         self._health.answered(account, sent_at)  # a renewal re-validates too
         return response
+
+    async def _refused(self, account: Account, tokens: TokenSet, error: OAuthError) -> NoReturn:
+        """What a refusal of the refresh token means: the session's end, or ProviderRefused."""
+        if error.error != "invalid_grant":
+            await self._not_spent(account, tokens)
+            raise ProviderRefused(error.error, error.status) from None
+        if self._registry.is_current(account):
+            reason = "it refused the refresh token (invalid_grant)"
+            if tokens.refresh_in_doubt:
+                reason += ", having completed the renewal whose answer was lost"
+            await self.provider_ended(account, reason)
+        raise self._registry.sign_in_required(account.info.id) from None
 
     async def _write_ahead(self, account: Account, sent: TokenSet) -> None:
         """Store that the refresh token is out, or send nothing (StorageWaits).
@@ -125,14 +129,12 @@ class RefreshGrant:
         While the account's state cannot be written, the store is tried again only when
         its retry is due, so that callers asking meanwhile do not each write in vain.
         """
-        registry = self._registry
+        saving = self._registry.saving
         now = self._clock()
-        retry_due = not registry.is_unsaved(account) or now >= registry.save_retry_at
-        if retry_due and await registry.persist(account, sent):
+        retry_due = not saving.unsaved(account) or now >= saving.retry_at
+        if retry_due and await saving.write(account, sent):
             return
-        raise StorageWaits(
-            account.info.id, registry.unsaved_reason(account), registry.save_retry_at - now
-        )
+        raise StorageWaits(account.info.id, saving.unsaved(account), saving.retry_at - now)
 
     async def _spent(self, account: Account, reason: str) -> None:
         """The provider answered a refresh unusably, having rotated its refresh token.
@@ -148,8 +150,7 @@ class RefreshGrant:
             " refresh token, which is never sent twice"
         )
         spent = replace(account.tokens, refresh_token=None, unanswered=0, refresh_lost=lost)
-        await self._registry.persist(account, spent)
-        account.tokens = spent
+        await self._registry.replace_tokens(account, spent)
         log.warning(
             "the refresh token was spent by an answer that cannot be used: the session ends"
             " when its access token expires",
@@ -164,14 +165,13 @@ class RefreshGrant:
     async def _not_spent(self, account: Account, tokens: TokenSet) -> None:
         """Take back the write-ahead of a refresh the provider refused or never received."""
         if not tokens.refresh_kept and self._registry.is_current(account):
-            await self._registry.persist(account, tokens)
+            await self._registry.saving.write(account, tokens)
 
     async def _answer_lost(self, account: Account, reason: str) -> None:
         """A renewal whose answer never came: its refresh token may be spent (unless kept)."""
         if not account.tokens.refresh_kept and self._registry.is_current(account):
             doubtful = account.tokens.sent()
-            await self._registry.persist(account, doubtful)
-            account.tokens = doubtful
+            await self._registry.replace_tokens(account, doubtful)
             after = self.resend_reason(doubtful)
             log.warning(
                 "the provider may have spent the refresh token: " + after,
@@ -198,31 +198,21 @@ class RefreshGrant:
                 refresh_rotates=True,
                 unanswered=0,
             )
-            await self._registry.persist(account, kept)
-            account.tokens = kept
+            await self._registry.replace_tokens(account, kept)
         self._health.failed(account, f"a renewal's answer was unusable ({reason})")
 
-    async def refused(self, account: Account, error: OAuthError) -> None:
-        """A refused renewal: the session has ended if userinfo rejects the token too.
+    async def refused(self, account: Account, refusal: ProviderRefused) -> None:
+        """A refused renewal of the main token: the session has ended if userinfo rejects it too.
 
-        Else it backs off like an outage: a provider's bare 400 is neither taken for the
-        end of a session it still accepts, nor retried at once (issue 14, finding 10).
+        Else the account backs off (ProviderHealth.refused).
         """
-        if error.error == "invalid_grant" or not self._registry.is_current(account):
-            return  # spend() ended the session
-        reason = f"the provider refused to renew the token ({error.error}, HTTP {error.status})"
+        if not self._registry.is_current(account):
+            return
+        reason = f"the provider refused to renew the token ({refusal.error}, HTTP {refusal.status})"
         if await self._token_rejected(account):
             await self.provider_ended(account, f"{reason} and rejects the access token")
             return
-        account.refusal = reason
-        log.warning(
-            "the provider refused a refresh",
-            extra={
-                "flow": "oauth",
-                "reason": reason,
-                "retry_in_s": self._health.back_off(account, reason),
-            },
-        )
+        self._health.refused(account, reason)
 
     async def _token_rejected(self, account: Account) -> bool:
         """Whether the provider's userinfo rejects the access token (no answer: no)."""

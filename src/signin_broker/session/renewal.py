@@ -1,13 +1,14 @@
-"""Tokens on demand and ahead of time: renewal, re-validation, and expiry.
+"""Tokens on demand and ahead of time: renewal, re-validation, expiry, and DPoP proofs for apps.
 
-An account's tokens are renewed at 75 % of their lifetime, once however many callers
-ask at the same moment: one refresh task per account is shared by all of them, and
+An account's tokens are renewed when session.schedule says, once however many callers
+ask at the same moment: one renewal task per account is shared by all of them, and
 every call that spends a refresh token runs under the account's lock, because a
 rotated refresh token may be spent only once (refresh_grant.py). A rotated refresh
-token is written to the encrypted store before the new access token is handed out.
-While the provider cannot be reached a still-valid token is served and renewal backs
-off (provider_health.py). Down-scoped tokens (fewer scopes, or an audience) come from
-scoped_tokens.py; every token handed out is counted and audited (use_ledger.py).
+token is written to the encrypted store before the new access token is handed out
+(registry.AccountRegistry.replace_tokens). While the provider cannot be reached a
+still-valid token is served and renewal backs off (provider_health.py). Down-scoped
+tokens (fewer scopes, or an audience) come from scoped_tokens.py; every token handed
+out is counted and audited (use_ledger.py).
 """
 
 from __future__ import annotations
@@ -18,16 +19,20 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
+from ..oidc.answers import id_token_expiry
+from ..oidc.dpop import htu, is_bound
 from ..oidc.errors import OAuthError, ProviderUnavailable
 from ..store.audit import Actor
+from . import audit_rows, schedule
 from .accounts import EVERYTHING, Account, Entitlement, IssuedToken
 from .clock import to_wall
 from .errors import (
     AudienceNotAllowed,
     IdTokenNotAllowed,
     IdTokenUnavailable,
+    ProviderRefused,
     ProviderUnreachable,
     ScopeNotGranted,
     ScopesNotAllowed,
@@ -37,27 +42,16 @@ from .errors import (
 )
 from .events import EventKind, SessionEvent
 from .ports import AuditSink, daemon_actor
-from .provider_health import ProviderHealth, refreshing
-from .refresh_grant import REFRESH_ANSWER_SECONDS, RefreshGrant
+from .provider_health import ProviderHealth
+from .refresh_grant import RefreshGrant
 from .registry import AccountRegistry
 from .revocation import revoke
-from .schedule import (
-    BACKOFF_FIRST_SECONDS,
-    BACKOFF_MAX_SECONDS,
-    next_revalidation,
-)
-from .scoped_tokens import CALLER_WAIT_SECONDS, RENEWAL_PENDING, DownScopedTokens
+from .scoped_tokens import RENEWAL_PENDING, DownScopedTokens
 from .tokens import TokenSet
 from .use_ledger import UseLedger
 
-if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
-    pass
-
 log = logging.getLogger(__name__)
 
-# A caller whose token is still good waits this long for a renewal, then gets the
-# current token while the renewal goes on: an outage never stalls the apps.
-RENEWAL_WAIT_SECONDS = 2.0
 ARRIVED_DEAD = "the provider's answer took longer to arrive than its token lives; renewing again"
 
 
@@ -67,19 +61,18 @@ class TokenKeeper:
     def __init__(
         self,
         registry: AccountRegistry,
+        health: ProviderHealth,
         audit: AuditSink,
         *,
-        revalidate_seconds: int,
         clock: Callable[[], float] = time.time,
-        answer_idle: float = REFRESH_ANSWER_SECONDS,
+        answer_idle: float = schedule.REFRESH_ANSWER_SECONDS,
     ) -> None:
         self._registry = registry
+        self._health = health
         self._audit = audit
-        self._revalidate_seconds = revalidate_seconds
         self._clock = clock
-        self._health = ProviderHealth(registry, revalidate_seconds=revalidate_seconds, clock=clock)
-        self._grant = RefreshGrant(registry, self._health, clock, answer_idle=answer_idle)
-        self._scoped = DownScopedTokens(registry, self._grant, self._health, clock)
+        self._grant = RefreshGrant(registry, health, clock, answer_idle=answer_idle)
+        self._scoped = DownScopedTokens(registry, self._grant, health, clock)
         self.uses = UseLedger(audit, clock)
 
     async def get_token(
@@ -97,8 +90,9 @@ class TokenKeeper:
         """A token of the account (default when empty) valid for min_ttl seconds more.
 
         `refused`: a server refused the token handed out last (HTTP 401); it is renewed
-        now, unless renewing for a refusal already happened within a quarter of its
-        lifetime (a server that refuses every token must not make the daemon hammer).
+        now, unless it was renewed for a refusal too recently for that
+        (schedule.refused_renewal_allowed: a server that refuses every token must not
+        make the daemon hammer).
 
         With id_token, the account's ID token too, valid as long (IdTokenNotAllowed
         unless the caller's rule allows it; IdTokenUnavailable when the provider did
@@ -116,19 +110,7 @@ class TokenKeeper:
             raise ScopesNotAllowed(entitlement.scopes)
         if id_token and not entitlement.id_token:
             raise IdTokenNotAllowed(actor.app if actor is not None else "APP")
-        if entitlement.audience:
-            if audience not in ("", entitlement.audience):
-                raise AudienceNotAllowed(entitlement.audience)
-            audience = entitlement.audience
-        account = self._registry.resolve(account_id, entitlement)
-        if entitlement.scopes is not None and not scopes:
-            scopes = sorted(entitlement.scopes & frozenset(account.tokens.scopes))
-            if not scopes:  # never the whole sign-in's token for want of a common scope
-                raise ScopeNotGranted(sorted(entitlement.scopes), account.info.id)
-        missing = [scope for scope in scopes if scope not in account.tokens.scopes]
-        if missing:
-            raise ScopeNotGranted(missing, account.info.id)
-        wanted = frozenset(scopes)
+        account, wanted, audience = self._asked(account_id, scopes, audience, entitlement)
         if audience or (wanted and wanted != frozenset(account.tokens.scopes)):
             app = actor.app if actor is not None else ""
             tokens = await self._scoped.token(account, (wanted, audience), min_ttl, app, refused)
@@ -150,13 +132,73 @@ class TokenKeeper:
             dpop_bound_by=account.info.dpop_bound_by if account.dpop_for(tokens) else "",
         )
 
+    def _asked(
+        self, account_id: str, scopes: Sequence[str], audience: str, entitlement: Entitlement
+    ) -> tuple[Account, frozenset[str], str]:
+        """The account, scopes and audience a request means, within what the caller may get."""
+        if entitlement.audience:
+            if audience not in ("", entitlement.audience):
+                raise AudienceNotAllowed(entitlement.audience)
+            audience = entitlement.audience
+        account = self._registry.resolve(account_id, entitlement)
+        granted = account.tokens.scopes
+        if entitlement.scopes is not None and not scopes:
+            scopes = sorted(entitlement.scopes & frozenset(granted))
+            if not scopes:  # never the whole sign-in's token for want of a common scope
+                raise ScopeNotGranted(sorted(entitlement.scopes), account.info.id)
+        missing = [scope for scope in scopes if scope not in granted]
+        if missing:
+            raise ScopeNotGranted(missing, account.info.id)
+        return account, frozenset(scopes), audience
+
+    async def dpop_proof(
+        self,
+        account_id: str,
+        scopes: list[str],
+        min_ttl: int,
+        *,
+        method: str,
+        url: str,
+        nonce: str = "",
+        audience: str = "",
+        actor: Actor,
+        entitlement: Entitlement = EVERYTHING,
+        refused: bool = False,
+    ) -> tuple[IssuedToken, str]:
+        """A token as get_token gives it, and a DPoP proof for one request with it.
+
+        The proof ("" for a token that is not DPoP-bound) names the method, the URL,
+        the token's hash and the server's nonce; the account's key never leaves here.
+        """
+        token = await self.get_token(
+            account_id,
+            scopes,
+            min_ttl,
+            audience=audience,
+            actor=actor,
+            entitlement=entitlement,
+            refused=refused,
+        )
+        account = self._registry.resolve(token.account, entitlement)
+        key, client = account.dpop_key, account.client
+        if key is None or not is_bound(token.token_type):
+            return token, ""
+        now = client.provider_time() if client is not None else None  # the device's may be off
+        proof = key.proof(
+            method, url, access_token=token.access_token, nonce=nonce or None, now=now
+        )
+        parts = urlsplit(htu(url))  # no user:password@ in the audit
+        origin = f"{parts.scheme}://{parts.netloc}".lower()
+        self._audit.record(
+            audit_rows.dpop_proof_signed(actor, token.account, origin, token.expires_at)
+        )
+        return token, proof
+
     def _id_token(self, account: Account, min_ttl: int) -> tuple[str, int]:
         """The session's ID token and its expiry, if it lasts min_ttl seconds more."""
         token = account.tokens.id_token
         if not token:
             raise IdTokenUnavailable("the provider issued no ID token for this session")
-        from ..oidc.id_tokens import id_token_expiry  # loaded by the time there are tokens
-
         expires_at = id_token_expiry(token)  # the provider's time: the wall clock's
         if expires_at < to_wall(self._clock, self._clock()) + min_ttl:
             raise IdTokenUnavailable(
@@ -172,15 +214,16 @@ class TokenKeeper:
         now = self._clock()
         if tokens.serves(now, min_ttl, refused):
             return tokens  # the common case: no lock, no await
-        if tokens.renewal_would_hammer(now, min_ttl):  # issue 14, finding 5
+        if tokens.renewal_would_hammer(now, min_ttl):
             raise TokenLifetimeTooShort(tokens.lifetime, min_ttl)
         if not self._registry.renewable(account):
             return await self._unrenewable(account, min_ttl)
-        if now < account.retry_at and not refreshing(account):
+        if now < account.runtime.retry_at and not account.runtime.renewing:
             # Backing off: do not hammer a failing (or refusing) provider.
             return self._without_renewal(account, min_ttl, self._health.reason(account))
-        task = self._start_refresh(account)
-        wait = RENEWAL_WAIT_SECONDS if tokens.lasts(now, min_ttl) else CALLER_WAIT_SECONDS
+        task = self._start_renewal(account)
+        lasts = tokens.lasts(now, min_ttl)
+        wait = schedule.RENEWAL_WAIT_SECONDS if lasts else schedule.CALLER_WAIT_SECONDS
         try:
             renewed = await asyncio.wait_for(asyncio.shield(task), wait)
         except TimeoutError:
@@ -191,7 +234,7 @@ class TokenKeeper:
             raise
         except ProviderUnavailable as error:
             return self._without_renewal(account, min_ttl, str(error))
-        except OAuthError:
+        except ProviderRefused:
             if not self._registry.is_current(account):
                 raise self._registry.sign_in_required(account.info.id) from None
             return self._without_renewal(account, min_ttl, self._health.reason(account))
@@ -207,47 +250,45 @@ class TokenKeeper:
             return self._without_renewal(account, min_ttl, ARRIVED_DEAD)
         return renewed
 
-    def _start_refresh(self, account: Account) -> asyncio.Task[TokenSet]:
+    def _start_renewal(self, account: Account) -> asyncio.Task[TokenSet]:
         """The account's renewal under way, or a new one: one at a time, whoever asks."""
-        task = account.refresh_task
+        runtime = account.runtime
+        task = runtime.renewal
         if task is None or task.done():
-            task = asyncio.get_running_loop().create_task(self._refresh_main(account))
-            task.add_done_callback(self._refresh_ended)
-            account.refresh_task = task
+            task = asyncio.get_running_loop().create_task(self._renew(account))
+            task.add_done_callback(self._renewal_ended)
+            runtime.renewal = task
         return task
 
-    def _refresh_ended(self, task: asyncio.Task[TokenSet]) -> None:
+    def _renewal_ended(self, task: asyncio.Task[TokenSet]) -> None:
         """Wake the keeper; the task dealt with its outcome, awaited by a caller or not."""
         if not task.cancelled():
             task.exception()  # retrieved, so asyncio does not report it as lost
         self._registry.changed.set()
 
-    async def _refresh_main(self, account: Account) -> TokenSet:
+    async def _renew(self, account: Account) -> TokenSet:
         """Renew the main token; shared by every caller waiting at that moment."""
-        async with account.refresh_lock:
+        async with account.runtime.lock:
             asked_at = self._clock()  # the provider's tokens live from about then, not arrival
             try:
                 response = await self._grant.spend(account)
-            except OAuthError as error:
-                await self._grant.refused(account, error)
+            except ProviderRefused as refusal:
+                await self._grant.refused(account, refusal)
                 raise
             renewed = account.tokens.renewed(response, asked_at)
-            if not self._registry.is_current(
-                account
-            ):  # signed out while the provider took its time
+            if not self._registry.is_current(account):  # signed out while the provider took long
                 await revoke(account.client, renewed, account.dpop_key)
                 return renewed
-            await self._registry.persist(account, renewed)
-            account.tokens = renewed
+            await self._registry.replace_tokens(account, renewed)
         self._publish(EventKind.REFRESHED, account.info.id, "the access token was renewed")
         return renewed
 
     async def finish_renewals(self, grace: float) -> None:
         """Give the renewals under way up to grace seconds to be answered and stored (a stop)."""
         running = [
-            account.refresh_task
+            task
             for account in self._registry.all()
-            if account.refresh_task is not None and not account.refresh_task.done()
+            if (task := account.runtime.renewal) is not None and not task.done()
         ]
         if running:
             await asyncio.wait(running, timeout=grace)
@@ -290,17 +331,19 @@ class TokenKeeper:
         it ends, it wakes the keeper (`changed`).
         """
         now = self._clock()
-        if self._registry.saving_fails and now >= self._registry.save_retry_at:
-            await self._registry.save_unsaved()
+        saving = self._registry.saving
+        if saving.failing and now >= saving.retry_at:
+            await saving.write_again()
         for account in self._registry.all():
             renewable = self._registry.renewable(account)
+            runtime = account.runtime
             if not renewable and not account.tokens.is_valid(now):
                 await self._expire(account)
-            elif now < account.retry_at:
+            elif now < runtime.retry_at:
                 continue
-            elif renewable and now >= self._renewal_at(account) and not refreshing(account):
-                self._start_refresh(account)
-            elif now >= account.revalidate_at:
+            elif renewable and now >= self._renewal_at(account) and not runtime.renewing:
+                self._start_renewal(account)
+            elif now >= runtime.revalidate_at:
                 await self._revalidate(account)
         return self._next_due() - self._clock()
 
@@ -311,17 +354,14 @@ class TokenKeeper:
         one on disk for the next start to send; so it waits, however long, until the
         state is saved again (the keeper tries every few seconds), then renews at once.
         """
-        if self._registry.is_unsaved(account) and not account.tokens.refresh_kept:
+        if self._registry.saving.unsaved(account) and not account.tokens.refresh_kept:
             return math.inf
         return account.refresh_at
 
     async def _revalidate(self, account: Account) -> None:
-        """Ask the provider whether the session still stands (contract I2, within 60 s)."""
-        client = account.client
-        link, asked_at = self._health.link(account), self._clock()
-        account.revalidate_at = next_revalidation(
-            asked_at, self._revalidate_seconds, link.answer_seconds
-        )
+        """Ask the provider whether the session still stands (within 60 s: docs/contract.md §8)."""
+        client, asked_at = account.client, self._clock()
+        self._health.next_revalidation(account)
         if client is None:
             return  # a provider no longer configured: its accounts are not restored
         started = time.perf_counter()
@@ -333,30 +373,28 @@ class TokenKeeper:
             return
         except OAuthError:
             rejected = True
-        link.timed(time.perf_counter() - started)
-        if account.refusal:  # answering is not renewing: the refusal's backoff goes on
-            link.last_contact = self._clock()
-        else:
-            self._health.answered(account, asked_at)
+        self._health.revalidated(account, asked_at, time.perf_counter() - started)
         if rejected and self._registry.renewable(account):
-            self._start_refresh(account)  # the refresh decides
+            self._start_renewal(account)  # the refresh decides
         elif rejected:
             await self._grant.provider_ended(account, "it rejects the access token")
 
     def _next_due(self) -> float:
         now = self._clock()
-        moments = [BACKOFF_MAX_SECONDS + now]
+        moments = [schedule.KEEPER_LONGEST_SLEEP_SECONDS + now]
         for account in self._registry.all():
-            if account.retry_at > now:
-                moments.append(account.retry_at)
+            runtime = account.runtime
+            if runtime.retry_at > now:
+                moments.append(runtime.retry_at)
                 continue
-            moments.append(account.revalidate_at)
+            moments.append(runtime.revalidate_at)
             if not self._registry.renewable(account):
                 moments.append(account.tokens.expires_at)
-            elif not refreshing(account):
+            elif not runtime.renewing:
                 moments.append(self._renewal_at(account))
-        if self._registry.saving_fails:
-            moments.append(self._registry.save_retry_at)
+        saving = self._registry.saving
+        if saving.failing:
+            moments.append(saving.retry_at)
         return min(moments)
 
     def _publish(self, kind: EventKind, account: str, detail: str) -> None:
@@ -368,9 +406,9 @@ async def keep(keeper: TokenKeeper, changed: asyncio.Event) -> None:
     while True:
         changed.clear()  # before tend(): what changes meanwhile wakes the next wait
         try:
-            delay = await keeper.tend()
+            due_in = await keeper.tend()
         except Exception:
             log.exception("the session keeper failed; trying again shortly")
-            delay = BACKOFF_FIRST_SECONDS
+            due_in = schedule.BACKOFF_FIRST_SECONDS
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(changed.wait(), max(0.05, min(delay, BACKOFF_MAX_SECONDS)))
+            await asyncio.wait_for(changed.wait(), schedule.keeper_sleep(due_in))

@@ -13,10 +13,9 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
-from ..oidc.errors import OAuthError, ProviderUnavailable
+from ..oidc.errors import ProviderUnavailable
 from .accounts import Account
 from .errors import (
-    ProviderRefused,
     ProviderUnreachable,
     SignInRequired,
     StorageWaits,
@@ -25,14 +24,13 @@ from .errors import (
     TooManyNewTokens,
 )
 from .limits import GrantBudget, ScopedKey
-from .provider_health import RENEWAL_RETRY_SECONDS, ProviderHealth
+from .provider_health import ProviderHealth
 from .refresh_grant import RefreshGrant
 from .registry import AccountRegistry
 from .revocation import revoke
+from .schedule import CALLER_WAIT_SECONDS, RENEWAL_RETRY_SECONDS
 from .tokens import TokenSet
 
-# A caller whose token no longer serves it waits this long, then is told to try again.
-CALLER_WAIT_SECONDS = 10.0
 RENEWAL_PENDING = "the provider has not answered a renewal yet"
 
 
@@ -56,7 +54,7 @@ class DownScopedTokens:
         self, account: Account, key: ScopedKey, min_ttl: int, app: str, refused: bool
     ) -> TokenSet:
         """The account's token of these scopes and audience, valid min_ttl seconds more."""
-        cached = account.scoped.get(key)
+        cached = account.runtime.scoped.get(key)
         now = self._clock()
         if cached is not None and cached.serves(now, min_ttl, refused):
             return cached  # no provider round trip while it is good
@@ -86,19 +84,19 @@ class DownScopedTokens:
         """The account's lock, waited for no longer than a caller waits for a renewal."""
         try:
             async with asyncio.timeout(CALLER_WAIT_SECONDS):
-                await account.refresh_lock.acquire()
+                await account.runtime.lock.acquire()
         except TimeoutError:
             raise ProviderUnreachable(RENEWAL_PENDING, RENEWAL_RETRY_SECONDS) from None
         try:
             yield
         finally:
-            account.refresh_lock.release()
+            account.runtime.lock.release()
 
     async def _fetch(
         self, account: Account, key: ScopedKey, min_ttl: int, refused: bool
     ) -> TokenSet:
         """A new down-scoped token (the caller holds the account's lock)."""
-        cached = account.scoped.get(key)
+        cached = account.runtime.scoped.get(key)
         if cached is not None and cached.serves(self._clock(), min_ttl, refused):
             return cached  # a caller ahead in the queue fetched it
         scopes, audience = key
@@ -107,12 +105,8 @@ class DownScopedTokens:
             response = await self._grant.spend(
                 account, " ".join(sorted(scopes)) if scopes else None, audience or None
             )
-        except ProviderUnavailable as error:
+        except ProviderUnavailable as error:  # a refusal is the grant's to say (ProviderRefused)
             raise ProviderUnreachable(str(error), self._health.retry_in(account)) from None
-        except OAuthError as error:
-            if error.error == "invalid_grant":
-                raise self._registry.sign_in_required(account.info.id) from None
-            raise ProviderRefused(error.error) from None
         requested = tuple(sorted(scopes)) if scopes else account.tokens.scopes
         token = replace(TokenSet.issued(response, now, requested), from_refresh=True)
         rotated = account.tokens.rotated(response)
@@ -124,7 +118,6 @@ class DownScopedTokens:
                 account.dpop_key,
             )
             raise SignInRequired
-        await self._registry.persist(account, rotated)
-        account.tokens = rotated
-        account.scoped.put(key, token, now)
+        await self._registry.replace_tokens(account, rotated)
+        account.runtime.scoped.put(key, token, now)
         return token

@@ -1,13 +1,20 @@
-"""Every sign-in under way, in one place: begun over the API or on the page, browser or device.
+"""Every sign-in under way, and how each ends: begun over the API or on the page, browser or device.
 
 A sign-in begun over the API gets an id the browser or the device flow carries; its
 owner alone hears how it goes (session.accounts.owner_key). A browser sign-in's
 authorization request waits here under its state until the callback, for ten minutes
 at most, and is good for one callback only: a replayed or forged callback finds
-nothing. A device sign-in is a tenant-owned record (contract 5.4 T11): kept under its
-owner's key, one per owner (a new one, or a sign-out, cancels it), and absent for
-anyone else. A completed sign-in becomes an account of the provider it went to,
-replacing that tenant's old session.
+nothing. A device sign-in is a tenant-owned record (docs/contract.md §5): kept under
+its owner's key, one per owner (a new one, or a sign-out, cancels it), and absent for
+anyone else.
+
+How a sign-in ends is one use case for both (`complete`): the loopback page hands over
+the provider's answer to the browser (`complete_browser`), the device poller its
+poll's; here it is checked, redeemed, stored as an account of the provider it went to
+(replacing that tenant's old session), audited and told to watchers, and a failure is
+named once, as the contract names it (oidc.errors.failure_of), logged and told to the
+app that waits. A code the provider refused without a DPoP proof and then with one
+sends the browser through the provider's page once more, bound from the start.
 """
 
 from __future__ import annotations
@@ -17,24 +24,28 @@ import contextlib
 import hmac
 import logging
 import os
+import re
 import secrets
 import sys
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from ..identities import name_of
+from ..oidc.answers import DeviceAuthorization
 from ..oidc.dpop import is_bound
 from ..oidc.errors import (
     DeviceGrantEnded,
+    DpopSignInAgain,
     IdTokenInvalid,
     NoDeviceGrant,
     OAuthError,
     ProviderUnavailable,
+    SignInFailure,
+    failure_of,
 )
-from ..oidc.failures import failure_of
 from ..store.audit import Actor
 from . import audit_rows
 from .accounts import (
@@ -47,23 +58,30 @@ from .accounts import (
     sign_in_facts,
 )
 from .errors import InvalidSignIn, NotConfigured, ProviderUnreachable, StepUpRefused
-from .events import EventKind, SessionEvent
+from .events import EventBus, EventKind, SessionEvent
+from .overview import SessionOverview
 from .ports import AuditSink, daemon_actor
+from .provider_health import ProviderHealth
+from .providers import ProviderLink
 from .registry import AccountRegistry
-from .schedule import SIGN_IN_SECONDS, next_revalidation
+from .schedule import SIGN_IN_SECONDS
+from .step_up import StepUp
 from .tokens import TokenSet
 from .validation import check_provider
 
-if TYPE_CHECKING:  # the OAuth stack loads after start-up (see daemon.app)
-    from ..oidc.answers import DeviceAuthorization
-    from .device import DeviceFlow, DeviceStart
-    from .providers import ProviderLink
-    from .signin import PendingSignIn, SignedIn, SignInFlow
-    from .step_up import StepUp
+if TYPE_CHECKING:  # the OAuth stack loads after the daemon is ready (daemon/app.py)
+    from .provider_flows import DeviceFlow, DeviceStart, PendingSignIn, SignedIn, SignInFlow
 
 log = logging.getLogger(__name__)
 
 MAX_BROWSER_SIGN_INS = 64  # abandoned ones beyond this go, the oldest first
+MAX_PARAMETER_LENGTH = 4096  # of any parameter the provider sends the browser back with
+MAX_PARAMETERS = 16
+ERROR_CODE = re.compile(r"[a-z_]{1,64}")  # an OAuth error code as RFC 6749 4.1.2.1 spells them
+# An exchange's failures the person caused or mends by signing in again are warnings;
+# the others (the provider, the settings, the clock) errors. A callback's answer that is
+# refused before any exchange is a warning (docs/contract.md §3: a state mismatch).
+PERSONS_FAILURES = frozenset({"invalid_code", "access_denied", "expired_token"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +93,16 @@ class BegunSignIn:
     device: DeviceStart | None = None  # a device sign-in's code; None for a browser one
 
 
+@dataclass(frozen=True, slots=True)
+class SignInEnd:
+    """How a sign-in the person went through at the provider ended, for the page to show."""
+
+    account: AccountInfo | None = None  # signed in as this account
+    redirect_to: str = ""  # where the browser goes then (a same-origin path)
+    again_at: str = ""  # begun once more, with DPoP: the provider's page, where it goes now
+    failure: SignInFailure | None = None  # why it failed, in the contract's words
+
+
 def browser_at_hand() -> bool:
     """Whether the user's session can show a browser (else a device sign-in is offered)."""
     return sys.platform in ("darwin", "win32") or bool(
@@ -83,24 +111,28 @@ def browser_at_hand() -> bool:
 
 
 class SignIns:
-    """Begins sign-ins, keeps them while they are pending, and records how they end."""
+    """Begins sign-ins, keeps them while they are pending, and completes each, however it ends."""
 
     def __init__(
         self,
         registry: AccountRegistry,
+        overview: SessionOverview,
+        health: ProviderHealth,
         audit: AuditSink,
+        events: EventBus,
         *,
-        revalidate_seconds: int,
         clock: Callable[[], float],
     ) -> None:
         self._registry = registry
+        self._overview = overview
+        self._health = health
         self._audit = audit
-        self._revalidate_seconds = revalidate_seconds
+        self._events = events
         self._clock = clock
         self._begun: dict[str, SignInStart] = {}  # over the API, by id
         self._browser: OrderedDict[str, tuple[SignInFlow, PendingSignIn]] = OrderedDict()
         self._devices: dict[str, tuple[DeviceStart, asyncio.Task[None]]] = {}  # by owner
-        # The sign-ins a token request waits for (step_ups.py), by id: told how each ends.
+        # The sign-ins a token request waits for (step_up_sign_ins.py), by id: told how each ends.
         self.outcomes: dict[str, asyncio.Future[AccountInfo]] = {}
 
     # -- begun over the API ----------------------------------------------------------------
@@ -196,6 +228,7 @@ class SignIns:
         to the provider the page names. ValueError for a malformed provider name,
         NotConfigured for an unknown one, ProviderUnavailable (the waiting app is told).
         `dpop_again`: begun again, with DPoP, after a DpopSignInAgain (SignInFlow.begin).
+        Its failure is logged here; the page says it.
         """
         begun = self._started(sign_in_id) if sign_in_id else None
         providers = self._registry.providers
@@ -215,8 +248,10 @@ class SignIns:
                 dpop_again=dpop_again,
             )
         except ProviderUnavailable as error:
+            failure = failure_of(error)
+            _log_failure("authorize", failure)
             if sign_in_id:  # an app (`signin-broker login`) waits for this sign-in: tell it
-                self.failed(sign_in_id, str(failure_of(error)))
+                self.failed(sign_in_id, str(failure))
             raise
         self._forget_expired_browser_sign_ins()
         while len(self._browser) >= MAX_BROWSER_SIGN_INS:
@@ -224,7 +259,7 @@ class SignIns:
         self._browser[pending.request.state] = (link.sign_in, pending)
         return url
 
-    def take_browser(self, state: str) -> tuple[SignInFlow, PendingSignIn] | None:
+    def _take_browser(self, state: str) -> tuple[SignInFlow, PendingSignIn] | None:
         """The sign-in begun with this state and its provider's flow, removed: used once."""
         self._forget_expired_browser_sign_ins()
         for known in self._browser:
@@ -264,28 +299,18 @@ class SignIns:
     async def _follow(
         self, flow: DeviceFlow, started: DeviceStart, grant: DeviceAuthorization
     ) -> None:
-        try:
-            signed_in = await flow.outcome(
-                started, grant, lambda detail: self.progress(started.sign_in_id, detail)
-            )
-        except (DeviceGrantEnded, IdTokenInvalid, ProviderUnavailable) as error:
-            # The contract's record of a failed sign-in (section 6): each poll is a
-            # token exchange.
-            failure = failure_of(error)
-            log.warning(
-                "device sign-in failed",
-                extra={
-                    "flow": "oauth",
-                    "step": "token_exchange",
-                    "error_code": failure.error_code,
-                    "reason": failure.reason,
-                },
-            )
-            self._devices.pop(started.owner, None)
-            self.failed(started.sign_in_id, str(failure))
-            return
-        self._devices.pop(started.owner, None)
-        await self.complete(signed_in)
+        """Poll until the person has signed in on the other device, or the grant ends."""
+
+        async def polled() -> SignedIn:
+            try:
+                return await flow.outcome(
+                    started, grant, lambda detail: self.progress(started.sign_in_id, detail)
+                )
+            finally:  # no longer pending, however it ended: a sign-out cancels nothing now
+                if self._devices.get(started.owner, (None,))[0] is started:
+                    del self._devices[started.owner]
+
+        await self.complete(started.sign_in_id, polled(), daemon_actor())
 
     def device(self, sign_in_id: str, owners: frozenset[str]) -> DeviceStart | None:
         """The pending device sign-in with this id if one of `owners` owns it.
@@ -316,7 +341,110 @@ class SignIns:
 
     # -- how they end ------------------------------------------------------------------------
 
-    async def complete(self, signed_in: SignedIn, actor: Actor | None = None) -> AccountInfo:
+    async def complete_browser(self, answer: Mapping[str, str], actor: Actor) -> SignInEnd:
+        """End a browser sign-in with the parameters the provider sent the browser back with.
+
+        They must name a sign-in begun here, by its state (taken once), come from the
+        provider it went to (RFC 9207's iss), and carry a code, not an error.
+        """
+        if len(answer) > MAX_PARAMETERS or any(
+            len(value) > MAX_PARAMETER_LENGTH for value in answer.values()
+        ):
+            malformed = "The sign-in response was malformed."
+            return self._end("", ("callback", "invalid_request", "oversized parameters", malformed))
+        state = answer.get("state", "")
+        taken = self._take_browser(state) if state else None
+        if taken is None:
+            message = (
+                "This sign-in response does not belong to a sign-in started here,"
+                " or it was used already."
+            )
+            return self._end("", ("callback", "state_mismatch", "unknown or reused state", message))
+        flow, pending = taken
+        if (refusal := _refusal_in(answer, pending)) is not None:
+            return self._end(pending.sign_in_id, refusal)
+        return await self.complete(
+            pending.sign_in_id,
+            flow.complete(pending, answer["code"]),
+            actor,
+            pending=pending,
+        )
+
+    async def complete(
+        self,
+        sign_in_id: str,
+        answer: Awaitable[SignedIn],
+        actor: Actor,
+        *,
+        pending: PendingSignIn | None = None,
+    ) -> SignInEnd:
+        """End a sign-in, browser or device, with the provider's answer: its redeemed tokens.
+
+        The answer is checked (the flows validate the id_token; a step-up sign-in must
+        meet its step-up), the account stored, audited and told to watchers, and the
+        requests waiting for it answered; a failure is named, logged and told to the
+        app waiting. `pending`: the browser's sign-in, begun once more with DPoP when
+        the provider refused its code without a proof and then with one.
+        """
+        try:
+            signed_in = await answer
+        except DpopSignInAgain as again:
+            if pending is None:
+                raise
+            return await self._again_with_dpop(pending, again)
+        except (OAuthError, IdTokenInvalid, ProviderUnavailable, DeviceGrantEnded) as error:
+            step = "id_token" if isinstance(error, IdTokenInvalid) else "token_exchange"
+            return self._ended(sign_in_id, failure_of(error), step)
+        try:
+            account = await self._signed_in(signed_in, actor)
+        except StepUpRefused as refused:  # another user, or short of the step-up asked for
+            failure = SignInFailure("step_up_refused", str(refused), f"{refused}.")
+            return self._ended(sign_in_id, failure, "callback", logging.WARNING)
+        log.info("signed in", extra={"flow": "oauth", "account": account.id})
+        return SignInEnd(account, redirect_to=pending.redirect_to if pending else "")
+
+    async def _again_with_dpop(self, pending: PendingSignIn, again: DpopSignInAgain) -> SignInEnd:
+        """Begin the browser's sign-in once more, bound with DPoP from the start.
+
+        The provider refused the code without a DPoP proof and with one: it may require
+        DPoP of this client and have spent the code. A sign-in begun again so is never
+        begun again a second time (SignInFlow.begin).
+        """
+        _log_failure(
+            "token_exchange", SignInFailure("dpop_required", str(again), ""), logging.WARNING
+        )
+        try:
+            url = await self.browser_url(
+                pending.request.redirect_uri,
+                pending.redirect_to,
+                pending.sign_in_id,
+                pending.request.workspace_id,
+                provider=name_of(pending.provider),
+                dpop_again=True,
+            )
+        except (ProviderUnavailable, NotConfigured) as error:
+            message = (
+                f"The identity provider refused the sign-in code ({again}), and a new"
+                f" sign-in could not begin: {error}."
+            )
+            failure = SignInFailure("invalid_code", message, message)
+            return self._ended(pending.sign_in_id, failure, "token_exchange")
+        return SignInEnd(again_at=url)
+
+    def _end(self, sign_in_id: str, refusal: tuple[str, str, str, str]) -> SignInEnd:
+        """A browser sign-in refused before any exchange (its step, code, reason and message)."""
+        step, *failure = refusal
+        return self._ended(sign_in_id, SignInFailure(*failure), step, logging.WARNING)
+
+    def _ended(
+        self, sign_in_id: str, failure: SignInFailure, step: str, level: int | None = None
+    ) -> SignInEnd:
+        """A failed sign-in: logged (no secret in it), the app waiting told, the page shown."""
+        _log_failure(step, failure, level)
+        self.failed(sign_in_id, str(failure))
+        return SignInEnd(failure=failure)
+
+    async def _signed_in(self, signed_in: SignedIn, actor: Actor | None = None) -> AccountInfo:
         """Record a validated sign-in as an account (replacing that tenant's old session).
 
         StepUpRefused, and nothing changes, for a step-up sign-in of another user or
@@ -324,23 +452,39 @@ class SignIns:
         a step-up of the account that it meets (`login --acr-values`), are answered.
         """
         link = self._registry.providers.at(signed_in.provider)
-        workspace_id = signed_in.workspace_id
-        account_id = account_id_of(str(signed_in.claims["sub"]), workspace_id, link.alias)
+        account_id = account_id_of(str(signed_in.claims["sub"]), signed_in.workspace_id, link.alias)
         acr, auth_time = sign_in_facts(signed_in.claims)  # the ID token's, not userinfo's
         begun = self._begun.get(signed_in.sign_in_id) if signed_in.sign_in_id else None
         if begun is not None and begun.step_up is not None:
             refusal = begun.step_up.refusal(begun.owner, begun.asked_at, account_id, acr, auth_time)
             if refusal:
                 raise StepUpRefused(refusal)
+        account = await self._account_of(link, account_id, signed_in)
+        previous = await self._registry.add(account)
+        self._audit.record(
+            audit_rows.signed_in(
+                actor or daemon_actor(), account_id, account.tokens.scopes, again=bool(previous)
+            )
+        )
+        who = account.info.display_name or account.info.platform_user_id
+        self._publish(EventKind.SIGNED_IN, account_id, f"signed in as {who}", signed_in.sign_in_id)
+        added = self._overview.info(account)
+        self._answer_waiting(signed_in.sign_in_id, account_id, (acr, auth_time), added)
+        return added
+
+    async def _account_of(
+        self, link: ProviderLink, account_id: str, signed_in: SignedIn
+    ) -> Account:
+        """The new account of a sign-in, with the profile the provider gives (and its apps)."""
         claims = await self._profile_claims(link, signed_in)
-        platform_user_id = str(claims["sub"])
         now = self._clock()
-        link.last_contact = now  # it just answered the code exchange (status shows when)
+        self._health.contacted(link)  # it just answered the code exchange (status shows when)
         previous = self._registry.get(account_id)
+        acr, auth_time = sign_in_facts(signed_in.claims)
         info = AccountInfo(
             id=account_id,
-            platform_user_id=platform_user_id,
-            workspace_id=workspace_id,
+            platform_user_id=str(claims["sub"]),
+            workspace_id=signed_in.workspace_id,
             provider=link.alias,
             display_name=_text(claims, "name") or _text(claims, "preferred_username"),
             email=_text(claims, "email"),
@@ -357,29 +501,20 @@ class SignIns:
                 "the provider issued no refresh token: sign in again when the token expires",
                 extra={"account": account_id, "expires_in_s": int(tokens.expires_at - now)},
             )
-        account = Account(
-            info=info,
-            tokens=tokens,
-            apps=previous.apps if previous else {},
-            client_id=signed_in.client_id,
-            dpop_key=signed_in.dpop_key,
-        )
-        account.revalidate_at = next_revalidation(now, self._revalidate_seconds)
-        await self._registry.add(account)
-        self._audit.record(
-            audit_rows.signed_in(
-                actor or daemon_actor(), account_id, tokens.scopes, again=previous is not None
-            )
-        )
-        self._publish(
-            EventKind.SIGNED_IN,
-            account_id,
-            f"signed in as {info.display_name or platform_user_id}",
-            signed_in.sign_in_id,
-        )
-        added = self._registry.info(account)
-        for sign_in_id, waiting in list(self.outcomes.items()):  # this one, or any it meets
-            begun = self._begun.get(sign_in_id)
+        account = Account(info, tokens, signed_in.client_id, signed_in.dpop_key)
+        if previous is not None:
+            account.runtime.apps = previous.runtime.apps
+        account.runtime.link = link
+        self._health.next_revalidation(account)
+        return account
+
+    def _answer_waiting(
+        self, sign_in_id: str, account_id: str, facts: tuple[str, int], added: AccountInfo
+    ) -> None:
+        """Answer the requests waiting for this sign-in, or for a step-up it meets."""
+        acr, auth_time = facts
+        for waited_for, waiting in list(self.outcomes.items()):
+            begun = self._begun.get(waited_for)
             meets = (
                 begun is not None
                 and begun.step_up is not None
@@ -387,11 +522,10 @@ class SignIns:
                     begun.owner, begun.asked_at, account_id, acr, auth_time
                 )
             )
-            if sign_in_id == signed_in.sign_in_id or meets:
-                del self.outcomes[sign_in_id]
+            if waited_for == sign_in_id or meets:
+                del self.outcomes[waited_for]
                 if not waiting.done():
                     waiting.set_result(added)
-        return added
 
     async def _profile_claims(self, link: ProviderLink, signed_in: SignedIn) -> dict[str, Any]:
         """The id_token's claims, completed from userinfo when name or email is missing."""
@@ -423,7 +557,7 @@ class SignIns:
     def _publish(self, kind: EventKind, account: str, detail: str, sign_in_id: str = "") -> None:
         begun = self._begun.get(sign_in_id) if sign_in_id else None
         owner = begun.owner if begun is not None else ""
-        self._registry.events.publish(
+        self._events.publish(
             SessionEvent(kind, account=account, detail=detail, sign_in_id=sign_in_id, owner=owner)
         )
 
@@ -441,3 +575,58 @@ def page_url(begin_url: str, started: SignInStart, redirect_to: str = "") -> str
 def _text(claims: dict[str, Any], name: str) -> str:
     value = claims.get(name)
     return value if isinstance(value, str) else ""
+
+
+def _refusal_in(
+    answer: Mapping[str, str], pending: PendingSignIn
+) -> tuple[str, str, str, str] | None:
+    """Why the provider's answer to a browser sign-in is not taken (step, code, reason, message).
+
+    None when it is: from the provider the request went to, with a code and no error.
+    """
+    if problem := pending.request.issuer_problem(answer.get("iss")):
+        message = "This sign-in response does not come from the identity provider it was sent to."
+        return "callback", "iss_mismatch", problem, message
+    if "error" in answer:
+        error = answer["error"] if ERROR_CODE.fullmatch(answer["error"]) else "invalid"
+        message = (
+            "The sign-in was declined."
+            if error == "access_denied"
+            else f"The identity provider refused the sign-in ({error})."
+        )
+        if said := _error_description(answer.get("error_description", "")):
+            message = f"{message[:-1]}: {said}."
+        return "authorize", error, f"{message[:1].lower()}{message[1:-1]}", message
+    if not answer.get("code"):
+        return (
+            "callback",
+            "invalid_request",
+            "the response had no code",
+            "The response had no code.",
+        )
+    return None
+
+
+def _error_description(text: str) -> str:
+    """The provider's own words, in RFC 6749 4.1.2.1's printable ASCII only, shortened."""
+    kept = "".join(c for c in text if " " <= c <= "~" and c not in '"\\').strip()
+    return kept[:200].rstrip(".")
+
+
+def _log_failure(step: str, failure: SignInFailure, level: int | None = None) -> None:
+    """The contract's structured record of a failed sign-in (docs/contract.md §15).
+
+    Its reason never holds a code or a token; `level` by PERSONS_FAILURES unless given.
+    """
+    if level is None:
+        level = logging.WARNING if failure.error_code in PERSONS_FAILURES else logging.ERROR
+    log.log(
+        level,
+        "sign-in failed",
+        extra={
+            "flow": "oauth",
+            "step": step,
+            "error_code": failure.error_code,
+            "reason": failure.reason,
+        },
+    )

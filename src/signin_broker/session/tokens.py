@@ -1,7 +1,8 @@
-"""An account's tokens, and whether they want renewing now (the timing is session.schedule's).
+"""An account's tokens at one moment, and what each answer of the provider makes of them.
 
-The contract's rule (5.1.5, 8): renew once the access token has lived 75 % of its
-lifetime, or sooner when a caller needs it to last longer than it will.
+Whether they want renewing now is session.schedule's rule (docs/contract.md §8: at 75 %
+of the lifetime, or sooner when a caller needs them to last longer than they will);
+the methods below ask it, and hold no number of their own.
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ class TokenSet:
     # How many times the refresh token was sent with no usable answer back (the daemon
     # counts a send before making it). The provider may have spent it (rotation), and a
     # second use reads as theft (RFC 9700 4.14.2), so after each lost answer it is sent
-    # once more only to learn whether the provider had it, never at once: when the
-    # access token is about to expire (schedule.last_moment). A request the provider
-    # never saw costs nothing; one it completed was lost anyway, and the resend's
-    # invalid_grant ends the session cleanly.
+    # once more only to learn whether the provider had it, never at once: when
+    # schedule.due_at says (about to expire). A request the provider never saw costs
+    # nothing; one it completed was lost anyway, and the resend's invalid_grant ends the
+    # session cleanly.
     unanswered: int = 0
     # The provider handed the refresh token back at the last refresh, and was never seen
     # to rotate it: a request whose answer was lost cannot have spent it.
@@ -116,47 +117,39 @@ class TokenSet:
         return self.is_valid(now) and self.expires_at - now >= seconds
 
     def is_due(self, now: float) -> bool:
-        """At or past 75 % of the lifetime (in doubt: the resend's moment): renewed whoever asks."""
+        """Whether they are renewed now, whoever asks (schedule.due_at)."""
         return now >= self.refresh_due_at()
 
     def wants_refresh(self, now: float, min_ttl: float = 0) -> bool:
-        """At or past 75 % of the lifetime, or not lasting min_ttl seconds more."""
+        """Due (is_due), or not lasting min_ttl seconds more."""
         return self.is_due(now) or not self.lasts(now, min_ttl)
 
     def serves(self, now: float, min_ttl: float, refused: bool = False) -> bool:
         """Whether these tokens may be handed out as they are, with no renewal.
 
         `refused`: a server refused them (HTTP 401); they are renewed, unless they came
-        from a renewal less than a quarter of their lifetime ago (no hammering).
+        from a renewal too recent to renew again (schedule.refused_renewal_allowed).
         """
         if refused:
-            return self.from_refresh and now - self.issued_at < self.lifetime / 4
+            age = now - self.issued_at
+            return self.from_refresh and not schedule.refused_renewal_allowed(age, self.lifetime)
         return not self.wants_refresh(now, min_ttl)
 
     def renewal_would_hammer(self, now: float, min_ttl: float) -> bool:
         """Whether renewing these just-renewed tokens for a caller's min_ttl is refused.
 
-        Past the lifetime no renewal helps. Past half of it a caller could make one
-        renewal a second (60 s tokens, min_ttl 59): it gets one per quarter of the
-        lifetime at most, while the schedule alone renews once per three quarters.
+        Past the lifetime no renewal helps; close to it, a caller could make one renewal
+        a second (60 s tokens, min_ttl 59): schedule.min_ttl_renewal_allowed says when.
         """
         if not self.from_refresh or self.is_due(now):
             return False
         return not schedule.min_ttl_renewal_allowed(now - self.issued_at, self.lifetime, min_ttl)
 
-    @property
-    def last_moment(self) -> float:
-        """The last moment to renew these tokens (schedule.last_moment)."""
-        return schedule.last_moment(self.expires_at, self.lifetime)
-
     def refresh_due_at(self, early_fraction: float = 0.0) -> float:
-        """When the background loop renews: at 75 % of the lifetime, minus a jitter share.
-
-        A refresh token in doubt waits until the access token is about to expire.
-        """
-        if self.refresh_in_doubt:
-            return self.last_moment
-        return schedule.renewal_due_at(self.issued_at, self.lifetime, early_fraction)
+        """When the background loop renews them (schedule.due_at), less a head start's share."""
+        return schedule.due_at(
+            self.issued_at, self.expires_at, early_fraction, in_doubt=self.refresh_in_doubt
+        )
 
     def to_record(self) -> dict[str, Any]:
         """A JSON-able form for the encrypted store."""

@@ -38,7 +38,8 @@ class UseLedger:
         the log grows with distinct grants, not with calls.
         """
         now = to_wall(self._clock, self._clock())
-        account.apps[actor.app] = _one_more(account.apps.get(actor.app), actor, now)
+        apps = account.runtime.apps
+        apps[actor.app] = _one_more(apps.get(actor.app), actor, now)
         self.app_use[actor.app] = _one_more(self.app_use.get(actor.app), actor, now)
         # str caches its hash: the key costs nothing per call, and is kept in memory only
         grant = (

@@ -1,19 +1,17 @@
-"""Where data keys live: the OS keyring through `keyring`, or, when the user opts in, a file.
+"""Where data keys live: one small interface, the key file, and the key stores by name.
 
-One small interface over both, in the shape of keyring's own backends: `get`, `set`,
-`delete` by name, and a `description` that status shows. Names carry the tenant
-prefix (contract 2.9), e.g. `user:1001:state-key`.
-
-Where the only keyring is keyrings.alt's PlaintextKeyring (headless machines), the
-daemon's own key file stands in for it (KeyFileForPlaintextKeyring): that keyring
-keeps keys in plaintext too, and loses every one if a crash comes while it rewrites
-its file, which the key file never does.
+The interface is in the shape of keyring's own backends: `get`, `set`, `delete` by
+name, and a `description` that status shows. Names carry the tenant prefix
+(docs/contract.md §12), e.g. `user:1001:state-key`. The OS keyring's store is
+keyring_keys.py; the key file, the user's explicit choice where no keyring runs, is
+here; KEY_STORES names both.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import importlib
 import json
 import logging
 from collections.abc import Iterator
@@ -30,8 +28,6 @@ from .files import (
 )
 
 log = logging.getLogger(__name__)
-
-SERVICE = "signin-broker"
 
 
 class KeyStoreUnavailable(Exception):
@@ -53,69 +49,7 @@ class KeyStore(Protocol):
         """Remove the secret; no error when there is none."""
 
 
-# Keyring backends that truncate and rewrite one file for every change (keyrings.alt's).
-REWRITES_IN_PLACE = "keyrings.alt.file"
-# The one of them that keeps keys in plaintext: no safer than a key file of the daemon's.
-PLAINTEXT_KEYRING = ("keyrings.alt.file", "PlaintextKeyring")
 KEY_FILE = "keys.json"  # in the state folder
-
-
-class KeyringKeyStore:
-    """The OS keyring (Secret Service, macOS Keychain, Windows Credential Locker)."""
-
-    def __init__(self) -> None:
-        import keyring
-        from keyring.backends import fail
-
-        try:
-            backend = keyring.get_keyring()
-        except Exception as error:  # e.g. PYTHON_KEYRING_BACKEND names a missing module
-            raise KeyStoreUnavailable(f"the keyring backend cannot be loaded: {error}") from error
-        if isinstance(backend, fail.Keyring) or backend.priority <= 0:
-            raise KeyStoreUnavailable(
-                f"no usable keyring ({type(backend).__module__}); on Linux run a Secret Service"
-                ' such as gnome-keyring, or set key_store = "file" to keep the key in a file'
-            )
-        self._keyring = keyring
-        self.description = f"keyring ({type(backend).__module__}.{type(backend).__name__})"
-        # Where it writes (a chain of keyrings writes to its first): a plaintext file?
-        writer = (getattr(backend, "backends", None) or [backend])[0]
-        self.writes_plaintext_file = any(
-            (kind.__module__, kind.__name__) == PLAINTEXT_KEYRING for kind in type(writer).__mro__
-        )
-        if type(backend).__module__.startswith(REWRITES_IN_PLACE):
-            self.description += (
-                ": it rewrites its file in place, and a crash while it writes loses every key;"
-                ' key_store = "file" writes atomically'
-            )
-
-    def get(self, name: str) -> bytes | None:
-        """Read a secret from the keyring."""
-        value = self._call(self._keyring.get_password, SERVICE, name)
-        return None if value is None else base64.b64decode(value)
-
-    def set(self, name: str, secret: bytes) -> None:
-        """Write a secret to the keyring."""
-        self._call(self._keyring.set_password, SERVICE, name, base64.b64encode(secret).decode())
-
-    def delete(self, name: str) -> None:
-        """Remove a secret from the keyring."""
-        from keyring.errors import PasswordDeleteError
-
-        # Backends raise PasswordDeleteError when there is none: not a refusal here.
-        self._call(self._keyring.delete_password, SERVICE, name, absent=PasswordDeleteError)
-
-    @staticmethod
-    def _call(function: object, *args: str, absent: type[Exception] | tuple[()] = ()) -> str | None:
-        from keyring.errors import KeyringError
-
-        try:
-            result = function(*args)  # type: ignore[operator]
-        except absent:
-            return None
-        except KeyringError as error:
-            raise KeyStoreUnavailable(f"the keyring refused: {error}") from error
-        return result if isinstance(result, str) else None
 
 
 class FileKeyStore:
@@ -185,61 +119,29 @@ class FileKeyStore:
             raise KeyStoreUnavailable(f"cannot write key file {self._path}: {error}") from error
 
 
-class KeyFileForPlaintextKeyring:
-    """The daemon's key file, where the only keyring is keyrings.alt's PlaintextKeyring.
+def file_store(state_dir: Path) -> KeyStore:
+    """The key file in the state folder."""
+    return FileKeyStore(state_dir / KEY_FILE)
 
-    That keyring keeps keys in plaintext in one file, which it truncates and rewrites
-    for every change: a SIGKILL or a power cut while it writes loses every key, and
-    the sessions with them. The key file is no weaker (plaintext, the user's alone) and
-    is replaced atomically. Keys an earlier daemon kept in the keyring are read from
-    there once and copied into the file, never written there again; removing one
-    removes it from both.
-    """
 
-    def __init__(self, path: Path, keyring: KeyringKeyStore) -> None:
-        self._file = FileKeyStore(path)
-        self._keyring = keyring
-        self.description = (
-            f"key file {path} instead of the keyring: the only one is keyrings.alt's"
-            " PlaintextKeyring, which keeps keys in plaintext as well and loses them all if"
-            " the daemon stops while it rewrites its file (run a Secret Service, such as"
-            " gnome-keyring, to keep them in a keyring)"
-        )
-
-    def get(self, name: str) -> bytes | None:
-        """The key from the file; one only the keyring has is copied into the file first."""
-        secret = self._file.get(name)
-        if secret is not None:
-            return secret
-        try:
-            secret = self._keyring.get(name)
-        except Exception as error:  # a keyring file a crash cut short, say: its keys are lost
-            log.warning("the keyring could not be read", extra={"reason": str(error)})
-            return None
-        if secret is not None:
-            try:
-                self._file.set(name, secret)
-            except KeyStoreUnavailable as error:  # read-only state: copied at a later read
-                log.warning(
-                    "a key could not be copied to the key file", extra={"reason": str(error)}
-                )
-        return secret
-
-    def set(self, name: str, secret: bytes) -> None:
-        """Write a key to the file (atomically); the keyring is not written."""
-        self._file.set(name, secret)
-
-    def delete(self, name: str) -> None:
-        """Remove a key from the file, and any copy an earlier daemon left in the keyring."""
-        self._file.delete(name)
-        self._keyring.delete(name)
+# The key stores by the name the `key_store` setting gives them: a module and the function
+# that opens it in a state folder. Each module is loaded only when chosen: keyring's is
+# 1.5 MB a key file does without. A new key store is one module, and its line here.
+KEY_STORES = {
+    "file": f"{__name__}:file_store",
+    "keyring": f"{__package__}.keyring_keys:keyring_store",
+}
 
 
 def open_key_store(kind: str, state_dir: Path) -> KeyStore:
     """The key store the settings ask for; KeyStoreUnavailable when it cannot work."""
-    if kind == "file":
-        return FileKeyStore(state_dir / KEY_FILE)
-    keyring = KeyringKeyStore()
-    if keyring.writes_plaintext_file:
-        return KeyFileForPlaintextKeyring(state_dir / KEY_FILE, keyring)
+    module, _, function = KEY_STORES[kind].partition(":")
+    opened: KeyStore = getattr(importlib.import_module(module), function)(state_dir)
+    return opened
+
+
+def the_keyring() -> KeyStore:
+    """The OS keyring itself, whatever it writes to (the client secrets are kept there)."""
+    module, _, _ = KEY_STORES["keyring"].partition(":")
+    keyring: KeyStore = importlib.import_module(module).KeyringKeyStore()
     return keyring

@@ -55,8 +55,8 @@ class AccountCalls:
         account, entitlement = self._writable(request.account, admitted)
         plain = not (authorize_params or workspace_id or provider or request.redirect_to)
         plain = plain and request.method != pb.SIGN_IN_METHOD_DEVICE_CODE
-        waiting = self._session.continued_step_up(account, entitlement) if plain else None
-        begun = waiting or await self._session.begin_sign_in(
+        waiting = self._session.step_ups.continued(account, entitlement) if plain else None
+        begun = waiting or await self._session.sign_ins.begin(
             account=account,
             app=actor_of(caller).app,
             device=DEVICE_OF[request.method],
@@ -85,7 +85,7 @@ class AccountCalls:
         """End an account's session."""
         caller = admitted.caller
         account, entitlement = self._writable(request.account, admitted)
-        result = await self._session.sign_out(
+        result = await self._session.endings.sign_out(
             account, self._info.web_url, actor=actor_of(caller), entitlement=entitlement
         )
         return pb.SignOutResponse(
@@ -101,7 +101,7 @@ class AccountCalls:
         """Make an account the default."""
         caller = admitted.caller
         account, entitlement = self._writable(request.account, admitted, required=True)
-        info = await self._session.set_default(
+        info = await self._session.endings.set_default(
             account, actor=actor_of(caller), entitlement=entitlement
         )
         return pb.SetDefaultAccountResponse(account=account_message(info))
@@ -112,7 +112,7 @@ class AccountCalls:
         """Sign the account out and delete everything kept of it."""
         caller = admitted.caller
         account, entitlement = self._writable(request.account, admitted, required=True)
-        logout_url = await self._session.remove_account(
+        logout_url = await self._session.endings.remove_account(
             account, self._info.web_url, actor=actor_of(caller), entitlement=entitlement
         )
         return pb.RemoveAccountResponse(
@@ -136,7 +136,7 @@ class AccountCalls:
             )
         entitlement = admitted.entitlement
         try:
-            account = self._session.account_named(named, entitlement)
+            account = self._session.names.account_id(named, entitlement)
         except AccountNotFound:
             if entitlement.accounts is None:
                 raise

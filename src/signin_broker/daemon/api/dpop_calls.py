@@ -35,8 +35,8 @@ class DpopCalls:
                 f"nonce must be at most {MAX_NONCE_LENGTH} printable ASCII characters"
             )
         caller, entitlement, origin = admitted.caller, admitted.entitlement, admitted.origin
-        token, proof = await self._session.dpop_proof(
-            self._session.account_named(account, entitlement),
+        token, proof = await self._session.tokens.dpop_proof(
+            self._session.names.account_id(account, entitlement),
             scopes,
             request.min_ttl_seconds,
             method=method,

@@ -63,7 +63,7 @@ class ForwardCalls:
             request.id_token,
             request.confirm,
         )
-        use = self._session.app_use().get(grant.app)
+        use = self._session.overview.app_use().get(grant.app)
         try:
             forward = await self._forwards.open(
                 grant, request.ttl_seconds, path, use.tokens_issued if use else 0
@@ -122,11 +122,11 @@ class ForwardCalls:
         if caller.forward is None:  # served on forwards only; fail closed all the same
             raise AppDenied("this status is a forward's")
         grant = caller.forward.grant
-        sessions = self._session.status(grant.entitlement)
+        sessions = self._session.overview.status(grant.entitlement)
         forward = self._forwards.get(grant.name)
         return pb.GetStatusResponse(
             version=__version__,
-            issuer=self._session.issuer or "",
+            issuer=self._session.overview.issuer or "",
             sign_in_state=SIGN_IN_STATE[sessions.state],
             default_account=sessions.default.id if sessions.default else "",
             account_count=sessions.account_count,
@@ -154,18 +154,18 @@ class ForwardCalls:
         if not all(names):
             raise InvalidRequest("accounts must not contain an empty name")
         if not names:
-            default = self._session.status().default
+            default = self._session.overview.status().default
             if default is None:
                 raise NoAccountToForward(
                     "no account is signed in to forward; sign in first (signin-broker login)"
                 )
             return frozenset({default.id})
-        return frozenset(self._session.account_named(name) for name in names)
+        return frozenset(self._session.names.account_id(name) for name in names)
 
     def _message(self, forward: LiveForward) -> pb.Forward:
         """A forward with its use, as the person's listing shows it."""
         grant = forward.grant
-        use = self._session.app_use().get(grant.app)
+        use = self._session.overview.app_use().get(grant.app)
         used = use is not None and use.last_used >= forward.opened_at
         return pb.Forward(
             name=grant.name,

@@ -50,7 +50,7 @@ class ManagerCalls:
         accounts = [checked(check_account, account) for account in request.accounts]
         if not all(accounts):
             raise InvalidRequest("accounts must not contain an empty id")
-        accounts = [self._session.account_named(account) for account in accounts]  # as ids
+        accounts = [self._session.names.account_id(account) for account in accounts]  # as ids
         scopes = checked(check_scopes, list(request.scopes))
         origins = checked(check_origins, list(request.origins))
         decision = DECISION_OF.get(request.decision)
@@ -84,7 +84,7 @@ class ManagerCalls:
                 origins=origins,
             )
         self._audit.record(entry)
-        use = self._session.app_use().get(view.record.id)
+        use = self._session.overview.app_use().get(view.record.id)
         return pb.SetAppPolicyResponse(app=app_message(view, use), answered=answered)
 
     async def SetAccountAlias(
@@ -95,11 +95,11 @@ class ManagerCalls:
         alias = checked(check_alias, request.alias)
         account = checked(check_account, request.account)
         if account:
-            named = await self._session.set_alias(
+            named = await self._session.names.set_alias(
                 alias, account, actor=actor_of(caller), force=request.force
             )
         else:
-            named = await self._session.remove_alias(alias, actor=actor_of(caller))
+            named = await self._session.names.remove_alias(alias, actor=actor_of(caller))
         return pb.SetAccountAliasResponse(account=named)
 
     async def ListAuditEvents(
@@ -109,7 +109,7 @@ class ManagerCalls:
         caller, visible = admitted.caller, admitted.entitlement
         if not 0 <= request.limit <= MAX_AUDIT_ROWS or request.before_id < 0:
             raise InvalidRequest(f"limit must be 0 to {MAX_AUDIT_ROWS} and before_id at least 0")
-        account = self._session.account_named(checked(check_account, request.account), visible)
+        account = self._session.names.account_id(checked(check_account, request.account), visible)
         if account and not visible.sees(account):
             raise AccountNotFound
         # A signed-out account's rows stay readable until a removal marks them deleted.
@@ -117,7 +117,7 @@ class ManagerCalls:
             [account]
             if account
             else sorted(
-                {a.id for a in self._session.accounts(visible)}
+                {a.id for a in self._session.overview.accounts(visible)}
                 | {a for a in await self._audit.accounts() if visible.sees(a)}
             )
         )
@@ -134,6 +134,6 @@ class ManagerCalls:
 
     def _apps_by_last_use(self) -> list[tuple[AppView, AppUse | None]]:
         """The apps with their use of any account, the most recently used first."""
-        use = self._session.app_use()
+        use = self._session.overview.app_use()
         listed = [(view, use.get(view.record.id)) for view in self._apps.apps()]
         return sorted(listed, key=lambda pair: -(pair[1].last_used if pair[1] else 0.0))

@@ -77,11 +77,11 @@ class TokenBrokerServicer:
             "id_token": request.id_token,
             "refused": request.refused,
         }
-        account_id = self._session.account_named(account, entitlement)
+        account_id = self._session.names.account_id(account, entitlement)
         if step_up:
             # Through a forward, a step-up is served when the sign-in meets it, but never
             # begins one: sign-ins are the person's, on this host (issue 28).
-            token = await self._session.stepped_up_token(
+            token = await self._session.step_ups.token(
                 step_up,
                 self._info.sign_in_url,
                 account_id,
@@ -89,7 +89,7 @@ class TokenBrokerServicer:
                 **asked,
             )
         else:
-            token = await self._session.get_token(account_id, **asked)
+            token = await self._session.tokens.get_token(account_id, **asked)
         return pb.GetTokenResponse(
             access_token=token.access_token,
             token_type=token.token_type,
@@ -108,13 +108,13 @@ class TokenBrokerServicer:
     ) -> pb.GetStatusResponse:
         """Describe the daemon, the sign-in state and the caller."""
         caller = admitted.caller
-        sessions = self._session.status(admitted.entitlement)
+        sessions = self._session.overview.status(admitted.entitlement)
         return pb.GetStatusResponse(
             version=__version__,
             pid=self._info.pid,
             started_at_unix=int(self._info.started_at),
             socket_path=str(self._info.socket_path),
-            issuer=self._session.issuer or "",
+            issuer=self._session.overview.issuer or "",
             sign_in_state=SIGN_IN_STATE[sessions.state],
             default_account=sessions.default.id if sessions.default else "",
             account_count=sessions.account_count,
@@ -122,16 +122,16 @@ class TokenBrokerServicer:
                 uid=caller.uid, gid=caller.gid, pid=caller.pid, executable=caller.executable
             ),
             web_url=self._info.web_url + "/",
-            degraded_reason=self._session.degraded_reason,
-            last_provider_contact_unix=int(self._session.last_provider_contact),
-            storage=self._session.storage,
+            degraded_reason=self._session.overview.degraded_reason,
+            last_provider_contact_unix=int(self._session.overview.last_provider_contact),
+            storage=self._session.overview.storage,
             storage_problem=sessions.storage_problem,
             config_warnings=self._info.config_warnings,
             default_account_detail=account_message(sessions.default) if sessions.default else None,
             started_by=self._info.started_by,
             rss_bytes=resident_bytes(),
             audit_degraded_reason=self._audit.degraded_reason,
-            providers=[provider_message(link) for link in self._session.providers],
+            providers=[provider_message(link) for link in self._session.overview.providers],
             ended_sessions=[
                 pb.EndedSession(
                     account=ended.account,
@@ -149,7 +149,9 @@ class TokenBrokerServicer:
     ) -> pb.ListAccountsResponse:
         """List the accounts, default first."""
         return pb.ListAccountsResponse(
-            accounts=[account_message(a) for a in self._session.accounts(admitted.entitlement)]
+            accounts=[
+                account_message(a) for a in self._session.overview.accounts(admitted.entitlement)
+            ]
         )
 
     async def GetSignInQr(
@@ -157,7 +159,7 @@ class TokenBrokerServicer:
     ) -> pb.GetSignInQrResponse:
         """The QR code of a pending device sign-in the caller owns; NOT_FOUND otherwise."""
         owners = self._owners(admitted.caller, admitted.entitlement)
-        started = self._session.device_sign_in(request.sign_in_id, owners)
+        started = self._session.sign_ins.device(request.sign_in_id, owners)
         if started is None:
             raise AccountNotFound
         svg = request.format != pb.QR_FORMAT_PNG
@@ -191,7 +193,7 @@ class TokenBrokerServicer:
 
     def _owners(self, caller: Caller, entitlement: Entitlement) -> frozenset[str]:
         """The owner keys of sign-ins the caller may follow: its own, and its accounts'."""
-        accounts = [account.id for account in self._session.accounts(entitlement)]
+        accounts = [account.id for account in self._session.overview.accounts(entitlement)]
         return frozenset([*accounts, owner_key("", actor_of(caller).app)])
 
     def _event(self, event: SessionEvent, visible: Entitlement) -> pb.WatchEventsResponse:
@@ -206,5 +208,5 @@ class TokenBrokerServicer:
         return pb.WatchEventsResponse(
             kind=pb.EVENT_KIND_SNAPSHOT,
             occurred_at_unix_ms=int(at * 1000),
-            sign_in_state=SIGN_IN_STATE[self._session.sign_in_state(visible)],
+            sign_in_state=SIGN_IN_STATE[self._session.overview.sign_in_state(visible)],
         )

@@ -1,10 +1,11 @@
 """The loopback web surface: where a browser begins and completes a sign-in (RFC 8252).
 
-Routes follow the contract's section 4.1: the begin endpoint and /user/login, the
-callback, /logout, the anonymous landing at /, and the dashboard. Only the user who
-owns the daemon is served: the Host header must name the loopback address (a DNS
-rebinding guard), and on Linux the kernel must name that user as the owner of the
-browser's socket when the connection is accepted, before a byte of it is read.
+Routes follow docs/contract.md §1: the begin endpoint and /user/login, the callback,
+/logout, the anonymous landing at /, and the dashboard. Only the user who owns the
+daemon is served: the Host header must name the loopback address (a DNS rebinding
+guard), and on Linux the kernel must name that user as the owner of the browser's
+socket when the connection is accepted, before a byte of it is read. The pages render
+what the sessions decide: a sign-in is begun and completed by session.sign_ins.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import re
 import secrets
 import socket
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 import uvicorn
@@ -26,17 +27,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from ...identities import name_of
-from ...oidc.errors import (
-    DpopSignInAgain,
-    IdTokenInvalid,
-    OAuthError,
-    ProviderMisfit,
-    ProviderUnavailable,
-)
-from ...oidc.failures import failure_of
-from ...session.errors import NotConfigured, StepUpRefused
+from ...oidc.errors import ProviderMisfit, ProviderUnavailable, failure_of
+from ...session.errors import NotConfigured
 from ...session.manager import SessionManager
+from ...session.sign_ins import MAX_PARAMETER_LENGTH, SignInEnd
 from ...session.signout import LINK_PATH as LOGOUT_LINK_PATH
 from ...session.validation import check_workspace_id
 from ...store.audit import Actor
@@ -54,16 +48,12 @@ from .serving import (
     security_headers,
 )
 
-if TYPE_CHECKING:
-    from ...session.signin import PendingSignIn
-
 log = logging.getLogger(__name__)
 SESSION_COOKIE = "signin_broker_session"
 BEGIN_PATH = pages.BEGIN_PATH
 CALLBACK_PATH = BEGIN_PATH + "/callback"
 HOME_PATH = "/dashboard"
 BROWSER_SESSION_SECONDS = 12 * 3600
-MAX_PARAMETER_LENGTH = 4096
 STOP_GRACE_SECONDS = 2  # how long open requests may finish when the daemon stops
 SIGN_IN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # The actor of sign-ins and sign-outs done on the page (Admission proves the uid).
@@ -99,7 +89,7 @@ class BrowserSessions:
 def same_origin_target(value: str, base_url: str) -> str:
     """Where to send the browser after sign-in: the requested place if it is ours, else home.
 
-    Contract 4.1 rules 6 and 7: a same-origin redirect_to survives the round trip;
+    docs/contract.md §4: a same-origin redirect_to survives the round trip;
     anything else (another origin, a scheme-relative `//host`, backslash tricks,
     control characters) falls back to the authenticated home.
     """
@@ -143,7 +133,7 @@ class SignInSite:
                 Route(LOGOUT_LINK_PATH, self.provider_logout),
             ],
         )
-        headers = security_headers([origin(link.issuer) for link in session.providers])
+        headers = security_headers([origin(link.issuer) for link in session.overview.providers])
         admission = Admission(own_uid, headers)
         guarded = LoopbackGuard(app, authority, admission, headers)
         config = uvicorn.Config(
@@ -188,26 +178,26 @@ class SignInSite:
     # -- routes ------------------------------------------------------------------------------
 
     async def home(self, request: Request) -> Response:
-        """Landing for strangers, the dashboard for the signed-in (contract T6)."""
+        """Landing for strangers, the dashboard for the signed-in (docs/contract.md §1)."""
         if self._signed_in_account(request) is not None:
             return RedirectResponse(HOME_PATH, status_code=302)
         choices = [
             pages.ProviderChoice(link.alias, urlsplit(link.issuer).netloc)
-            for link in self._session.providers
+            for link in self._session.overview.providers
         ]
         return HTMLResponse(pages.landing(self._waiting_devices(), choices))
 
     async def dashboard(self, request: Request) -> Response:
         """The authenticated home; anonymous visitors are sent to sign in and brought back."""
         account_id = self._signed_in_account(request)
-        account = self._session.account(account_id) if account_id else None
+        account = self._session.overview.account(account_id) if account_id else None
         if account is None:
             original = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             return RedirectResponse(
                 f"{BEGIN_PATH}?redirect_to={quote(original, safe='')}", status_code=302
             )
-        others = [a for a in self._session.accounts() if a.id != account.id]
-        step_ups = self._session.waiting_step_ups()
+        others = [a for a in self._session.overview.accounts() if a.id != account.id]
+        step_ups = self._session.step_ups.waiting()
         return HTMLResponse(pages.dashboard(account, others, self._waiting_devices(), step_ups))
 
     async def user_login(self, request: Request) -> Response:
@@ -216,8 +206,8 @@ class SignInSite:
         return RedirectResponse(BEGIN_PATH + (f"?{query}" if query else ""), status_code=302)
 
     async def begin(self, request: Request) -> Response:  # noqa: PLR0911 - one per outcome
-        """Send the browser to the provider's authorize endpoint (contract 4.1 rule 4)."""
-        if not self._session.providers:
+        """Send the browser to the provider's authorize endpoint (docs/contract.md §2)."""
+        if not self._session.overview.providers:
             return page(
                 "Sign-in is not set up",
                 "No identity provider is configured. Set issuer (--issuer,"
@@ -233,7 +223,7 @@ class SignInSite:
         except ValueError as error:
             return page("Not a workspace", str(error), status=400)
         try:
-            url = await self._session.browser_sign_in_url(
+            url = await self._session.sign_ins.browser_url(
                 self.redirect_uri,
                 redirect_to,
                 sign_in_id,
@@ -244,11 +234,11 @@ class SignInSite:
             return page("Not a provider", str(error), status=400)
         except NotConfigured as error:
             return page("No such identity provider", str(error), status=404)
-        except ProviderUnavailable as error:
-            failure = failure_of(error)
-            _oauth_log(logging.ERROR, "authorize", failure.error_code, failure.reason)
+        except ProviderUnavailable as error:  # logged by the sign-ins: the page says it
             if isinstance(error, ProviderMisfit):  # a setting to mend: the reason the CLI gets
-                return page("The identity provider does not fit", failure.message, status=502)
+                return page(
+                    "The identity provider does not fit", failure_of(error).message, status=502
+                )
             return page(
                 "The identity provider cannot be reached",
                 "Check your network connection and try again.",
@@ -256,67 +246,24 @@ class SignInSite:
             )
         return RedirectResponse(url, status_code=302)
 
-    async def callback(self, request: Request) -> Response:  # noqa: PLR0911 - one per outcome
-        """Finish a sign-in: check state, redeem the code, validate the id_token, set the cookie."""
-        if not self._session.providers:
+    async def callback(self, request: Request) -> Response:
+        """Finish a sign-in with the provider's answer (session.sign_ins), and set the cookie."""
+        if not self._session.overview.providers:
             return page("Sign-in is not set up", "No identity provider is configured.", status=503)
-        params = request.query_params
-        if any(len(v) > MAX_PARAMETER_LENGTH for v in params.values()) or len(params) > 16:
-            _oauth_log(logging.WARNING, "callback", "invalid_request", "oversized parameters")
-            return self._failed("", "invalid_request", "The sign-in response was malformed.")
-        state = params.get("state", "")
-        taken = self._session.take_browser_sign_in(state) if state else None
-        if taken is None:
-            _oauth_log(logging.WARNING, "callback", "state_mismatch", "unknown or reused state")
-            return self._failed(
-                "",
-                "state_mismatch",
-                "This sign-in response does not belong to a sign-in started here,"
-                " or it was used already.",
-            )
-        flow, pending = taken
-        if problem := pending.request.issuer_problem(params.get("iss")):
-            _oauth_log(logging.WARNING, "callback", "iss_mismatch", problem)
-            return self._failed(
-                pending.sign_in_id,
-                "iss_mismatch",
-                "This sign-in response does not come from the identity provider it was sent to.",
-            )
-        if "error" in params:
-            error = params["error"] if re.fullmatch(r"[a-z_]{1,64}", params["error"]) else "invalid"
-            _oauth_log(logging.WARNING, "authorize", error, "the provider returned an error")
-            message = (
-                "The sign-in was declined."
-                if error == "access_denied"
-                else f"The identity provider refused the sign-in ({error})."
-            )
-            if said := _error_description(params.get("error_description", "")):
-                message = f"{message[:-1]}: {said}."
-            return self._failed(pending.sign_in_id, error, message)
-        code = params.get("code", "")
-        if not code:
-            _oauth_log(logging.WARNING, "callback", "invalid_request", "no code")
-            return self._failed(pending.sign_in_id, "invalid_request", "The response had no code.")
-        try:
-            signed_in = await flow.complete(pending, code)
-        except DpopSignInAgain as again:
-            return await self._again_with_dpop(flow.alias, pending, again)
-        except (OAuthError, IdTokenInvalid, ProviderUnavailable) as error:
-            failure = failure_of(error)
-            step = "id_token" if isinstance(error, IdTokenInvalid) else "token_exchange"
-            level = logging.WARNING if failure.error_code == "invalid_code" else logging.ERROR
-            _oauth_log(level, step, failure.error_code, failure.reason)
-            return self._failed(pending.sign_in_id, failure.error_code, failure.message)
-        try:
-            account = await self._session.complete_sign_in(signed_in, BROWSER)
-        except StepUpRefused as refused:  # another user, or short of the step-up asked for
-            _oauth_log(logging.WARNING, "callback", "step_up_refused", str(refused))
-            return self._failed(pending.sign_in_id, "step_up_refused", f"{refused}.")
-        log.info("signed in", extra={"flow": "oauth", "step": "callback", "account": account.id})
-        response = RedirectResponse(pending.redirect_to, status_code=303)
+        answer = dict(request.query_params)
+        return self._shown(await self._session.sign_ins.complete_browser(answer, BROWSER))
+
+    def _shown(self, end: SignInEnd) -> Response:
+        """How a sign-in ended, as the browser sees it: a page, the provider's, or home."""
+        if end.failure is not None:  # 200 with a message, no cookie
+            failure = end.failure
+            return page("Sign-in failed", failure.message, status=200, hint=failure.error_code)
+        if end.account is None:  # begun once more at the provider, with DPoP
+            return RedirectResponse(end.again_at, status_code=302)
+        response = RedirectResponse(end.redirect_to, status_code=303)
         response.set_cookie(
             SESSION_COOKIE,
-            self._browsers.create(account.id),
+            self._browsers.create(end.account.id),
             max_age=BROWSER_SESSION_SECONDS,
             path="/",
             secure=True,
@@ -337,9 +284,9 @@ class SignInSite:
         account_id = self._signed_in_account(request)
         self._browsers.end(cookie)
         if account_id is not None:
-            await self._session.sign_out(account_id, actor=BROWSER)
+            await self._session.endings.sign_out(account_id, actor=BROWSER)
             log.info("signed out from the browser", extra={"account": account_id})
-        logout_url = await self._session.provider_logout_url(
+        logout_url = await self._session.endings.provider_logout_url(
             self.base_url + "/", account_id=account_id or ""
         )
         response = RedirectResponse(logout_url or "/", status_code=303)
@@ -351,7 +298,7 @@ class SignInSite:
 
         The id_token travels only in this redirect to the owner's browser (session.signout).
         """
-        target = self._session.take_logout_link(request.query_params.get("end", ""))
+        target = self._session.endings.take_logout_link(request.query_params.get("end", ""))
         if target is None:
             return page(
                 "This sign-out link is used up",
@@ -364,33 +311,6 @@ class SignInSite:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    async def _again_with_dpop(
-        self, alias: str, pending: PendingSignIn, again: DpopSignInAgain
-    ) -> Response:
-        """Begin the sign-in once more, bound with DPoP from the start, and send the browser.
-
-        The provider refused the code without a DPoP proof and with one: it may require
-        DPoP of this client and have spent the code. A sign-in begun again so is never
-        begun again a second time (SignInFlow.begin).
-        """
-        _oauth_log(logging.WARNING, "token_exchange", "dpop_required", str(again))
-        try:
-            url = await self._session.browser_sign_in_url(
-                self.redirect_uri,
-                pending.redirect_to,
-                pending.sign_in_id,
-                pending.request.workspace_id,
-                provider=name_of(alias),
-                dpop_again=True,
-            )
-        except (ProviderUnavailable, NotConfigured) as error:
-            message = (
-                f"The identity provider refused the sign-in code ({again}), and a new"
-                f" sign-in could not begin: {error}."
-            )
-            return self._failed(pending.sign_in_id, "invalid_code", message)
-        return RedirectResponse(url, status_code=302)
-
     def _waiting_devices(self) -> list[pages.WaitingDevice]:
         """Device sign-ins waiting for the person at this desk (the page is theirs alone)."""
         return [
@@ -399,34 +319,14 @@ class SignInSite:
                 started.verification_uri,
                 qr_svg_markup(started.verification_uri_complete or started.verification_uri),
             )
-            for started in self._session.waiting_devices()
+            for started in self._session.sign_ins.waiting_devices()
         ]
 
     def _signed_in_account(self, request: Request) -> str | None:
         account_id = self._browsers.account_of(request.cookies.get(SESSION_COOKIE))
-        if account_id is not None and self._session.account(account_id) is None:
+        if account_id is not None and self._session.overview.account(account_id) is None:
             return None  # signed out meanwhile (by an app or the CLI)
         return account_id
-
-    def _failed(self, sign_in_id: str, error_code: str, message: str) -> Response:
-        """The user-facing error of a failed callback: 200 with a message, no cookie."""
-        self._session.sign_in_failed(sign_in_id, f"{error_code}: {message}")
-        return page("Sign-in failed", message, status=200, hint=error_code)
-
-
-def _error_description(text: str) -> str:
-    """The provider's own words, in RFC 6749 4.1.2.1's printable ASCII only, shortened."""
-    kept = "".join(c for c in text if " " <= c <= "~" and c not in '"\\').strip()
-    return kept[:200].rstrip(".")
-
-
-def _oauth_log(level: int, step: str, error_code: str, reason: str) -> None:
-    """The contract's structured record (section 6); reason never holds a code or token."""
-    log.log(
-        level,
-        "sign-in failed",
-        extra={"flow": "oauth", "step": step, "error_code": error_code, "reason": reason},
-    )
 
 
 def _same_origin_post(request: Request, base_url: str) -> bool:

@@ -1,4 +1,4 @@
-"""Step-up sign-ins under way (RFC 9470): token requests that wait for a stronger sign-in.
+"""Step-up sign-ins under way (RFC 9470): token requests that wait for a stronger sign-in of theirs.
 
 When an account's sign-in does not meet a request's step-up, a browser sign-in of that
 account is begun with the step-up's authorize parameters, and the person is told (a
@@ -7,7 +7,8 @@ notification; the loopback page; `signin-broker login` continues it). The reques
 waits for it, bounded, as an app's `ask` does. Requests for the same account and the
 same step-up share one sign-in; every other request is served from the current
 session meanwhile, which the new sign-in replaces only when it completes, for the
-same user, meeting the step-up (sign_ins.py checks that).
+same user, meeting the step-up (sign_ins.py checks that). What a step-up asks, and
+whether a sign-in meets it, is step_up.py's.
 
 Each app has room of its own: the step-ups one app waits for are bounded apart from
 the others', so an app that keeps asking for new ones cannot take the others' room.
@@ -25,10 +26,11 @@ from dataclasses import dataclass, field
 
 from ..identities import name_of
 from ..oidc.errors import ProviderUnavailable
+from ..store.audit import Actor
 from .accounts import Account, AccountInfo, Entitlement, IssuedToken, SignInStart
 from .clock import to_wall
 from .errors import InvalidSignIn, StepUpRequired
-from .events import EventKind, SessionEvent
+from .events import EventBus, EventKind, SessionEvent
 from .registry import AccountRegistry
 from .sign_ins import BegunSignIn, SignIns, page_url
 from .step_up import CLOCK_LEEWAY_SECONDS, StepUp
@@ -50,19 +52,23 @@ class _Pending:
     joined: set[str] = field(default_factory=set)  # the apps told of, for the person
 
 
-class StepUps:
+class StepUpSignIns:
     """Begins step-up sign-ins, one per account and step-up, and lets requests wait for them."""
 
     def __init__(
         self,
         registry: AccountRegistry,
         sign_ins: SignIns,
+        get_token: Callable[..., Awaitable[IssuedToken]],
+        events: EventBus,
         *,
         timeout: float,
         clock: Callable[[], float],
     ) -> None:
         self._registry = registry
         self._sign_ins = sign_ins
+        self._get_token = get_token  # TokenKeeper.get_token
+        self._events = events
         self._clock = clock
         self.timeout = timeout
         # By account and what is asked: the acr values as a set (their order is only a
@@ -71,22 +77,23 @@ class StepUps:
 
     async def token(
         self,
-        get_token: Callable[..., Awaitable[IssuedToken]],
         step_up: StepUp,
+        begin_url: str,
         account_id: str,
         *,
-        app: str,
+        actor: Actor,
         entitlement: Entitlement,
-        begin_url: str,
         may_begin: bool = True,
         **asked: object,
     ) -> IssuedToken:
-        """A token (from `get_token`, with `asked`) whose sign-in meets the step-up.
+        """A token (TokenKeeper.get_token, with `asked`) whose sign-in meets the step-up.
 
-        Waits for a step-up sign-in when the account's does not (unless it may not
-        begin one); StepUpRequired when none that does comes within the timeout (or
-        it failed).
+        Waits for a step-up sign-in when the account's does not, begun at begin_url's
+        page, unless it may not begin one (a forward's caller: only a sign-in that meets
+        it already); StepUpRequired when none that does comes within the timeout (or it
+        failed).
         """
+        app = actor.app
         asked_at = to_wall(self._clock, self._clock())
         account = self._registry.resolve(account_id, entitlement)
         step_up = step_up.offered_by(await _acr_values_listed(account))
@@ -107,7 +114,7 @@ class StepUps:
             offline = "offline_access" in account.tokens.scopes
             asked_at = await self._wait(step_up, info, app, (asked_at, offline), begin_url)
             leeway = CLOCK_LEEWAY_SECONDS  # as the sign-in was checked when it came
-        token = await get_token(info.id, entitlement=entitlement, **asked)
+        token = await self._get_token(info.id, entitlement=entitlement, actor=actor, **asked)
         unmet = step_up.unmet(token.acr, token.auth_time, asked_at, leeway)
         if unmet:  # another sign-in replaced the stepped-up one meanwhile
             raise StepUpRequired(token.account, str(step_up), f"its current sign-in: {unmet}")
@@ -191,7 +198,7 @@ class StepUps:
             f"{app or 'an app'} needs a stronger sign-in of {info.display_name or info.id}"
             f" ({step_up}): sign in at {pending.url} or run `signin-broker login`"
         )
-        self._registry.events.publish(
+        self._events.publish(
             SessionEvent(
                 EventKind.SIGN_IN_PROGRESS,
                 account=info.id,
@@ -220,9 +227,10 @@ async def _acr_values_listed(account: Account) -> tuple[str, ...] | None:
     A discovery document that cannot be read now asks for nothing to be refused: the
     values are then treated as unlisted (never shown), and a sign-in needs the provider.
     """
-    if account.link is None:
+    link = account.runtime.link
+    if link is None:
         return None
     try:
-        return (await account.link.client.metadata()).acr_values_supported
+        return (await link.client.metadata()).acr_values_supported
     except ProviderUnavailable:
         return None

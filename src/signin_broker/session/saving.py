@@ -1,0 +1,156 @@
+"""Each account's state written before anyone is handed it, and what a restart now would lose.
+
+A write that fails leaves the state in memory: the account is unsaved, status says so
+(`storage_problem`, an event when saving starts or stops failing), and the keeper
+writes it again every few seconds (schedule.SAVE_RETRY_SECONDS). A restart loses a
+session only when its newest refresh token is the one that could not be written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+
+from .accounts import NOTHING, Account, Entitlement
+from .clock import moment_of, to_wall
+from .events import EventBus, EventKind, SessionEvent
+from .ports import AccountStore
+from .schedule import SAVE_RETRY_SECONDS
+from .tokens import TokenSet
+
+log = logging.getLogger(__name__)
+
+SAVED_AT = "saved_at"  # the record's key for when it was written (clock.Moment)
+
+
+class SavedStates:
+    """Writes accounts to the store, and remembers which could not be written and why."""
+
+    def __init__(
+        self, accounts: Mapping[str, Account], events: EventBus, clock: Callable[[], float]
+    ) -> None:
+        self._accounts = accounts  # the registry's signed-in accounts, by id (read only)
+        self._events = events
+        self._clock = clock
+        self.store: AccountStore | None = None  # until the registry restores
+        # Accounts whose state could not be written, with the reason; and the refresh
+        # token each account last had stored, to tell what a restart now would lose.
+        self._unsaved: dict[str, str] = {}
+        self._stored_refresh: dict[str, str | None] = {}
+        # The refresh token of each account's latest state, saved or not: every change of
+        # tokens is saved before it is used, so one the store lacks is only in memory.
+        self._latest_refresh: dict[str, str | None] = {}
+        self.retry_at = 0.0  # when the keeper writes the unsaved states again
+
+    async def write(self, account: Account, tokens: TokenSet | None = None) -> bool:
+        """Write the account (with these tokens, if given) before anyone is handed them.
+
+        False when it could not be written: the state stays in memory, and is written
+        again when `retry_at` comes.
+        """
+        if self.store is None:
+            return True
+        link = account.runtime.link
+        tokens = account.tokens if tokens is None else tokens
+        on_disk = tokens.shifted(to_wall(self._clock, 0.0))  # the wall clock of now
+        record = account.to_record(link.issuer if link else "", on_disk)
+        record[SAVED_AT] = moment_of(self._clock).to_record()  # for the state's age at a restart
+        before = self.problem()
+        self._latest_refresh[account.info.id] = tokens.refresh_token
+        try:
+            await asyncio.to_thread(self.store.save, account.info.id, record)
+        except Exception as error:
+            log.warning(
+                "could not store the session",
+                extra={"account": account.info.id, "reason": str(error)},
+            )
+            self._unsaved[account.info.id] = str(error)
+            self.retry_at = self._clock() + SAVE_RETRY_SECONDS
+            saved = False
+        else:
+            self._unsaved.pop(account.info.id, None)
+            self._stored_refresh[account.info.id] = tokens.refresh_token
+            saved = True
+        self._say_changed(before)
+        return saved
+
+    def restored(self, account: Account) -> None:
+        """The account came back from the store as it is: its refresh token is saved."""
+        self._stored_refresh[account.info.id] = account.tokens.refresh_token
+        self._latest_refresh[account.info.id] = account.tokens.refresh_token
+
+    def forget(self, account_id: str) -> None:
+        """The account ended: nothing of it is left to save."""
+        before = self.problem()
+        self._unsaved.pop(account_id, None)
+        self._stored_refresh.pop(account_id, None)
+        self._latest_refresh.pop(account_id, None)
+        self._say_changed(before)
+
+    async def write_again(self) -> None:
+        """Write again the states that could not be written (the keeper calls this when due)."""
+        for account_id in list(self._unsaved):
+            account = self._accounts.get(account_id)
+            if account is None:
+                self._unsaved.pop(account_id, None)
+            else:
+                await self.write(account)
+
+    @property
+    def failing(self) -> bool:
+        """Whether the last attempt to save some account's state failed."""
+        return bool(self._unsaved)
+
+    def unsaved(self, account: Account) -> str:
+        """Why this account's state could not be saved; "" when it could."""
+        return self._unsaved.get(account.info.id, "")
+
+    def problem(self, entitlement: Entitlement = NOTHING) -> str:
+        """Why sessions cannot be saved now and what a restart would lose; "" when they can.
+
+        Accounts are named only as far as the caller may see them.
+        """
+        if not self._unsaved:
+            return ""
+        reason = next(iter(self._unsaved.values()))
+        at_risk = self.lost_at_a_restart()
+        fix = "free space in the state folder, or make it writable: it is saved at once then"
+        if not at_risk:
+            return (
+                f"sessions cannot be saved ({reason}); renewals wait until they can (a refresh"
+                " token is spent only once its successor can be stored), tokens are served"
+                f" while they last; {fix}"
+            )
+        named = [account_id for account_id in at_risk if entitlement.sees(account_id)]
+        who = ", ".join(named) if len(named) == len(at_risk) else "a renewed account"
+        return (
+            f"sessions cannot be saved ({reason}); a restart now would sign out {who}, whose"
+            f" new refresh token is only in memory; {fix}"
+        )
+
+    def lost_at_a_restart(self) -> list[str]:
+        """Accounts whose refresh token on disk is not their latest one (it was renewed)."""
+        return sorted(
+            account_id
+            for account_id in self._unsaved
+            if account_id in self._accounts
+            and self._latest_refresh.get(account_id) != self._stored_refresh.get(account_id)
+        )
+
+    def _say_changed(self, before: str) -> None:
+        """An event when saving starts or stops failing, or a restart would now lose more."""
+        now = self.problem()
+        if now == before:
+            return
+        if now:
+            log.warning("sessions are not being saved", extra={"reason": now})
+            lost = bool(self.lost_at_a_restart())
+            self._events.publish(
+                SessionEvent(EventKind.DEGRADED, detail=now, restart_signs_out=lost)
+            )
+        else:
+            log.info("sessions are saved again")
+            self._events.publish(
+                SessionEvent(EventKind.RECOVERED, detail="sessions are saved again")
+            )
