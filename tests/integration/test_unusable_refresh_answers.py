@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from signin_broker.client import BrokerClient, EventKind, NotSignedIn
+from signin_broker.session import schedule
 from signin_broker_testing import StubProvider
 from support.events import watching
 from support.refresh_answers import only_the_old_token_until, presented, renewed_from
@@ -39,7 +40,8 @@ def test_nothing_usable_at_the_first_renewal_puts_the_token_in_doubt_until_the_l
             stub.break_token_answers(how)
             assert client.get_token(refused=True).account == "user:1001"  # renew now
             eventually(lambda: presented(stub), "the refresh reached the stub")
-            only_the_old_token_until(client, stub, first, first.expires_at_unix - TTL / 4 - 1)
+            resend_at = schedule.last_moment(first.expires_at_unix, TTL)
+            only_the_old_token_until(client, stub, first, resend_at - 1)
             ended = eventually(lambda: client.status().ended_sessions, "the resend's outcome")
         assert "having completed the renewal whose answer was lost" in ended[0].reason
         spent = presented(stub)

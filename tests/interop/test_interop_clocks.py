@@ -22,6 +22,7 @@ import httpx2
 import pytest
 
 from signin_broker.client import BrokerClient, Token
+from signin_broker.session.schedule import REFUSED_RENEWAL_FRACTION
 from signin_broker_testing.browser import Browser, location
 from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
 from support.clocks import faked_clock
@@ -92,10 +93,10 @@ def test_dpop_signs_in_and_renews_ten_times_with_the_device_clock_ten_minutes_of
         with BrokerClient(socket_path) as client:
             while len(seen) <= RENEWALS:  # the first token, and ten renewed
                 assert time.monotonic() < deadline, provider.token_requests("refresh_token")[-3:]
-                token = client.get_token(refused=True)  # renewed once a quarter lifetime passed
+                token = client.get_token(refused=True)  # renewed once allowed for a refusal
                 assert token.token_type == "DPoP"
                 seen.add(token.access_token)
-                time.sleep(DPOP_TTL / 4)
+                time.sleep(DPOP_TTL * REFUSED_RENEWAL_FRACTION)
             proof_accepted(provider, client)
         assert set(provider.refresh_statuses()) == {200}  # no proof refused
         daemon.stop()

@@ -20,6 +20,7 @@ import pytest
 from signin_broker.client import BrokerClient, EventKind, Token
 from signin_broker.httpx import BrokerAuth
 from signin_broker.oidc.dpop import DpopKey
+from signin_broker.session.schedule import REFUSED_RENEWAL_FRACTION
 from signin_broker_testing.browser import Browser, location
 from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
 from signin_broker_testing.ledger import SecretLedger
@@ -132,10 +133,10 @@ def test_renewals_answer_the_providers_nonces(
     with BrokerClient(daemon.socket_path) as broker:
         while _refreshes(provider, 200) < ok_before + RENEWALS:
             assert time.monotonic() < deadline, provider.token_requests("refresh_token")[-5:]
-            token = token_of(broker, refused=True)  # renewed once a quarter lifetime has passed
+            token = token_of(broker, refused=True)  # renewed once allowed for a refusal
             assert token.token_type == "DPoP"
             seen.add(token.access_token)
-            time.sleep(ACCESS_TOKEN_TTL / 4)
+            time.sleep(ACCESS_TOKEN_TTL * REFUSED_RENEWAL_FRACTION)
     refreshes = provider.token_requests("refresh_token")
     assert {r["status"] for r in refreshes} <= {200, 400}  # 400: a nonce asked for, then sent
     assert all(r.get("error") == "use_dpop_nonce" for r in refreshes if r["status"] != 200)

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from signin_broker.oidc.answers import TokenResponse
+from signin_broker.session import schedule
 from signin_broker.session.tokens import TokenSet
 from support.fuzzing import FUZZ
 
@@ -65,7 +66,8 @@ def test_a_min_ttl_the_token_cannot_meet_wants_a_refresh_before_it_is_due() -> N
 def test_the_background_renewal_comes_early_by_the_jitter_share_only() -> None:
     tokens = sixty_seconds()
     assert tokens.refresh_due_at() == ISSUED + 45
-    assert tokens.refresh_due_at(0.15) == pytest.approx(ISSUED + 36)
+    early = schedule.REFRESH_JITTER_FRACTION  # 0.15: 9 s of 60 sooner
+    assert tokens.refresh_due_at(early) == pytest.approx(ISSUED + 36)
 
 
 def test_renewed_tokens_are_fresh_from_now_and_keep_what_the_answer_leaves_out() -> None:

@@ -20,6 +20,7 @@ import grpc
 import httpx2
 
 from signin_broker.client import BrokerClient, BrokerError, EventKind, NotSignedIn, Token
+from signin_broker.session.schedule import MIN_TTL_RENEWAL_FRACTION, REFRESH_AT_FRACTION
 from signin_broker_testing.browser import Browser, location
 from signin_broker_testing.conformance import registry
 from signin_broker_testing.daemon import DaemonProcess
@@ -29,7 +30,6 @@ from support.events import watching
 from support.providers import CLIENT_ID, USER_EMAIL, RealProvider, sign_in
 
 CALLERS = 50
-REFRESH_AT = 0.75  # of the token's lifetime: the README's promise
 STALL_SECONDS = 11  # longer than the 10 s after which the daemon used to give up
 PAUSE_WITHIN_SECONDS = 30
 REVOCATION_LIMIT_SECONDS = 60  # the README's promise (contract I2)
@@ -106,7 +106,8 @@ def fifty_callers_past_75_percent_refresh_once(provider: RealProvider, socket_pa
         os.kill(daemon.pid, signal.SIGSTOP)
         try:
             issued = first.expires_at_unix - provider.access_token_ttl
-            time.sleep(max(0.0, issued + REFRESH_AT * provider.access_token_ttl + 1 - time.time()))
+            due = issued + REFRESH_AT_FRACTION * provider.access_token_ttl
+            time.sleep(max(0.0, due + 1 - time.time()))
             with ThreadPoolExecutor(CALLERS) as pool:
                 together = threading.Barrier(CALLERS)
                 calls = [pool.submit(_call_together, app, together) for _ in range(CALLERS)]
@@ -179,9 +180,10 @@ def a_stalled_refresh_is_awaited(provider: RealProvider, socket_path: Path) -> N
         assert refused is None or _try_again(refused), refused
         events.wait_for(EventKind.REFRESHED, timeout=30)
         renewed = token_of(app)
-        # Let it age past a quarter of its lifetime: a just-renewed token is renewed again
-        # for a caller's min_ttl no sooner (TokenSet.renewal_would_hammer).
-        time.sleep(max(0.0, renewed.seconds_left() - (ttl - ttl // 4 - 1)))
+        # Let it age past the share of its lifetime before which a just-renewed token is not
+        # renewed again for a caller's min_ttl (schedule.min_ttl_renewal_allowed).
+        aged = ttl - int(MIN_TTL_RENEWAL_FRACTION * ttl) - 1
+        time.sleep(max(0.0, renewed.seconds_left() - aged))
         again = token_of(app, min_ttl_seconds=ttl - 2)  # a refresh with the rotated token
         after = app.status()
     # The still-valid token, every time; on a loaded machine the daemon's own renewal may
