@@ -154,7 +154,7 @@ def _usage(parser: argparse.ArgumentParser) -> str:
 
 
 def cli_reference() -> str:
-    from signin_broker.cli.main import full_parser
+    from signin_broker.cli.table import full_parser
 
     top = full_parser()
     top.prog = "signin-broker"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from build_manpages.manpage import Manpage
 
-from signin_broker.cli.main import full_parser
+from signin_broker.cli.table import full_parser
 from signin_broker.daemon.settings import argument_parser
 
 ROOT = Path(__file__).resolve().parents[1]

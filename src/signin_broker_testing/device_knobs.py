@@ -26,18 +26,18 @@ class DeviceSignIns:
             raise ValueError(
                 f"approve_device(..., {sub!r}) names none of the users {list(self._store.users)}"
             )
-        self._store.settle_device(user_code, user)
+        self._store.devices.settle(user_code, user)
 
     def deny_device(self, user_code: str) -> None:
         """Deny a device sign-in: its next poll is told access_denied.
 
         KeyError for an unknown user code; ValueError when it is no longer pending.
         """
-        self._store.settle_device(user_code, None)
+        self._store.devices.settle(user_code, None)
 
     def expire_device_code(self, user_code: str) -> None:
         """Make a device code expire now, so polls are told expired_token (KeyError if unknown)."""
-        self._store.expire_device(user_code)
+        self._store.devices.expire(user_code)
 
     def slow_down_next_poll(self, user_code: str) -> None:
         """Make a device code's next poll answer slow_down, however slowly it came.
@@ -45,7 +45,7 @@ class DeviceSignIns:
         Its interval grows by 5 s as with any slow_down; a denial or expiry still comes
         first, but an approval waits for the poll after. KeyError for an unknown user code.
         """
-        self._store.slow_down_next_poll(user_code)
+        self._store.devices.slow_down_next_poll(user_code)
 
     def device_polls(self, user_code: str) -> list[float]:
         """The time.monotonic() of each token request for a device code, oldest first.
@@ -53,11 +53,11 @@ class DeviceSignIns:
         Requests answered by an injected failure or an outage never reach the grant, so
         they are not counted; token_requests() has them all. KeyError for an unknown code.
         """
-        return self._store.device_polls(user_code)
+        return self._store.devices.polls(user_code)
 
     def device_polls_too_fast(self, user_code: str) -> int:
         """How many polls of a device code came sooner than the interval then in force.
 
         Each is answered slow_down while the code is pending (KeyError for an unknown code).
         """
-        return self._store.device_polls_too_fast(user_code)
+        return self._store.devices.polls_too_fast(user_code)

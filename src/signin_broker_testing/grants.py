@@ -287,7 +287,7 @@ class StubDeviceAuthorizationEndpoint(DeviceAuthorizationEndpoint):  # type: ign
             interval=interval,
             workspace_id=workspace_id,
         )
-        self.server.store.save_device(device)
+        self.server.store.devices.save(device)
         body = {
             "device_code": device.device_code,
             "user_code": device.user_code,
@@ -309,7 +309,7 @@ class StubDeviceCodeGrant(DeviceCodeGrant):  # type: ignore[misc]
     def query_device_credential(self, device_code: str) -> DeviceAuthorization:
         """The device code's record; invalid_grant for an unknown one or another client's."""
         store: StubStore = self.server.store
-        device = store.device_by_code(device_code)
+        device = store.devices.by_code(device_code)
         if device is None or device.client_id != self.request.client.get_client_id():
             raise InvalidGrantError("The device_code is unknown, or was issued to another client.")
         return device
@@ -322,9 +322,9 @@ class StubDeviceCodeGrant(DeviceCodeGrant):  # type: ignore[misc]
         """
         store: StubStore = self.server.store
         if self.request.client.registration.dpop_bound_access_tokens and not self.request.dpop_jkt:
-            store.spend_approved_device(credential)
+            store.devices.spend_approved(credential)
             refuse_without_a_proof(self.request)
-        outcome = store.poll_device(credential, time.monotonic())
+        outcome = store.devices.poll(credential, time.monotonic())
         if outcome == "approved":
             return store.users[credential.sub]
         raise POLL_REFUSALS[outcome]()

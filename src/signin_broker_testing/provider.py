@@ -78,15 +78,7 @@ class StubProvider(DeviceSignIns):
         self.users = tuple(users) if users is not None else (DEFAULT_USER,)
         self.clients = tuple(clients) if clients is not None else (DEFAULT_CLIENT,)
         # What discovery advertises (read at start); by default the methods clients use.
-        self.token_endpoint_auth_methods = (
-            tuple(token_endpoint_auth_methods)
-            if token_endpoint_auth_methods is not None
-            else tuple(
-                method
-                for method in CLIENT_AUTH_METHODS
-                if any(client.token_endpoint_auth_method == method for client in self.clients)
-            )
-        )
+        self.token_endpoint_auth_methods = _advertised(token_endpoint_auth_methods, self.clients)
         self.access_token_ttl = access_token_ttl  # seconds, read at each issue
         self.refresh_token_ttl = refresh_token_ttl  # seconds or None (never), read at each issue
         self.paths = paths or StubPaths()
@@ -104,6 +96,18 @@ class StubProvider(DeviceSignIns):
         self.iss_parameter = iss_parameter
         self.offline_access_needs_consent = offline_access_needs_consent
         self.admin_token = secrets.token_urlsafe(32)
+        self._offer(dpop, dpop_nonce, acr_values_supported)
+        self.tls = tls  # serve https with this certificate (read at start)
+        _check_settings(self)
+        # RFC 9700 4.14.2, as panva's oidc-provider does: a spent refresh token sent again
+        # ends its whole grant (`reuses` lists each such end).
+        self._store = StubStore(self.users, self.clients, reuse_ends_grant=refresh_reuse_ends_grant)
+        self._lock = threading.RLock()  # one start, stop or outage at a time
+        self._address: Address | None = None
+        self._serving: Serving | None = None  # None while stopped, or in a "stopped" outage
+
+    def _offer(self, dpop: bool, dpop_nonce: bool, acr_values: Sequence[str]) -> None:
+        """DPoP and authentication context classes, as __init__ was given them."""
         # RFC 9449 (read at start): DPoP offered, a proof's token bound to its key; and a
         # nonce demanded in every proof (read at each request; dpop_state.new_nonce()).
         self.dpop = dpop
@@ -113,18 +117,9 @@ class StubProvider(DeviceSignIns):
         # the stub offers (advertised in discovery, read at start), else the first offered;
         # `acr_override` (None: off; "" for none) plays a provider that answers another;
         # `auth_age` one that answers from an older browser session, ignoring max_age.
-        self.acr_values_supported = tuple(acr_values_supported)
+        self.acr_values_supported = tuple(acr_values)
         self.acr_override: str | None = None  # read at each sign-in
         self.auth_age = 0  # seconds, read at each sign-in
-        self.tls = tls  # serve https with this certificate (read at start)
-        _check_settings(self)
-        self._store = StubStore(self.users, self.clients)
-        # RFC 9700 4.14.2, as panva's oidc-provider does: a spent refresh token sent again
-        # ends its whole grant (`reuses` lists each such end).
-        self._store.reuse_ends_grant = refresh_reuse_ends_grant
-        self._lock = threading.RLock()  # one start, stop or outage at a time
-        self._address: Address | None = None
-        self._serving: Serving | None = None  # None while stopped, or in a "stopped" outage
 
     def start(self, host: str = "127.0.0.1", port: int = 0) -> Self:
         """Serve on host:port (port 0 picks a free one) from a background thread."""
@@ -148,9 +143,9 @@ class StubProvider(DeviceSignIns):
         """
         with self._lock:
             serving, self._serving, self._address = self._serving, None, None
-            outage = self._store.outage()
+            outage = self._store.faults.outage()
             if outage is not None and outage.mode == "stopped":
-                self._store.set_outage(None)
+                self._store.faults.set_outage(None)
             if serving is not None:
                 halt(serving)
 
@@ -173,23 +168,23 @@ class StubProvider(DeviceSignIns):
         with self._lock:
             if mode == "stopped":
                 self._running()
-                self._store.set_outage(outage)
+                self._store.faults.set_outage(outage)
                 serving, self._serving = self._serving, None
                 if serving is not None:
                     halt(serving)
                 return
             address = self._address
             if address is None or self._serving is not None:
-                self._store.set_outage(outage)
+                self._store.faults.set_outage(outage)
                 return
             # Back from "stopped": the same port again (SO_REUSEADDR), so the issuer holds.
-            stopped = self._store.outage()
+            stopped = self._store.faults.outage()
             listening = listen(address.host, address.port)
-            self._store.set_outage(outage)  # before serving, so no request misses it
+            self._store.faults.set_outage(outage)  # before serving, so no request misses it
             try:
                 self._serving = self._serve(listening, address)
             except BaseException:
-                self._store.set_outage(stopped)
+                self._store.faults.set_outage(stopped)
                 raise
 
     def delay_token_response(
@@ -203,7 +198,7 @@ class StubProvider(DeviceSignIns):
         """
         if not (math.isfinite(seconds) and seconds >= 0) or times < 1:
             raise ValueError("seconds must be a finite number, at least 0, and times at least 1")
-        self._store.delay_token_requests(TokenDelay(seconds, after_processing), times)
+        self._store.faults.delay_token_requests(TokenDelay(seconds, after_processing), times)
 
     def break_token_answers(self, how: str, *, seconds: float = 5.0, times: int = 1) -> None:
         """Answer the next `times` token requests broken in the way `how` names.
@@ -213,7 +208,7 @@ class StubProvider(DeviceSignIns):
         """
         if how not in BROKEN_ANSWERS or times < 1:
             raise ValueError(f"unknown broken answer {how!r}; use one of {BROKEN_ANSWERS}")
-        self._store.break_token_answers(BrokenAnswer(how, seconds), times)
+        self._store.faults.break_token_answers(BrokenAnswer(how, seconds), times)
 
     @property
     def reuses(self) -> list[str]:
@@ -309,7 +304,7 @@ class StubProvider(DeviceSignIns):
             raise ValueError("status must be 400-599 and times at least 1")
         if error is None:
             error = "server_error" if status >= 500 else "invalid_grant"
-        self._store.fail_token_requests(TokenFailure(status, error), times)
+        self._store.faults.fail_token_requests(TokenFailure(status, error), times)
 
     def approve_as(self, sub: str | None) -> None:
         """Make later authorizations sign `sub` in at once, or show the consent page if None.
@@ -326,7 +321,7 @@ class StubProvider(DeviceSignIns):
 
     def deny_next_authorization(self) -> None:
         """Make the next authorization request redirect back with error=access_denied."""
-        self._store.deny_next_authorization()
+        self._store.faults.deny_next_authorization()
 
     def _auto_approved_user(self) -> StubUser | None:
         """Who an authorization request signs in without asking, read afresh each time."""
@@ -436,3 +431,14 @@ def _metadata_paths(stub: StubProvider) -> list[str]:
     if not movable.issuperset(stub.oauth_metadata_only):
         raise ValueError(f"oauth_metadata_only names fields of {sorted(movable)} only")
     return [site.discovery_path, str(site.oauth_metadata_path)]
+
+
+def _advertised(methods: Sequence[str] | None, clients: Sequence[StubClient]) -> tuple[str, ...]:
+    """The client authentication methods discovery names: these, else those the clients use."""
+    if methods is not None:
+        return tuple(methods)
+    return tuple(
+        method
+        for method in CLIENT_AUTH_METHODS
+        if any(client.token_endpoint_auth_method == method for client in clients)
+    )

@@ -59,27 +59,28 @@ class Outage:
 
 
 class StubStore:
-    """Thread-safe in-memory state of one stub provider."""
+    """Thread-safe in-memory state of one stub provider: requests, codes, tokens and the rest."""
 
-    def __init__(self, users: Iterable[StubUser], clients: Iterable[StubClient]) -> None:
+    def __init__(
+        self,
+        users: Iterable[StubUser],
+        clients: Iterable[StubClient],
+        *,
+        reuse_ends_grant: bool = False,
+    ) -> None:
         self.users = {user.sub: user for user in users}
         self.clients = {client.client_id: client for client in clients}
         self.keys = SigningKeys()
         self._lock = threading.Lock()
         self._codes: dict[str, AuthorizationCode] = {}
-        self._devices: dict[str, DeviceAuthorization] = {}  # by device code
-        self._devices_by_user_code: dict[str, DeviceAuthorization] = {}  # by user_code_key()
         self._by_access: dict[str, IssuedToken] = {}
         self._by_refresh: dict[str, IssuedToken] = {}
         self._requests: deque[RecordedRequest] = deque(maxlen=MAX_RECORDED_REQUESTS)
-        self._token_failures: deque[TokenFailure] = deque()
-        self._token_delays: deque[TokenDelay] = deque()
-        self._broken_answers: deque[BrokenAnswer] = deque()
         # RFC 9700 4.14.2: a rotated refresh token presented again ends its whole grant.
-        self.reuse_ends_grant = False
+        self.reuse_ends_grant = reuse_ends_grant
         self.reuses: list[str] = []  # the subs whose grants a reused refresh token ended
-        self._outage: Outage | None = None
-        self._denials = 0
+        self.devices = StubDeviceCodes()
+        self.faults = StubFaults()
         self._assertions: dict[tuple[str, str], float] = {}  # (client, jti): until when kept
         for client in self.clients.values():
             SecretLedger.note(client.client_secret)
@@ -115,100 +116,6 @@ class StubStore:
         if held is None or held.client_id != client_id or held.expires_at <= time.time():
             return None
         return held
-
-    def save_device(self, device: DeviceAuthorization) -> None:
-        """Keep a device authorization, for its polls and for tests asking after it later."""
-        SecretLedger.note(device.device_code)
-        with self._lock:
-            self._devices[device.device_code] = device
-            self._devices_by_user_code[user_code_key(device.user_code)] = device
-
-    def device_by_code(self, device_code: str) -> DeviceAuthorization | None:
-        """The device authorization of a device code, whatever became of it."""
-        with self._lock:
-            return self._devices.get(device_code)
-
-    def settle_device(self, user_code: str, user: StubUser | None) -> bool:
-        """Approve a pending device authorization as `user`, or deny it; True if approved.
-
-        `user` None denies it, and so does a user who is not a member of the workspace it
-        named, as at the authorization endpoint. KeyError for an unknown user code;
-        ValueError when it is no longer pending (approved, denied, redeemed or expired).
-        """
-        with self._lock:
-            device = self._device(user_code)
-            if device.state != "pending" or device.is_expired():
-                status = "expired" if device.is_expired() else device.state
-                raise ValueError(
-                    f"the device sign-in {device.user_code} is {status}, no longer pending"
-                )
-            if user is None or (
-                device.workspace_id is not None and device.workspace_id not in user.workspaces
-            ):
-                device.state = "denied"
-                return False
-            device.state, device.sub, device.approved_at = "approved", user.sub, int(time.time())
-            return True
-
-    def poll_device(self, device: DeviceAuthorization, now: float) -> DevicePoll:
-        """Note a token request for `device` at monotonic time `now`, and settle its answer.
-
-        The checks follow authlib's order (expiry, then the user's decision, then the pace),
-        except that a slow_down asked for by a test comes before an approval. The approval
-        is redeemed here, so of two racing polls only one gets the tokens.
-        """
-        with self._lock:
-            too_fast = bool(device.polls) and now - device.polls[-1] < device.interval
-            device.polls.append(now)
-            if too_fast:
-                device.too_fast += 1
-            if device.state == "redeemed":
-                return "redeemed"
-            if device.is_expired():
-                return "expired"
-            if device.state == "denied":
-                return "denied"
-            if device.slow_down_next or (too_fast and device.state == "pending"):
-                device.slow_down_next = False
-                device.interval += SLOW_DOWN_SECONDS
-                return "slow_down"
-            if device.state == "approved":
-                device.state = "redeemed"
-                return "approved"
-            return "pending"
-
-    def spend_approved_device(self, device: DeviceAuthorization) -> None:
-        """Use up an approved device code without tokens (a refusal that spends it)."""
-        with self._lock:
-            if device.state == "approved":
-                device.state = "redeemed"
-
-    def expire_device(self, user_code: str) -> None:
-        """Make a device code expire now; KeyError for an unknown user code."""
-        with self._lock:
-            self._device(user_code).expires_at = time.time()
-
-    def slow_down_next_poll(self, user_code: str) -> None:
-        """Make the next poll of a device code answer slow_down; KeyError if unknown."""
-        with self._lock:
-            self._device(user_code).slow_down_next = True
-
-    def device_polls(self, user_code: str) -> list[float]:
-        """The monotonic times of a device code's polls; KeyError for an unknown user code."""
-        with self._lock:
-            return list(self._device(user_code).polls)
-
-    def device_polls_too_fast(self, user_code: str) -> int:
-        """How many polls came sooner than the interval; KeyError for an unknown user code."""
-        with self._lock:
-            return self._device(user_code).too_fast
-
-    def _device(self, user_code: str) -> DeviceAuthorization:
-        """The device authorization of a user code, with the lock held."""
-        device = self._devices_by_user_code.get(user_code_key(user_code))
-        if device is None:
-            raise KeyError(f"no device authorization has the user code {user_code!r}")
-        return device
 
     def save_token(self, token: IssuedToken) -> None:
         """Remember an issued access and refresh token."""
@@ -271,15 +178,47 @@ class StubStore:
         with self._lock:
             for code in [key for key, held in self._codes.items() if held.sub == sub]:
                 del self._codes[code]
-            for device in self._devices.values():
-                if device.sub == sub and device.state == "approved":
-                    device.state = "denied"
+            self.devices.deny_approved(sub)
             ended = 0
             for token in self._by_access.values():
                 if token.sub == sub and not (token.access_revoked and token.refresh_revoked):
                     token.access_revoked = token.refresh_revoked = True
                     ended += 1
             return ended
+
+    def refresh_reused(self, token: IssuedToken) -> None:
+        """A spent refresh token came back: with reuse detection, its whole grant ends."""
+        if not self.reuse_ends_grant:
+            return
+        with self._lock:
+            self.reuses.append(token.sub)
+            for issued in self._by_access.values():
+                if issued.sub == token.sub and issued.client_id == token.client_id:
+                    issued.access_revoked = issued.refresh_revoked = True
+
+    def first_use_of_assertion(self, client_id: str, jti: str, expires_at: object) -> bool:
+        """Whether a client assertion's jti is new; it is kept until the assertion expires."""
+        now = time.time()
+        until = float(expires_at) if isinstance(expires_at, int | float) else now
+        with self._lock:
+            for stale in [key for key, kept in self._assertions.items() if kept < now]:
+                del self._assertions[stale]
+            if (client_id, jti) in self._assertions:
+                return False
+            self._assertions[client_id, jti] = max(until, now)
+            return True
+
+
+class StubFaults:
+    """The failures a test queued for the stub: refusals, delays, broken answers, outages."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._token_failures: deque[TokenFailure] = deque()
+        self._token_delays: deque[TokenDelay] = deque()
+        self._broken_answers: deque[BrokenAnswer] = deque()
+        self._outage: Outage | None = None
+        self._denials = 0
 
     def fail_token_requests(self, failure: TokenFailure, times: int) -> None:
         """Make the next `times` token requests fail (after any failures already queued)."""
@@ -300,16 +239,6 @@ class StubStore:
         """How to break this token answer, if one is queued."""
         with self._lock:
             return self._broken_answers.popleft() if self._broken_answers else None
-
-    def refresh_reused(self, token: IssuedToken) -> None:
-        """A spent refresh token came back: with reuse detection, its whole grant ends."""
-        if not self.reuse_ends_grant:
-            return
-        with self._lock:
-            self.reuses.append(token.sub)
-            for issued in self._by_access.values():
-                if issued.sub == token.sub and issued.client_id == token.client_id:
-                    issued.access_revoked = issued.refresh_revoked = True
 
     def delay_token_requests(self, delay: TokenDelay, times: int) -> None:
         """Make the next `times` token requests wait (after any delays already queued)."""
@@ -344,17 +273,115 @@ class StubStore:
             self._denials -= 1
             return True
 
-    def first_use_of_assertion(self, client_id: str, jti: str, expires_at: object) -> bool:
-        """Whether a client assertion's jti is new; it is kept until the assertion expires."""
-        now = time.time()
-        until = float(expires_at) if isinstance(expires_at, int | float) else now
+
+class StubDeviceCodes:
+    """The device authorizations (RFC 8628) the stub issued, by device code and by user code."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._devices: dict[str, DeviceAuthorization] = {}  # by device code
+        self._by_user_code: dict[str, DeviceAuthorization] = {}  # by user_code_key()
+
+    def save(self, device: DeviceAuthorization) -> None:
+        """Keep a device authorization, for its polls and for tests asking after it later."""
+        SecretLedger.note(device.device_code)
         with self._lock:
-            for stale in [key for key, kept in self._assertions.items() if kept < now]:
-                del self._assertions[stale]
-            if (client_id, jti) in self._assertions:
+            self._devices[device.device_code] = device
+            self._by_user_code[user_code_key(device.user_code)] = device
+
+    def by_code(self, device_code: str) -> DeviceAuthorization | None:
+        """The device authorization of a device code, whatever became of it."""
+        with self._lock:
+            return self._devices.get(device_code)
+
+    def settle(self, user_code: str, user: StubUser | None) -> bool:
+        """Approve a pending device authorization as `user`, or deny it; True if approved.
+
+        `user` None denies it, and so does a user who is not a member of the workspace it
+        named, as at the authorization endpoint. KeyError for an unknown user code;
+        ValueError when it is no longer pending (approved, denied, redeemed or expired).
+        """
+        with self._lock:
+            device = self._device(user_code)
+            if device.state != "pending" or device.is_expired():
+                status = "expired" if device.is_expired() else device.state
+                raise ValueError(
+                    f"the device sign-in {device.user_code} is {status}, no longer pending"
+                )
+            if user is None or (
+                device.workspace_id is not None and device.workspace_id not in user.workspaces
+            ):
+                device.state = "denied"
                 return False
-            self._assertions[client_id, jti] = max(until, now)
+            device.state, device.sub, device.approved_at = "approved", user.sub, int(time.time())
             return True
+
+    def poll(self, device: DeviceAuthorization, now: float) -> DevicePoll:
+        """Note a token request for `device` at monotonic time `now`, and settle its answer.
+
+        The checks follow authlib's order (expiry, then the user's decision, then the pace),
+        except that a slow_down asked for by a test comes before an approval. The approval
+        is redeemed here, so of two racing polls only one gets the tokens.
+        """
+        with self._lock:
+            too_fast = bool(device.polls) and now - device.polls[-1] < device.interval
+            device.polls.append(now)
+            if too_fast:
+                device.too_fast += 1
+            if device.state == "redeemed":
+                return "redeemed"
+            if device.is_expired():
+                return "expired"
+            if device.state == "denied":
+                return "denied"
+            if device.slow_down_next or (too_fast and device.state == "pending"):
+                device.slow_down_next = False
+                device.interval += SLOW_DOWN_SECONDS
+                return "slow_down"
+            if device.state == "approved":
+                device.state = "redeemed"
+                return "approved"
+            return "pending"
+
+    def spend_approved(self, device: DeviceAuthorization) -> None:
+        """Use up an approved device code without tokens (a refusal that spends it)."""
+        with self._lock:
+            if device.state == "approved":
+                device.state = "redeemed"
+
+    def expire(self, user_code: str) -> None:
+        """Make a device code expire now; KeyError for an unknown user code."""
+        with self._lock:
+            self._device(user_code).expires_at = time.time()
+
+    def slow_down_next_poll(self, user_code: str) -> None:
+        """Make the next poll of a device code answer slow_down; KeyError if unknown."""
+        with self._lock:
+            self._device(user_code).slow_down_next = True
+
+    def polls(self, user_code: str) -> list[float]:
+        """The monotonic times of a device code's polls; KeyError for an unknown user code."""
+        with self._lock:
+            return list(self._device(user_code).polls)
+
+    def polls_too_fast(self, user_code: str) -> int:
+        """How many polls came sooner than the interval; KeyError for an unknown user code."""
+        with self._lock:
+            return self._device(user_code).too_fast
+
+    def _device(self, user_code: str) -> DeviceAuthorization:
+        """The device authorization of a user code, with the lock held."""
+        device = self._by_user_code.get(user_code_key(user_code))
+        if device is None:
+            raise KeyError(f"no device authorization has the user code {user_code!r}")
+        return device
+
+    def deny_approved(self, sub: str) -> None:
+        """Deny the approved, unredeemed device codes of a user whose sessions were revoked."""
+        with self._lock:
+            for device in self._devices.values():
+                if device.sub == sub and device.state == "approved":
+                    device.state = "denied"
 
 
 def user_code_key(user_code: str) -> str:

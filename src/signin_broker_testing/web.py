@@ -211,7 +211,7 @@ class _Endpoints:
             grant = self._server.check_authorization(exchange, end_user)
         except OAuth2Error as error:
             return self._with_issuer(self._server.error_response(error))
-        if "deny" in choice or self._store.take_denial():
+        if "deny" in choice or self._store.faults.take_denial():
             return self._with_issuer(self._server.authorization_response(grant, None))
         if end_user is None:
             return HTMLResponse(
@@ -235,17 +235,17 @@ class _Endpoints:
     async def token(self, request: Request) -> Response:
         exchange = await self._read(request)
         SecretLedger.note(dict(exchange.form).get("code_verifier"))
-        delay = self._store.next_token_delay()
+        delay = self._store.faults.next_token_delay()
         if (
             delay is not None
             and not delay.after_processing
             and not await self._pauses.pause(delay.seconds, request.receive)
         ):
             return Response(status_code=CLIENT_LEFT)  # dropped, so nothing is used up
-        breaking = self._store.next_broken_answer()
+        breaking = self._store.faults.next_broken_answer()
         if breaking is not None and (portal := before_processing(breaking.how)) is not None:
             return portal
-        failure = self._store.next_token_failure()
+        failure = self._store.faults.next_token_failure()
         if failure is not None:
             response: Response = (
                 JSONResponse({"error": failure.error}, failure.status, headers=NO_STORE)
@@ -292,7 +292,7 @@ class _Endpoints:
     def _settle_device(self, user_code: str, approver: StubUser | None) -> Response:
         """Approve the device code as `approver`, or deny it if None, and say what happened."""
         try:
-            approved = self._store.settle_device(user_code, approver)
+            approved = self._store.devices.settle(user_code, approver)
         except KeyError:
             return _page(400, "Unknown code", "No device sign-in has that code.")
         except ValueError:
@@ -384,7 +384,7 @@ class _RecordEveryRequest:
                 status = message["status"]
             await send(message)
 
-        outage = self._store.outage()
+        outage = self._store.faults.outage()
         if not complete:
             await PlainTextResponse("request body too large", 413)(
                 scope, receive, send_and_note_status

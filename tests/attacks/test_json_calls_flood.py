@@ -50,7 +50,7 @@ def test_a_flood_behind_a_waiting_call_closes_the_connection(
 
 
 def _status(socket_path: Path) -> str:
-    from signin_broker.cli._token import json_call
+    from signin_broker.cli.quick import json_call
 
     status, body = json_call(str(socket_path), "/signin_broker.v1.TokenBroker/GetStatus", b"{}", 10)
     assert status == 200

@@ -175,7 +175,7 @@ def test_install_service_writes_enables_and_uninstalls(
     for name, value in fake_systemctl(bin_folder, 0 if systemctl_works else 1).items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(_service.os, "geteuid", lambda: 1000)
-    installed = _service.install_service(None, SimpleNamespace(dry_run=False, uninstall=False))
+    installed = _service.install_service(SimpleNamespace(dry_run=False, uninstall=False))
     said = capsys.readouterr().err
     units = tmp_path / "config" / "systemd" / "user"
     assert (units / "signin-broker.socket").exists() and (units / "signin-broker.service").exists()
@@ -188,7 +188,7 @@ def test_install_service_writes_enables_and_uninstalls(
         assert "systemctl failed: Failed to connect to bus" in said
         assert "systemctl --user enable --now signin-broker.socket" in said
         return
-    removed = _service.install_service(None, SimpleNamespace(dry_run=False, uninstall=True))
+    removed = _service.install_service(SimpleNamespace(dry_run=False, uninstall=True))
     assert removed == 0, capsys.readouterr().err
     assert not (units / "signin-broker.socket").exists()
     assert "--user disable --now signin-broker.socket" in (bin_folder / "calls").read_text()

@@ -86,7 +86,7 @@ def _commands(parser: argparse.ArgumentParser, prefix: str) -> list[str]:
 
 
 def test_every_cli_command_and_option_is_in_the_reference(hooks: ModuleType) -> None:
-    from signin_broker.cli.main import full_parser
+    from signin_broker.cli.table import full_parser
 
     page = built(hooks, "reference/cli.md")
     commands = _commands(full_parser(), "signin-broker")

@@ -1,4 +1,4 @@
-"""The one-shot's JSON (cli/_json_codec.py, CPython's C codec alone) against the json module."""
+"""The one-shot's JSON (cli/quick.py, CPython's C codec alone) against the json module."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from signin_broker.cli._json_codec import dumps, loads
+from signin_broker.cli.quick import dumps, loads
 
 SCALARS = (
     st.none()

@@ -1,6 +1,6 @@
 """The one-shot's own reading of `signin-broker token ...` against argparse's.
 
-The quick reader (cli/_token_arguments.py) spares the one-shot argparse; it may leave
+The quick reader (cli/quick.py) spares the one-shot argparse; it may leave
 any line to argparse, but a line it reads must come out exactly as argparse reads it.
 """
 
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from signin_broker.cli._token_arguments import TOKEN_OPTIONS, read_token_arguments
-from signin_broker.cli.main import _parse
+from signin_broker.cli.quick import TOKEN_OPTIONS, read_token_arguments
+from signin_broker.cli.table import parse
 
 COMMON_LINES = [
     ["token"],
@@ -33,10 +33,9 @@ def argparse_reading(argv: list[str]) -> dict[str, object] | None:
     """What argparse makes of the line, or None where it refuses it."""
     with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
         try:
-            parsed = vars(_parse(argv))
+            parsed = vars(parse(argv))
         except SystemExit:
             return None
-    parsed.pop("run")
     return parsed
 
 

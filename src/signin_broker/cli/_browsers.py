@@ -12,6 +12,7 @@ writes the manifests for every user (SYSTEM_FOLDERS).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -24,10 +25,6 @@ from ..identities import CHROMIUM_EXTENSION_ID
 from ..identities import FIREFOX_EXTENSION_ID as FIREFOX_ID
 from ..locations import NATIVE_HOST_NAME, NATIVE_HOST_PROGRAM, program_folders
 from ._failures import EXIT_FAILED, EXIT_USAGE, complain
-
-TYPE_CHECKING = False  # not typing's: see signin_broker/__init__.py
-if TYPE_CHECKING:
-    import argparse
 
 BROWSERS = ("chromium", "chrome", "firefox")
 FIREFOX = "firefox"

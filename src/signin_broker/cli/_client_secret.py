@@ -12,7 +12,11 @@ import getpass
 import json
 import sys
 
-from ..client import BrokerClient
+from ..identities import alias_named
+from ..oidc.client_auth import ClientAuthError
+from ..oidc.credentials import check_secret, secret_name
+from ..session.validation import check_provider
+from ..store.keys import KeyStoreUnavailable, the_keyring
 from ._failures import EXIT_FAILED, EXIT_USAGE
 
 MAX_SECRET_CHARACTERS = 4096
@@ -39,15 +43,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def client_secret(client: BrokerClient, args: argparse.Namespace) -> int:
+def client_secret(args: argparse.Namespace) -> int:
     """Store or remove the secret; the daemon need not run."""
-    del client
-    from ..identities import alias_named
-    from ..oidc.client_auth import ClientAuthError
-    from ..oidc.credentials import check_secret, secret_name
-    from ..session.validation import check_provider
-    from ..store.keys import KeyStoreUnavailable, the_keyring
-
     try:
         provider = check_provider(args.provider)
     except ValueError as error:
@@ -84,8 +81,6 @@ def client_secret(client: BrokerClient, args: argparse.Namespace) -> int:
 
 def _read_secret() -> str:
     """The secret from stdin: typed without echo at a terminal, else one line piped in."""
-    from ..oidc.client_auth import ClientAuthError
-
     if sys.stdin.isatty():
         return getpass.getpass("Client secret (not shown): ")
     text = sys.stdin.read(MAX_SECRET_CHARACTERS + 1)

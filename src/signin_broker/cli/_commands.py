@@ -1,13 +1,15 @@
-"""The subcommands: each takes the client and the parsed arguments and returns an exit status."""
+"""What the daemon is doing and the person's decisions: status, accounts, apps, the audit.
+
+Each command takes the client and the parsed arguments and returns an exit status.
+"""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import os
+import json
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from ..client import (
@@ -15,13 +17,11 @@ from ..client import (
     AppDecision,
     BrokerClient,
     BrokerError,
-    Event,
     EventKind,
-    SignInStart,
     SignInState,
-    SignOutResult,
-    TokenRevocation,
+    Status,
 )
+from ._forward import print_status
 from ._output import (
     accounts_table,
     by_source,
@@ -36,7 +36,6 @@ from ._output import (
     shortened,
     table,
 )
-from ._qr import terminal_qr, wants_colour
 
 _STATE_WORDS = {
     SignInState.NOT_CONFIGURED: "not configured (no issuer set)",
@@ -50,39 +49,14 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
     """Print whether the daemon runs, where, who is signed in and how their tokens go."""
     info = client.status()
     if info.forward is not None:  # asked through a forward: nothing of the host to show
-        from ._forward import print_status
-
         return print_json(info) if args.json else print_status(info, info.forward)
     listed: tuple[Account, ...] = ()
     with contextlib.suppress(BrokerError):  # an app whose policy lets it list no account
         listed = tuple(client.accounts())
     if args.json:
         return print_json({**jsonable(info), "accounts": jsonable(listed)})
-    caller = info.caller
-    default = info.default
-    providers = [
-        (
-            f"provider {p.alias or 'main'}" + (" (default)" if p.is_default else ""),
-            provider_state(p.issuer, p.degraded_reason, p.last_contact_unix),
-        )
-        for p in info.providers
-    ]
-    if len(providers) < 2:
-        providers = [
-            (
-                "provider",
-                provider_state(info.issuer, info.degraded_reason, info.last_provider_contact_unix)
-                if info.issuer
-                else "none configured",
-            )
-        ]
-    several = len(info.providers) > 1
-    providers += [
-        ("settings" + (f" of {p.alias or 'main'}" if several else ""), by_source(p.setting_sources))
-        for p in info.providers
-        if p.setting_sources
-    ]
     clocks = sorted({p.clock_problem for p in info.providers if p.clock_problem})
+    caller = info.caller
     rows = [
         *[("CLOCK", problem) for problem in clocks],
         *[("CONFIG", warning) for warning in info.config_warnings],
@@ -95,32 +69,10 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
         ),
         ("socket", info.socket_path),
         ("page", info.web_url or "-"),
-        *providers,
+        *_provider_rows(info),
         ("sign-in", _STATE_WORDS[info.sign_in_state]),
-        ("default account", _describe(default) if default else "-"),
-    ]
-    if default:
-        rows += [
-            ("access token", f"expires {moment(default.access_token_expires_at_unix)}"),
-            (
-                "next renewal",
-                moment(default.next_refresh_unix)
-                if default.next_refresh_unix
-                else "none: the provider issued no refresh token; sign in again when it expires",
-            ),
-            *([("AT RISK", default.at_risk)] if default.at_risk else []),
-        ]
-    rows += [
-        (
-            "ended",
-            f"{'REVOKED' if ended.kind is EventKind.REVOKED else 'EXPIRED'}"
-            f" {ended.account} ({ended.display_name or 'no name'})"
-            f" {moment(ended.ended_at_unix)}: {ended.reason}."
-            f" Sign in again: signin-broker login",
-        )
-        for ended in info.ended_sessions
-    ]
-    rows += [
+        *_default_rows(info.default),
+        *_ended_rows(info),
         *dpop_rows(info.providers, listed),
         ("accounts", str(info.account_count)),
         (
@@ -135,6 +87,63 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
     ]
     print(key_values(rows))
     return 0
+
+
+def _provider_rows(info: Status) -> list[tuple[str, str]]:
+    """Each provider and how it answers, and where its settings came from."""
+    rows = [
+        (
+            f"provider {p.alias or 'main'}" + (" (default)" if p.is_default else ""),
+            provider_state(p.issuer, p.degraded_reason, p.last_contact_unix),
+        )
+        for p in info.providers
+    ]
+    if len(rows) < 2:
+        rows = [
+            (
+                "provider",
+                provider_state(info.issuer, info.degraded_reason, info.last_provider_contact_unix)
+                if info.issuer
+                else "none configured",
+            )
+        ]
+    several = len(info.providers) > 1
+    return rows + [
+        ("settings" + (f" of {p.alias or 'main'}" if several else ""), by_source(p.setting_sources))
+        for p in info.providers
+        if p.setting_sources
+    ]
+
+
+def _default_rows(default: Account | None) -> list[tuple[str, str]]:
+    """The default account, its token's expiry and next renewal, and what puts it at risk."""
+    if default is None:
+        return [("default account", "-")]
+    return [
+        ("default account", _describe(default)),
+        ("access token", f"expires {moment(default.access_token_expires_at_unix)}"),
+        (
+            "next renewal",
+            moment(default.next_refresh_unix)
+            if default.next_refresh_unix
+            else "none: the provider issued no refresh token; sign in again when it expires",
+        ),
+        *([("AT RISK", default.at_risk)] if default.at_risk else []),
+    ]
+
+
+def _ended_rows(info: Status) -> list[tuple[str, str]]:
+    """The sessions that ended by themselves, and how to come back."""
+    return [
+        (
+            "ended",
+            f"{'REVOKED' if ended.kind is EventKind.REVOKED else 'EXPIRED'}"
+            f" {ended.account} ({ended.display_name or 'no name'})"
+            f" {moment(ended.ended_at_unix)}: {ended.reason}."
+            f" Sign in again: signin-broker login",
+        )
+        for ended in info.ended_sessions
+    ]
 
 
 def _describe(account: Account) -> str:
@@ -155,15 +164,6 @@ def accounts(client: BrokerClient, args: argparse.Namespace) -> int:
         return 0
     print(accounts_table(listed))
     return 0
-
-
-def _show_device_code(started: SignInStart) -> None:
-    print(
-        f"On your phone or computer, open\n\n    {started.verification_uri}\n\n"
-        f"and enter the code\n\n    {started.user_code}\n\nor scan this code:\n",
-        file=sys.stderr,
-    )
-    print(terminal_qr(started.url, colour=wants_colour(sys.stderr)), file=sys.stderr)
 
 
 def _use_account(client: BrokerClient, args: argparse.Namespace) -> int:
@@ -195,129 +195,6 @@ def _alias(client: BrokerClient, args: argparse.Namespace) -> int:
         return print_json({"alias": args.name, "account": named, "removed": args.remove})
     done = f"Removed the alias {args.name} of" if args.remove else f"{args.name} names"
     print(f"{done} {named}.", file=sys.stderr)
-    return 0
-
-
-def login(client: BrokerClient, args: argparse.Namespace) -> int:
-    """Begin a sign-in, send the user to the browser, and wait until the daemon reports it."""
-    events = client.watch_events(timeout=args.wait)
-    next(events)  # the snapshot: from here on no event can be missed
-    try:
-        authorize_params = _authorize_params(args)
-    except ValueError as error:
-        print(f"signin-broker: {error}", file=sys.stderr)
-        return 2
-    started = client.begin_sign_in(
-        workspace_id=args.workspace,
-        device=args.device,
-        redirect_to=args.redirect_to,
-        authorize_params=authorize_params,
-        provider=args.provider,
-    )
-    if not _show_sign_in(started, args):
-        return 1
-    print("Waiting for the sign-in to complete...", file=sys.stderr)
-    try:
-        return _outcome(events, started.sign_in_id, args)
-    except BrokerError as error:
-        if error.code.name == "DEADLINE_EXCEEDED":
-            print(
-                f"signin-broker: sign-in did not complete within {args.wait:g} s", file=sys.stderr
-            )
-            return 1
-        raise
-
-
-def _show_sign_in(started: SignInStart, args: argparse.Namespace) -> bool:
-    """Send the person where the sign-in happens; False when that failed (and why, said)."""
-    if started.device:
-        _show_device_code(started)
-    elif args.paste:
-        from ._paste import PasteError, paste_back
-
-        try:
-            paste_back(started.url)
-        except PasteError as error:
-            print(f"signin-broker: {error}", file=sys.stderr)
-            return False
-    elif args.no_browser or not _open_browser(started.url, args.browser_command):
-        print(f"Open this address to sign in:\n\n    {started.url}\n", file=sys.stderr)
-    else:
-        print(f"Opened your browser at {started.url}", file=sys.stderr)
-    return True
-
-
-def _authorize_params(args: argparse.Namespace) -> dict[str, str]:
-    """The authorize parameters the login options ask for (the daemon checks them)."""
-    params = {
-        name: value
-        for name, value in (
-            ("login_hint", args.login_hint),
-            ("prompt", args.prompt),
-            ("acr_values", args.acr_values),
-            ("ui_locales", args.ui_locales),
-        )
-        if value
-    }
-    for pair in args.param:
-        name, equals, value = pair.partition("=")
-        if not equals or not name:
-            raise ValueError(f"--param takes NAME=VALUE, not {pair!r}")
-        params[name] = value
-    return params
-
-
-def _outcome(events: Iterator[Event], sign_in_id: str, args: argparse.Namespace) -> int:
-    """Wait for this sign-in's outcome among the daemon's events."""
-    for event in events:
-        if event.sign_in_id != sign_in_id:
-            continue  # another sign-in, e.g. in a second browser tab
-        if event.kind is EventKind.SIGNED_IN:
-            if args.json:
-                return print_json(event)
-            said = event.detail[:1].upper() + event.detail[1:]  # keeps "Alice Example"
-            print(f"{said} ({event.account}).", file=sys.stderr)
-            return 0
-        if event.kind is EventKind.SIGN_IN_FAILED:
-            print(f"signin-broker: sign-in failed: {event.detail}", file=sys.stderr)
-            return 1
-        if event.kind is EventKind.SIGN_IN_PROGRESS and "slower" in event.detail:
-            print(f"({event.detail})", file=sys.stderr)
-    return 1
-
-
-def _signed_out(result: SignOutResult) -> str:
-    """What the provider did with the tokens, as it happened (never "revoked" by default)."""
-    kept = "the tokens it issued stay valid until they expire"
-    if result.revocation is TokenRevocation.REVOKED:
-        return "Signed out; the provider revoked the tokens."
-    if result.revocation is TokenRevocation.NOT_OFFERED:
-        return f"Signed out here; the provider offers no token revocation, so {kept}."
-    if result.revocation is TokenRevocation.FAILED:
-        return (
-            f"Signed out here; the provider did not revoke the tokens"
-            f" ({result.revocation_error}), so {kept}."
-        )
-    return "Signed out."  # an older daemon does not say
-
-
-def logout(client: BrokerClient, args: argparse.Namespace) -> int:
-    """End an account's session."""
-    result = client.sign_out(args.account)
-    if args.json:
-        return print_json(result)
-    print(_signed_out(result) if result.was_signed_in else "Was not signed in.", file=sys.stderr)
-    browser_command = os.environ.get("SIGNIN_BROKER_BROWSER", "")
-    if args.browser and result.logout_url and not _open_browser(result.logout_url, browser_command):
-        print(
-            f"Open this address to sign out there too:\n\n    {result.logout_url}\n",
-            file=sys.stderr,
-        )
-    elif result.logout_url and not args.browser:
-        print(
-            "`signin-broker logout --browser` also ends the provider's web session.",
-            file=sys.stderr,
-        )
     return 0
 
 
@@ -377,8 +254,6 @@ def audit(client: BrokerClient, args: argparse.Namespace) -> int:
     rows = client.audit_events(
         account=args.account, app=args.app, limit=args.limit, before_id=args.before
     )
-    import json
-
     if args.json:  # the payload as an object, not a string of JSON inside JSON
         return print_json(
             [
@@ -422,28 +297,3 @@ def _detail(payload: dict[str, Any]) -> str:
         for name, value in payload.items()
         if value not in ("", None, [])
     )
-
-
-def _open_browser(url: str, command: str = "") -> bool:
-    """Open url with the given command ({url} in it, else appended), or the system's browser."""
-    import shlex
-
-    words = shlex.split(command)
-    if words:
-        import subprocess
-
-        argv = [word.replace("{url}", url) for word in words]
-        if not any("{url}" in word for word in words):
-            argv.append(url)
-        try:
-            subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True)  # noqa: S603 - the user's own command, no shell
-        except OSError as error:
-            print(f"signin-broker: cannot run {words[0]!r}: {error.strerror}", file=sys.stderr)
-            return False
-        return True
-    import webbrowser  # only here: it is slow to import
-
-    try:
-        return webbrowser.open(url)
-    except webbrowser.Error:
-        return False

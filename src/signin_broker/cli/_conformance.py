@@ -18,7 +18,6 @@ from signin_broker_testing.conformance.runner import run_surface
 from signin_broker_testing.conformance.stage import CALLBACK, Target
 
 from .._version import __version__
-from ..client import BrokerClient
 from ..locations import default_state_dir
 from ._failures import EXIT_USAGE
 
@@ -44,6 +43,12 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help=f"the staging provider for I1 and I2 (else they SKIP); its admin token for I2"
         f" comes from {ADMIN_TOKEN_ENV}",
     )
+    _staging_options(parser)
+    _registry_options(parser)
+
+
+def _staging_options(parser: argparse.ArgumentParser) -> None:
+    """How the cases reach the staging provider and its test user (I1, I2)."""
     given = parser.add_argument_group(
         "the staging provider (--issuer)",
         "Used by I1 and I2 only; the other cases use a stub of their own. Each command is"
@@ -101,6 +106,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="the provider's admin revoke endpoint for I2 (default: <issuer origin>/admin/revoke)",
     )
+
+
+def _registry_options(parser: argparse.ArgumentParser) -> None:
+    """Where the row goes, the page, and which cases run how."""
     parser.add_argument(
         "--registry",
         type=Path,
@@ -161,9 +170,11 @@ def _target(args: argparse.Namespace) -> Target:
     )
 
 
-def conformance(client: BrokerClient, args: argparse.Namespace) -> int:
-    """Run, append a row per surface, print the grid, write the page; 1 if a case failed."""
-    del client  # the cases start daemons of their own
+def conformance(args: argparse.Namespace) -> int:
+    """Run, append a row per surface, print the grid, write the page; 1 if a case failed.
+
+    The cases start daemons of their own: the user's is never asked.
+    """
     surfaces = list(BY_NAME) if "all" in args.surfaces else list(dict.fromkeys(args.surfaces))
     cases = args.cases or registry.CASE_IDS
     try:

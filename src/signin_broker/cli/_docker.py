@@ -23,8 +23,8 @@ import os
 import sys
 from pathlib import Path
 
-from ._failures import EXIT_FAILED, EXIT_USAGE, complain
-from ._token import Refused, fetch, read_input, renew
+from ._failures import EXIT_FAILED, EXIT_USAGE, Refused, complain
+from .quick import fetch, read_input, renew
 
 NOT_FOUND = "credentials not found in native keychain"  # docker's own words for "none here"
 KEYS = {"account", "scopes", "audience", "username"}

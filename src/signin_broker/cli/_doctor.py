@@ -22,6 +22,7 @@ from typing import Any
 
 from .._version import __version__
 from ..client import BrokerClient, BrokerError, DaemonNotRunning, Status
+from ._bundle import write_bundle
 from ._failures import EXIT_FAILED, HOW_TO_START
 from ._output import duration, print_json, token_binding
 from ._service import daemon_path, systemd_plan
@@ -64,8 +65,6 @@ def doctor(client: BrokerClient, args: argparse.Namespace) -> int:
         key=lambda f: ORDER.index(f["check"]),
     )
     if args.bundle:
-        from ._bundle import write_bundle
-
         write_bundle(Path(args.bundle), findings, examined.get("settings"), status)
     failed = any(f["status"] == FAIL for f in findings)
     if args.json:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import os
 
-from ._failures import EXIT_USAGE, complain
-from ._token import DEFAULT_ENV_NAME, Refused, add_request_options, fetch, shell_name
+from ._failures import EXIT_USAGE, Refused, complain
+from ._options import add_request_options
+from .quick import DEFAULT_ENV_NAME, fetch, shell_name
 
 TOKEN_TYPE_ENV = "SIGNIN_BROKER_TOKEN_TYPE"  # noqa: S105 - a variable's name
 NOT_FOUND = 127

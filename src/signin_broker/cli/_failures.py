@@ -1,7 +1,10 @@
-"""How a command fails: its exit status and the one line it says, on the gRPC and JSON paths alike.
+"""How a command fails: its exit status, the one line it says, and the CLI's exceptions.
 
-Exit status: 0 ok, 1 the daemon refused or failed, 2 usage, 3 the daemon is not
-running, 4 not signed in.
+On the gRPC and JSON paths alike. Exit status: 0 ok, 1 the daemon refused or failed, 2
+usage, 3 the daemon is not running, 4 not signed in. The exceptions: Refused (a token
+could not be had, said already), ProtocolError and HostRefusal (the native host's
+frames, and the daemon's refusals through it), PasteError (a pasted sign-in address
+that cannot be used).
 """
 
 from __future__ import annotations
@@ -82,3 +85,27 @@ def refused(code: str, reason: str) -> int:
     """The daemon refused the request: its status (lower case) and its words."""
     complain(f"{code}: {reason}")
     return EXIT_FAILED
+
+
+class Refused(Exception):
+    """The token could not be had; `status` is the command's exit status (said already)."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class ProtocolError(Exception):
+    """The stream from the browser breaks the native messaging protocol."""
+
+
+class HostRefusal(Exception):
+    """The daemon refused a browser's request, or could not be asked; `code` is its status."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class PasteError(Exception):
+    """The pasted address cannot be used; the message says why."""

@@ -9,6 +9,7 @@ forward --name box)" box`.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -103,6 +104,4 @@ def _absolute(path: str) -> str:
     Joined, never normalised: `link/../b.sock` is beside link's target for the kernel,
     not in this folder, and a folder reached through a symlink is the daemon's to refuse.
     """
-    import os
-
     return os.path.join(os.getcwd(), path) if path else ""  # noqa: PTH109, PTH118 - see above

@@ -20,8 +20,9 @@ import argparse
 import contextlib
 import sys
 
-from ._failures import EXIT_USAGE, complain
-from ._token import Refused, add_request_options, fetch, read_input, renew
+from ._failures import EXIT_USAGE, Refused, complain
+from ._options import add_request_options
+from .quick import fetch, read_input, renew
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 

@@ -18,19 +18,16 @@ message would start.
 
 from __future__ import annotations
 
+import argparse
 import json
 import struct
 import sys
 import threading
+from typing import BinaryIO
 
 from ..locations import STEP_UP_TIMEOUT_SECONDS, resolve_socket
-from ._failures import EXIT_FAILED, complain
-from ._token import GET_TOKEN, SIGN_DPOP_PROOF, json_call
-
-TYPE_CHECKING = False  # not typing's: see signin_broker/__init__.py
-if TYPE_CHECKING:
-    import argparse
-    from typing import BinaryIO
+from ._failures import EXIT_FAILED, HostRefusal, ProtocolError, complain
+from .quick import GET_TOKEN, SIGN_DPOP_PROOF, json_call
 
 LENGTH = struct.Struct("=I")  # native byte order, as the browsers write it
 # What the host reads from the browser: the daemon takes no larger request anyway
@@ -73,10 +70,6 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help="what the browser passes the host: chrome-extension://ID/ (Chromium, Chrome),"
         " or the manifest's path and the extension's id (Firefox); the daemon reads them",
     )
-
-
-class ProtocolError(Exception):
-    """The stream from the browser breaks the native messaging protocol."""
 
 
 def read_message(stream: BinaryIO) -> dict[str, object] | None:
@@ -191,23 +184,15 @@ def _answer(message: dict[str, object], socket_path: str) -> dict[str, object]:
         kind, body = _daemon_request(message)
         answer = _ask_daemon(socket_path, kind, body)
         token = _token(kind, answer, bool(body.get("id_token")))
-    except Refusal as refusal:
+    except HostRefusal as refusal:
         return _refusal(ident, refusal.code, str(refusal))
     except (TypeError, ValueError) as error:
         return _refusal(ident, "invalid_argument", str(error))
     return {"id": ident, "ok": True, "token": token}
 
 
-class Refusal(Exception):
-    """The daemon refused, or could not be asked; `code` is its status, in its words."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
 def _ask_daemon(socket_path: str, kind: str, body: dict[str, object]) -> dict[str, object]:
-    """One JSON call on the daemon's socket: its answer, or Refusal."""
+    """One JSON call on the daemon's socket: its answer, or HostRefusal."""
     timeout = TIMEOUT_SECONDS
     if body.get("acr_values") or body.get("max_age_seconds") is not None:
         timeout += STEP_UP_TIMEOUT_SECONDS  # the person completes a stronger sign-in
@@ -215,15 +200,17 @@ def _ask_daemon(socket_path: str, kind: str, body: dict[str, object]) -> dict[st
         status, raw = json_call(socket_path, CALLS[kind], _dumps(body), timeout)
         answer = json.loads(raw or b"{}")
     except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
-        raise Refusal(
+        raise HostRefusal(
             "unavailable", f"the signin-broker daemon is not running ({socket_path})"
         ) from None
     except (OSError, ValueError, IndexError) as error:
-        raise Refusal("unavailable", f"the signin-broker daemon did not answer ({error})") from None
+        raise HostRefusal(
+            "unavailable", f"the signin-broker daemon did not answer ({error})"
+        ) from None
     if not isinstance(answer, dict):
-        raise Refusal("unavailable", "the signin-broker daemon answered garbage")
+        raise HostRefusal("unavailable", "the signin-broker daemon answered garbage")
     if status != 200:
-        raise Refusal(str(answer.get("code", "unknown")), str(answer.get("error", "")))
+        raise HostRefusal(str(answer.get("code", "unknown")), str(answer.get("error", "")))
     return answer
 
 

@@ -1,6 +1,7 @@
-"""The options of each command that talks to the daemon through the SDK, and the global ones.
+"""The flags of each command whose body needs none of its own modules to say them.
 
-Loaded only when such a command runs, to build its parser (main._command_parser).
+The SDK commands', the token command's (the one-shot reads its common lines without
+argparse: quick.py), and those the JSON-path commands share (add_request_options).
 """
 
 from __future__ import annotations
@@ -10,9 +11,93 @@ import os
 from collections.abc import Callable
 
 from ._globals import global_options
+from .quick import DEFAULT_ENV_NAME, FORMATS
+
+
+def add_request_options(parser: argparse.ArgumentParser, min_ttl: int = 0) -> None:
+    """What a token is asked for with: account, scopes, lifetime left, audience."""
+    parser.add_argument(
+        "--account",
+        default="",
+        help="the account: its id, alias, e-mail or login (default: the default account)",
+    )
+    parser.add_argument(
+        "--scope",
+        dest="scopes",
+        action="append",
+        default=[],
+        metavar="SCOPE",
+        help="a scope the token must carry; repeat for more",
+    )
+    parser.add_argument(
+        "--min-ttl",
+        type=int,
+        default=min_ttl,
+        metavar="SECONDS",
+        help=f"the token must stay valid at least this long (default {min_ttl})",
+    )
+    parser.add_argument(
+        "--audience", default="", metavar="URI", help="the resource the token is for (RFC 8707)"
+    )
+
+
+def token(parser: argparse.ArgumentParser) -> None:
+    """The token command's options: the request's, then how to print it."""
+    add_request_options(parser)
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="bare",
+        help="bare: the token alone (default); header: an Authorization header line;"
+        " json: the token and its details; env: an `export NAME=...` line for eval;"
+        " exec-credential: a Kubernetes ExecCredential, for kubectl's exec plugin;"
+        " dpop: the Authorization and DPoP header lines of one request (--method, --url)"
+        " with a DPoP-bound token (RFC 9449)",
+    )
+    parser.add_argument(
+        "--method", default="", help="--format dpop: the request's HTTP method, such as GET"
+    )
+    parser.add_argument("--url", default="", help="--format dpop: the request's absolute URL")
+    parser.add_argument(
+        "--nonce", default="", help="--format dpop: the nonce the server gave (DPoP-Nonce)"
+    )
+    parser.add_argument(
+        "--id-token",
+        action="store_true",
+        help="the account's ID token instead, where the user allowed this app to have it"
+        " (`apps allow APP --id-token`); for kubectl's OIDC set-up",
+    )
+    parser.add_argument(
+        "--env-name",
+        default=DEFAULT_ENV_NAME,
+        metavar="NAME",
+        help=f"the variable --format env sets (default {DEFAULT_ENV_NAME})",
+    )
+    parser.add_argument(
+        "--acr-values",
+        default="",
+        metavar="VALUES",
+        help="step-up (RFC 9470): the sign-in behind the token must have one of these"
+        " authentication context classes (space-separated); waits for such a sign-in",
+    )
+    parser.add_argument(
+        "--max-age",
+        type=int,
+        default=None,
+        metavar="SECONDS",
+        help="step-up: the person must have authenticated at most this long ago; waits"
+        " for such a sign-in",
+    )
 
 
 def login(parser: argparse.ArgumentParser) -> None:
+    """Where to sign in, what to ask the provider for, and how the person gets there."""
+    _where_to_sign_in(parser)
+    _asked_of_the_provider(parser)
+    _how_to_get_there(parser)
+
+
+def _where_to_sign_in(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-browser", action="store_true", help="print the address instead of opening it"
     )
@@ -37,6 +122,9 @@ def login(parser: argparse.ArgumentParser) -> None:
         help='the identity provider to sign in at, by its alias ("main" for the top-level one;'
         " default: the daemon's default_provider; see `signin-broker status`)",
     )
+
+
+def _asked_of_the_provider(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--login-hint", default="", metavar="NAME", help="the account to suggest at the provider"
     )
@@ -60,6 +148,9 @@ def login(parser: argparse.ArgumentParser) -> None:
         metavar="NAME=VALUE",
         help="another authorize parameter the provider knows (repeatable)",
     )
+
+
+def _how_to_get_there(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--browser-command",
         default=os.environ.get("SIGNIN_BROKER_BROWSER", ""),
@@ -218,25 +309,16 @@ def doctor(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def conformance(parser: argparse.ArgumentParser) -> None:
-    from ._failures import CONFORMANCE_MISSING, missing_package
-
-    try:
-        from ._conformance import add_options
-    except ModuleNotFoundError as error:
-        if not missing_package(error, "signin_broker_testing"):
-            raise
-        # The command then says what to install, whatever flags it was given.
-        parser.description = f"Not installed: {CONFORMANCE_MISSING}."
-        parser.set_defaults(takes_any_arguments=True)
-        return
-    add_options(parser)
+def tui(parser: argparse.ArgumentParser) -> None:
+    """The options of `signin-broker tui`."""
+    parser.add_argument(
+        "--workspace", default="", help="sign-ins begun from the screen act in this workspace"
+    )
 
 
-def client_secret(parser: argparse.ArgumentParser) -> None:
-    from ._client_secret import add_options
-
-    add_options(parser)
+def no_options(parser: argparse.ArgumentParser) -> None:
+    """A command without options of its own."""
+    del parser
 
 
 def _repeatable(parser: argparse.ArgumentParser, flag: str, help_text: str) -> None:

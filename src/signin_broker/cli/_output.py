@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import enum
+import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..client import Account, ProviderStatus
 from ..client._record import Record
-
-if TYPE_CHECKING:
-    from ..client import Account, ProviderStatus
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -157,8 +156,6 @@ def jsonable(value: Any) -> Any:
 
 def print_json(value: Any) -> int:
     """Print a value as JSON for scripts; the exit status 0."""
-    import json  # only here: most runs print text
-
     json.dump(jsonable(value), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0

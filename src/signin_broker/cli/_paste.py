@@ -17,11 +17,9 @@ import urllib.request
 from typing import TextIO
 from urllib.parse import urlsplit
 
+from ._failures import PasteError
+
 MAX_PASTED_LENGTH = 8192
-
-
-class PasteError(Exception):
-    """The pasted address cannot be used; the message says why."""
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):

@@ -8,6 +8,7 @@ written in Go, Rust or C++ generates its own client from the installed copy:
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -22,8 +23,6 @@ def proto(args: argparse.Namespace) -> int:
         complain(f"{PROTO} is missing: this installation was built without it")
         return EXIT_FAILED
     if args.json:
-        import json
-
         json.dump({"path": str(PROTO)}, sys.stdout)
         sys.stdout.write("\n")
     else:

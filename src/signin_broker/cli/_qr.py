@@ -10,10 +10,7 @@ there the blocks are drawn plain.
 from __future__ import annotations
 
 import os
-
-TYPE_CHECKING = False  # not typing's: see signin_broker/__init__.py
-if TYPE_CHECKING:
-    from typing import TextIO
+from typing import TextIO
 
 BLACK_ON_WHITE = "\x1b[30;47m"
 RESET = "\x1b[0m"

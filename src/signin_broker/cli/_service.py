@@ -80,9 +80,8 @@ def launchd_plan(daemon: Path) -> Plan:
     )
 
 
-def install_service(client: object, args: argparse.Namespace) -> int:
-    """Install (or remove) the service for this user; --dry-run only prints."""
-    del client  # the daemon need not run: this installs it
+def install_service(args: argparse.Namespace) -> int:
+    """Install (or remove) the service for this user (no daemon need run); --dry-run prints."""
     if os.geteuid() == 0 and not args.dry_run:
         print(AS_ROOT, file=sys.stderr)
         return 1

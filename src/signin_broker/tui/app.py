@@ -111,71 +111,50 @@ class Tui:
     # -- the person's side ------------------------------------------------------------
 
     def _keys(self) -> KeyBindings:
-        keys = KeyBindings()
+        """What each key does: (its keys, what it does), the escape key's at once."""
         board = self.board
-
-        @keys.add("q")
-        @keys.add("c-c")
-        def _quit(event: KeyPressEvent) -> None:
-            event.app.exit(result=0)
-
-        @keys.add("up")
-        @keys.add("k")
-        def _up(event: KeyPressEvent) -> None:
-            board.move(-1)
-
-        @keys.add("down")
-        @keys.add("j")
-        def _down(event: KeyPressEvent) -> None:
-            board.move(1)
-
-        @keys.add("escape", eager=True)
-        def _back(event: KeyPressEvent) -> None:
-            board.back()
-
-        @keys.add("s")
-        def _sign_in_with_a_code(event: KeyPressEvent) -> None:
-            self._begin(device=True)
-
-        @keys.add("b")
-        def _sign_in_in_a_browser(event: KeyPressEvent) -> None:
-            self._begin(device=False)
-
-        @keys.add("d")
-        def _make_default(event: KeyPressEvent) -> None:
-            account = board.account
-            if account is not None and board.showing_sign_in is None:
-                self._do(lambda: self._default(account.id))
-
-        @keys.add("o")
-        def _sign_out(event: KeyPressEvent) -> None:
-            self._ask("sign_out", "Sign out {}?")
-
-        @keys.add("x")
-        def _remove(event: KeyPressEvent) -> None:
-            self._ask("remove", "Remove {} and forget its tokens?")
-
-        @keys.add("y")
-        def _yes(event: KeyPressEvent) -> None:
-            if board.question is not None:
-                self._answer_question()
-            else:
-                self._answer_app("once")
-
-        @keys.add("a")
-        def _allow_always(event: KeyPressEvent) -> None:
-            if board.question is None:
-                self._answer_app("always")
-
-        @keys.add("n")
-        def _no(event: KeyPressEvent) -> None:
-            if board.question is not None:
-                board.question = None
-                board.say("Nothing changed.")
-            else:
-                self._answer_app("deny")
-
+        bindings: list[tuple[tuple[str, ...], Callable[[], object]]] = [
+            (("up", "k"), lambda: board.move(-1)),
+            (("down", "j"), lambda: board.move(1)),
+            (("s",), lambda: self._begin(device=True)),  # sign in with a code
+            (("b",), lambda: self._begin(device=False)),  # sign in in a browser
+            (("d",), self._make_default),
+            (("o",), lambda: self._ask("sign_out", "Sign out {}?")),
+            (("x",), lambda: self._ask("remove", "Remove {} and forget its tokens?")),
+            (("y",), self._yes),
+            (("a",), self._allow_always),
+            (("n",), self._no),
+        ]
+        keys = KeyBindings()
+        for names, action in bindings:
+            for name in names:
+                keys.add(name)(_on_key(action))
+        for name in ("q", "c-c"):
+            keys.add(name)(_quit)
+        keys.add("escape", eager=True)(_on_key(board.back))
         return keys
+
+    def _allow_always(self) -> None:
+        if self.board.question is None:
+            self._answer_app("always")
+
+    def _make_default(self) -> None:
+        account = self.board.account
+        if account is not None and self.board.showing_sign_in is None:
+            self._do(lambda: self._default(account.id))
+
+    def _yes(self) -> None:
+        if self.board.question is not None:
+            self._answer_question()
+        else:
+            self._answer_app("once")
+
+    def _no(self) -> None:
+        if self.board.question is not None:
+            self.board.question = None
+            self.board.say("Nothing changed.")
+        else:
+            self._answer_app("deny")
 
     def _begin(self, *, device: bool) -> None:
         if self.board.sign_in is not None:  # one at a time: show the one that waits
@@ -240,3 +219,16 @@ def run(socket_path: str | None, *, workspace: str = "") -> int:
             return await Tui(broker, workspace=workspace).run()
 
     return asyncio.run(main())
+
+
+def _on_key(action: Callable[[], object]) -> Callable[[KeyPressEvent], None]:
+    """A key's handler that does `action`, whatever the key press was."""
+
+    def handle(event: KeyPressEvent) -> None:
+        action()
+
+    return handle
+
+
+def _quit(event: KeyPressEvent) -> None:
+    event.app.exit(result=0)

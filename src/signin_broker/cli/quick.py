@@ -1,9 +1,25 @@
-"""`signin-broker token` without gRPC: one JSON call on the daemon's socket, standard library only.
+"""The one-shot `signin-broker token` in one room: its own line reader, JSON and socket client.
 
-The daemon answers unary calls as JSON over HTTP/1.1 on its socket (daemon.api.json_calls),
-behind the same kernel check as gRPC. A shell's `$(signin-broker token)` then pays for
-Python and this module, not for grpcio and protobuf (about 60 ms here). The other lean
-commands (exec, the credential helpers) ask through `fetch` too.
+`$(signin-broker token)` runs once per shell command, so its whole budget beyond
+Python's own start is about 13 ms. Everything here is there for that, and nothing
+else in the CLI does any of it:
+
+- the line is read without argparse and the `re` it imports (about 10 ms), for the
+  shapes scripts use, exactly as argparse reads them (read_token_arguments; anything
+  else is left to argparse, and tests/unit/test_token_arguments.py holds the two
+  readings to the same answers);
+- JSON goes through CPython's own C codec (`_json`) without json's Python layer, which
+  imports `re` and `enum` (about 7 ms): `loads`, `dumps`, as json reads and writes;
+- the token is one HTTP/1.1 JSON call on the daemon's socket (daemon/api/json_calls.py,
+  behind the same kernel check as gRPC), written out rather than http.client, which
+  brings in the email parser and ssl (about 20 ms), and without grpcio and protobuf
+  (about 60 ms): `json_call`, `fetch`;
+- nothing imports typing (about 5 ms): the few types mypy needs come in under
+  TYPE_CHECKING below, which is not typing's (see signin_broker/__init__.py).
+
+The other commands that run once per use (exec, the git and docker credential helpers,
+the browsers' native host) call the daemon through `fetch` and `json_call` too. The
+token command's flags for argparse are cli/_options.py's; cli/main.py runs this first.
 """
 
 from __future__ import annotations
@@ -11,25 +27,26 @@ from __future__ import annotations
 import os
 import sys
 import time
+from _json import encode_basestring_ascii, make_encoder, make_scanner
 from _socket import AF_UNIX, SOCK_STREAM
 from _socket import socket as unix_socket
 
-from ..locations import STEP_UP_TIMEOUT_SECONDS, resolve_socket
+from ..locations import DEFAULT_TIMEOUT_SECONDS, STEP_UP_TIMEOUT_SECONDS, resolve_socket
 from ._failures import (
     EXIT_FAILED,
     EXIT_USAGE,
+    Refused,
     complain,
     dpop_bound,
     not_running,
     not_signed_in,
     refused,
 )
-from ._json_codec import dumps, loads
 
-TYPE_CHECKING = False  # not typing's: see signin_broker/__init__.py
+TYPE_CHECKING = False  # not typing's: it would cost the one-shot about 5 ms
 if TYPE_CHECKING:
-    import argparse
-    from typing import Any, Protocol
+    from collections.abc import Callable, Sequence
+    from typing import Any, NoReturn, Protocol
 
     class TokenRequest(Protocol):
         """What a token is asked with: argparse's Namespace, or the quick reading's."""
@@ -63,100 +80,166 @@ EXEC_CREDENTIAL_VERSIONS = (
     "client.authentication.k8s.io/v1",
     "client.authentication.k8s.io/v1beta1",
 )
-
-
 FORMATS = ("bare", "header", "json", "env", "exec-credential", "dpop")
 DEFAULT_ENV_NAME = "SIGNIN_BROKER_TOKEN"
 HEADER_TOOL = "`--format header` (`--format dpop --method M --url U` can)"
+JSON_WHITESPACE = " \t\n\r"
 
 
-def add_request_options(parser: argparse.ArgumentParser, min_ttl: int = 0) -> None:
-    """What a token is asked for with: account, scopes, lifetime left, audience."""
-    parser.add_argument(
-        "--account",
-        default="",
-        help="the account: its id, alias, e-mail or login (default: the default account)",
-    )
-    parser.add_argument(
-        "--scope",
-        dest="scopes",
-        action="append",
-        default=[],
-        metavar="SCOPE",
-        help="a scope the token must carry; repeat for more",
-    )
-    parser.add_argument(
-        "--min-ttl",
-        type=int,
-        default=min_ttl,
-        metavar="SECONDS",
-        help=f"the token must stay valid at least this long (default {min_ttl})",
-    )
-    parser.add_argument(
-        "--audience", default="", metavar="URI", help="the resource the token is for (RFC 8707)"
-    )
+# -- the line, read as argparse reads it ------------------------------------------------------
 
 
-def add_options(parser: argparse.ArgumentParser) -> None:
-    """The token command's options: the request's, then how to print it."""
-    add_request_options(parser)
-    parser.add_argument(
-        "--format",
-        choices=FORMATS,
-        default="bare",
-        help="bare: the token alone (default); header: an Authorization header line;"
-        " json: the token and its details; env: an `export NAME=...` line for eval;"
-        " exec-credential: a Kubernetes ExecCredential, for kubectl's exec plugin;"
-        " dpop: the Authorization and DPoP header lines of one request (--method, --url)"
-        " with a DPoP-bound token (RFC 9449)",
-    )
-    parser.add_argument(
-        "--method", default="", help="--format dpop: the request's HTTP method, such as GET"
-    )
-    parser.add_argument("--url", default="", help="--format dpop: the request's absolute URL")
-    parser.add_argument(
-        "--nonce", default="", help="--format dpop: the nonce the server gave (DPoP-Nonce)"
-    )
-    parser.add_argument(
-        "--id-token",
-        action="store_true",
-        help="the account's ID token instead, where the user allowed this app to have it"
-        " (`apps allow APP --id-token`); for kubectl's OIDC set-up",
-    )
-    parser.add_argument(
-        "--env-name",
-        default=DEFAULT_ENV_NAME,
-        metavar="NAME",
-        help=f"the variable --format env sets (default {DEFAULT_ENV_NAME})",
-    )
-    parser.add_argument(
-        "--acr-values",
-        default="",
-        metavar="VALUES",
-        help="step-up (RFC 9470): the sign-in behind the token must have one of these"
-        " authentication context classes (space-separated); waits for such a sign-in",
-    )
-    parser.add_argument(
-        "--max-age",
-        type=int,
-        default=None,
-        metavar="SECONDS",
-        help="step-up: the person must have authenticated at most this long ago; waits"
-        " for such a sign-in",
-    )
+class TokenArguments:
+    """What argparse's namespace holds for `token`, with the same defaults."""
+
+    def __init__(self) -> None:
+        self.command = "token"
+        self.json = False
+        self.socket: str | None = None
+        self.timeout = DEFAULT_TIMEOUT_SECONDS
+        self.account = ""
+        self.scopes: list[str] = []
+        self.min_ttl = 0
+        self.audience = ""
+        self.format = "bare"
+        self.id_token = False
+        self.env_name = DEFAULT_ENV_NAME
+        self.method = ""
+        self.url = ""
+        self.nonce = ""
+        self.acr_values = ""
+        self.max_age: int | None = None
+
+
+def _format(value: str) -> str:
+    if value not in FORMATS:
+        raise ValueError(value)
+    return value
+
+
+# An option's full name: its attribute, and how its value is read (None: a flag).
+GLOBAL_OPTIONS: dict[str, tuple[str, Callable[[str], object] | None]] = {
+    "--socket": ("socket", str),
+    "--timeout": ("timeout", float),
+}
+TOKEN_OPTIONS: dict[str, tuple[str, Callable[[str], object] | None]] = {
+    **GLOBAL_OPTIONS,
+    "--json": ("json", None),
+    "--account": ("account", str),
+    "--scope": ("scopes", str),  # appended
+    "--min-ttl": ("min_ttl", int),
+    "--audience": ("audience", str),
+    "--format": ("format", _format),
+    "--id-token": ("id_token", None),
+    "--env-name": ("env_name", str),
+    "--method": ("method", str),
+    "--url": ("url", str),
+    "--nonce": ("nonce", str),
+    "--acr-values": ("acr_values", str),
+    "--max-age": ("max_age", int),
+}
+
+
+def read_token_arguments(argv: Sequence[str]) -> TokenArguments | None:
+    """The `token` command's arguments, or None where argparse must read the line."""
+    arguments = TokenArguments()
+    options = GLOBAL_OPTIONS
+    words = iter(argv)
+    for word in words:
+        if word == "token" and options is GLOBAL_OPTIONS:
+            options = TOKEN_OPTIONS
+            continue
+        name, equals, value = word.partition("=")
+        if name not in options:
+            return None
+        attribute, read = options[name]
+        if read is None:
+            if equals:  # argparse: "ignored explicit argument"
+                return None
+            setattr(arguments, attribute, True)
+            continue
+        if not equals:
+            following = next(words, None)
+            if following is None or following.startswith("-"):
+                return None
+            value = following
+        elif value == "--":  # argparse drops a "--" even from `--socket=--`
+            return None
+        try:
+            given = read(value)
+        except ValueError:
+            return None
+        if attribute == "scopes":
+            arguments.scopes.append(value)
+        else:
+            setattr(arguments, attribute, given)
+    return arguments if options is TOKEN_OPTIONS else None
+
+
+# -- JSON, through the C codec alone ---------------------------------------------------------
+
+
+def _no_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _not_serializable(value: object) -> NoReturn:
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+class _Reading:
+    """The settings _json's scanner reads, as json.JSONDecoder() has them by default."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    array_hook = None  # read from Python 3.15 on
+    parse_float = float
+    parse_int = int
+    parse_constant = staticmethod(_no_constant)
+
+
+_scan = make_scanner(_Reading())  # type: ignore[arg-type]  # the stub wants its own type; json passes a decoder too
+# As json.dumps makes it: no cycle check (the values are trees), ASCII strings, compact
+# separators, keys in their order, no key skipped, no NaN.
+_encode = make_encoder(
+    None, _not_serializable, encode_basestring_ascii, None, ":", ",", False, False, False
+)
+
+
+def loads(text: str | bytes) -> Any:
+    """One JSON value, as json.loads reads it; ValueError when the text is not exactly one."""
+    if isinstance(text, bytes):
+        text = text.decode()
+    text = text.strip(JSON_WHITESPACE)
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        raise ValueError("expecting a JSON value") from None
+    except SystemError:
+        # The C scanner names what is wrong through json.decoder's JSONDecodeError, and
+        # only when json is loaded already; else it fails without an exception. For
+        # text that is not JSON (a bad KUBERNETES_EXEC_INFO), json says where.
+        import json
+
+        json.loads(text)  # raises JSONDecodeError, a ValueError
+        raise ValueError("the text is not JSON") from None
+    if end != len(text):
+        raise ValueError(f"extra data after the JSON value at {end}")
+    return value
+
+
+def dumps(value: object) -> str:
+    """The value as compact ASCII JSON, as json.dumps(value, separators=(",", ":")) writes it."""
+    return "".join(_encode(value, 0))
+
+
+# -- the call on the socket --------------------------------------------------------------------
 
 
 def shell_name(name: str) -> bool:
     """Whether `name` can be a shell variable: [A-Za-z_][A-Za-z0-9_]* (without `re`: 7 ms)."""
     return name.isascii() and name.isidentifier()
-
-
-class Refused(Exception):
-    """The token could not be had; `status` is the command's exit status (said already)."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(status)
-        self.status = status
 
 
 def json_call(
@@ -264,6 +347,9 @@ def read_input(limit: int = 64 * 1024) -> bytes:
     if len(given) > limit:
         raise ValueError(f"the request is larger than {limit} bytes")
     return given
+
+
+# -- the command -----------------------------------------------------------------------------
 
 
 def token(args: TokenCommand) -> int:
