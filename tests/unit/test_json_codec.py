@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -64,3 +66,20 @@ def test_what_json_cannot_hold_is_refused() -> None:
         dumps({"a": object()})
     with pytest.raises(ValueError, match="extra data"):
         loads('{"a": 1} {"b": 2}')
+
+
+def test_text_that_is_not_json_is_a_value_error_before_json_is_loaded() -> None:
+    """The one-shot never loads json: a bad KUBERNETES_EXEC_INFO was a SystemError there."""
+    probe = (
+        "import sys\n"
+        "from signin_broker.cli.quick import loads\n"
+        "assert 'json' not in sys.modules\n"
+        "for text in ('{bad', '[1,', 'nul', '{\"a\": }'):\n"
+        "    try:\n"
+        "        loads(text)\n"
+        "    except ValueError:\n"
+        "        continue\n"
+        "    raise AssertionError(text)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
