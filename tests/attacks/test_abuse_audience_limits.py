@@ -22,7 +22,7 @@ from signin_broker.session.limits import (
 )
 from signin_broker.session.manager import SessionManager
 from signin_broker.session.tokens import TokenSet
-from signin_broker.store.audit import Actor
+from signin_broker.store.audit_rows import Actor
 from support.clocks import FakeClock
 from support.memory_store import MemoryStore
 from support.refreshing import ScriptedProvider, providers_of

@@ -22,7 +22,7 @@ import httpx2
 import pytest
 
 from signin_broker.client import BrokerClient, EventKind
-from signin_broker.store.audit import FOR_ACCOUNT_SQL, FOR_APP_SQL
+from signin_broker.store.audit_log import FOR_ACCOUNT_SQL, FOR_APP_SQL
 from signin_broker.store.keys import FileKeyStore
 from signin_broker.store.tenants import MissingTenantKey
 from signin_broker.store.vault import Vault

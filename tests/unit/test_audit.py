@@ -12,21 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from signin_broker.daemon.audit_trail import AuditTrail
-from signin_broker.store.audit import (
+from signin_broker.store.audit_log import (
     ACCOUNTS_SQL,
     DAEMON_WIDE_SQL,
     FOR_ACCOUNT_SQL,
     FOR_APP_SQL,
     SCHEMA_VERSION,
-    Action,
-    Actor,
-    AuditEntry,
     AuditLog,
-    AuditRow,
+    AuditTrail,
     MissingTenantKey,
-    Repeat,
 )
+from signin_broker.store.audit_rows import Action, Actor, AuditEntry, AuditRow, Repeat
 from support.clocks import FakeClock
 
 DAY = 86_400.0

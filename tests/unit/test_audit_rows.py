@@ -1,15 +1,15 @@
-"""Audit rows are decided in one place (session.audit_rows): no other module builds one."""
+"""Audit rows are decided in one place (store.audit_rows): no other module builds one."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from signin_broker.session import audit_rows
-from signin_broker.store.audit import Action, Actor
+from signin_broker.store import audit_rows
+from signin_broker.store.audit_rows import Action, Actor
 
 PACKAGE = Path(__file__).parents[2] / "src" / "signin_broker"
-HOMES = {"store/audit.py", "session/audit_rows.py"}  # the type, and its one builder
+HOMES = {"store/audit_rows.py"}  # the type and its one builder
 ACTOR = Actor(app="/usr/bin/app", uid=1000, pid=42)
 
 

@@ -8,7 +8,7 @@ import pty
 
 import pytest
 
-from signin_broker.cli._qr import terminal_qr, wants_colour
+from signin_broker.tui.qr import terminal_qr, wants_colour
 
 
 def test_a_terminal_gets_colour_unless_no_color_is_set(monkeypatch: pytest.MonkeyPatch) -> None:

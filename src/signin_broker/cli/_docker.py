@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import sys
+import tomllib
 from pathlib import Path
 
 from ._failures import EXIT_FAILED, EXIT_USAGE, Refused, complain
@@ -74,8 +75,6 @@ def _answer(args: argparse.Namespace, server: str, settings: dict[str, object]) 
 
 def _registries() -> dict[str, dict[str, object]]:
     """The registries of docker.toml, each with all four settings (ValueError if malformed)."""
-    import tomllib
-
     config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
     path = config / "signin-broker" / "docker.toml"
     try:

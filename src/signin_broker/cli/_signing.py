@@ -25,10 +25,10 @@ from ..client import (
     SignOutResult,
     TokenRevocation,
 )
+from ..tui.qr import terminal_qr, wants_colour
 from ._failures import PasteError
 from ._output import print_json
 from ._paste import paste_back
-from ._qr import terminal_qr, wants_colour
 
 
 def login(client: BrokerClient, args: argparse.Namespace) -> int:

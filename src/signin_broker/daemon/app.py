@@ -29,6 +29,7 @@ from ..session.manager import SessionManager
 from ..session.providers import Providers
 from ..session.schedule import REFRESH_ANSWER_SECONDS
 from ..store.aliases import AliasFile
+from ..store.audit_log import AuditTrail
 from ..store.dpop_requirements import REQUIREMENTS_FILE, RequirementFile
 from ..v1 import broker_pb2
 from .api.account_calls import AccountCalls
@@ -44,7 +45,6 @@ from .api.servicer import TokenBrokerServicer
 from .api.transport import CheckedServer, ConnectionTable, TransportGate
 from .apps.gate import AppGate
 from .apps.policy import Decision, PolicyFile
-from .audit_trail import AuditTrail
 from .callers.browsers import BrowserHosts
 from .callers.identity import identify_caller
 from .config_files import managed_problems

@@ -3,7 +3,7 @@
 Sessions begin in session.sign_ins. Ending one revokes its tokens at the provider
 (RFC 7009) and says truly what the provider did. The id_token never leaves the
 daemon: a sign-out hands out a one-time link to the loopback page instead of the
-provider's logout URL with the hint (session.signout).
+provider's logout URL with the hint (session.logout_links).
 """
 
 from __future__ import annotations
@@ -14,18 +14,18 @@ from collections.abc import Callable
 from urllib.parse import urlencode
 
 from ..oidc.errors import ProviderUnavailable
-from ..store.audit import Actor
-from . import audit_rows
+from ..store import audit_rows
+from ..store.audit_rows import Actor
 from .accounts import EVERYTHING, AccountInfo, Entitlement, SignOutResult
 from .errors import AliasNotSaved
 from .events import EventKind
+from .logout_links import LogoutLinks
 from .names import AccountNames
 from .overview import SessionOverview
 from .ports import AuditSink, daemon_actor
 from .registry import AccountRegistry
 from .revocation import revoke
 from .sign_ins import SignIns
-from .signout import LogoutLinks
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ class SessionLifecycle:
     async def logout_url(self, page_url: str, id_token: str | None, account_id: str = "") -> str:
         """Where a browser ends its session at the provider, back to the page at page_url after.
 
-        With an id_token, a one-time link to the loopback page (session.signout), which
+        With an id_token, a one-time link to the loopback page (session.logout_links), which
         alone sends the browser on with the id_token_hint; "" without a page to serve it.
         """
         if not page_url:
@@ -121,7 +121,7 @@ class SessionLifecycle:
         return self._logout_links.create(page_url, target) if target and id_token else target
 
     def take_logout_link(self, key: str) -> str | None:
-        """Where a one-time sign-out link sends the browser (session.signout); None once used."""
+        """Where a one-time sign-out link sends the browser; None once used (or too old)."""
         return self._logout_links.take(key)
 
     async def provider_logout_url(

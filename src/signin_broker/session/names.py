@@ -32,8 +32,8 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 
-from ..store.audit import Actor
-from . import audit_rows
+from ..store import audit_rows
+from ..store.audit_rows import Actor
 from .accounts import EVERYTHING, Account, Entitlement
 from .errors import (
     AccountNotFound,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..store.audit import Actor, AuditEntry
+from ..store.audit_rows import Actor, AuditEntry
 
 if TYPE_CHECKING:
     from ..oidc.answers import TokenResponse

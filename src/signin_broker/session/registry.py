@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from ..store.audit import Actor
-from . import audit_rows
+from ..store import audit_rows
+from ..store.audit_rows import Actor
 from .accounts import Account, Entitlement
 from .clock import Moment, since_stored, to_wall
 from .errors import AccountNotFound, SignInRequired

@@ -24,8 +24,9 @@ from urllib.parse import urlsplit
 from ..oidc.answers import id_token_expiry
 from ..oidc.dpop import htu, is_bound
 from ..oidc.errors import OAuthError, ProviderUnavailable
-from ..store.audit import Actor
-from . import audit_rows, schedule
+from ..store import audit_rows
+from ..store.audit_rows import Actor
+from . import schedule
 from .accounts import EVERYTHING, Account, Entitlement, IssuedToken
 from .clock import to_wall
 from .errors import (

@@ -46,8 +46,8 @@ from ..oidc.errors import (
     SignInFailure,
     failure_of,
 )
-from ..store.audit import Actor
-from . import audit_rows
+from ..store import audit_rows
+from ..store.audit_rows import Actor
 from .accounts import (
     Account,
     AccountInfo,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from ..identities import name_of
 from ..oidc.errors import ProviderUnavailable
-from ..store.audit import Actor
+from ..store.audit_rows import Actor
 from .accounts import Account, AccountInfo, Entitlement, IssuedToken, SignInStart
 from .clock import to_wall
 from .errors import InvalidSignIn, StepUpRequired

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ..store.audit import Actor
-from . import audit_rows
+from ..store import audit_rows
+from ..store.audit_rows import Actor
 from .accounts import Account, AppUse
 from .clock import to_wall
 from .ports import AuditSink

@@ -35,6 +35,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
 from .files import (
     flocked,
     leftover_writes,
@@ -99,8 +102,6 @@ class Vault:
 
     def save(self, account_id: str, record: dict[str, Any]) -> None:
         """Encrypt and write the account's record, replacing the previous one atomically."""
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
         account_id = tenant_key(account_id)
         name = self._key_name(account_id)
         with self._saving:
@@ -313,9 +314,6 @@ class Vault:
     @staticmethod
     def _open(path: Path, blob: bytes, key: bytes, account_id: str) -> tuple[dict[str, Any], int]:
         """Decrypt a state file: its record and its generation (0 before generations)."""
-        from cryptography.exceptions import InvalidTag
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
         if blob.startswith(MAGIC):
             header_bytes = len(MAGIC) + NONCE_BYTES + GENERATION.size
             header, sealed = blob[:header_bytes], blob[header_bytes:]

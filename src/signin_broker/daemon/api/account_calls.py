@@ -17,8 +17,8 @@ from ...session.validation import (
     check_provider,
     check_workspace_id,
 )
+from ...store.audit_log import AuditTrail
 from ...v1 import broker_pb2 as pb
-from ..audit_trail import AuditTrail
 from .access import Admitted
 from .messages import DEVICE_OF, REVOCATION, account_message, actor_of
 from .service_info import DaemonInfo

@@ -13,13 +13,13 @@ import re
 from pathlib import Path
 
 from ..._version import __version__
-from ...session import audit_rows
 from ...session.manager import SessionManager
 from ...session.ports import daemon_actor
 from ...session.validation import check_account, check_audience, check_scopes
-from ...store.audit import Actor
+from ...store import audit_rows
+from ...store.audit_log import AuditTrail
+from ...store.audit_rows import Actor
 from ...v1 import broker_pb2 as pb
-from ..audit_trail import AuditTrail
 from ..callers.forwarded import ForwardGrant
 from ..host.forward_sockets import ForwardSocketError
 from ..refusals import AppDenied, NoAccountToForward

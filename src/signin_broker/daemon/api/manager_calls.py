@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from ...session import audit_rows
 from ...session.accounts import AppUse
 from ...session.errors import AccountNotFound
 from ...session.manager import SessionManager
 from ...session.validation import check_account, check_alias, check_origins, check_scopes
+from ...store import audit_rows
+from ...store.audit_log import AuditTrail
 from ...v1 import broker_pb2 as pb
 from ..apps.gate import AppGate, AppView
 from ..apps.policy import Decision
-from ..audit_trail import AuditTrail
 from .access import Admitted
 from .messages import DECISION, DECISION_OF, actor_of, app_message, audit_event
 from .statuses import InvalidRequest, checked

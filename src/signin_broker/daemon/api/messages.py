@@ -13,7 +13,7 @@ from ...session.validation import (
     check_audience,
     check_scopes,
 )
-from ...store.audit import Actor, AuditRow
+from ...store.audit_rows import Actor, AuditRow
 from ...v1 import broker_pb2 as pb
 from ..apps.gate import AppView
 from ..apps.policy import Decision

@@ -23,9 +23,9 @@ from ...session.errors import AccountNotFound
 from ...session.events import SessionEvent, WatcherDropped
 from ...session.manager import SessionManager
 from ...session.validation import check_step_up
+from ...store.audit_log import AuditTrail
 from ...v1 import broker_pb2 as pb
 from ..apps.gate import AppGate
-from ..audit_trail import AuditTrail
 from ..callers.identity import Caller
 from ..host.memory import resident_bytes
 from ..qr import qr_image

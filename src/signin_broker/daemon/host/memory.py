@@ -15,6 +15,7 @@ only the collection runs.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import functools
 import gc
 import logging
@@ -98,9 +99,7 @@ def _collect_and_trim() -> None:
 
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
-    """The malloc_trim of glibc, or None (musl, macOS); ctypes loads at the first burst."""
-    import ctypes
-
+    """The malloc_trim of glibc, or None (musl, macOS)."""
     try:
         function = ctypes.CDLL(None).malloc_trim
     except (AttributeError, OSError):

@@ -29,11 +29,11 @@ from starlette.routing import Route
 
 from ...oidc.errors import ProviderMisfit, ProviderUnavailable, failure_of
 from ...session.errors import NotConfigured
+from ...session.logout_links import LINK_PATH as LOGOUT_LINK_PATH
 from ...session.manager import SessionManager
 from ...session.sign_ins import MAX_PARAMETER_LENGTH, SignInEnd
-from ...session.signout import LINK_PATH as LOGOUT_LINK_PATH
 from ...session.validation import check_workspace_id
-from ...store.audit import Actor
+from ...store.audit_rows import Actor
 from ..host.instance import loopback_base_url
 from ..qr import qr_svg_markup
 from . import pages
@@ -296,7 +296,7 @@ class SignInSite:
     async def provider_logout(self, request: Request) -> Response:
         """A sign-out link from an app or the CLI: on to the provider's logout, with the hint.
 
-        The id_token travels only in this redirect to the owner's browser (session.signout).
+        The id_token travels only in this redirect to the owner's browser (session.logout_links).
         """
         target = self._session.endings.take_logout_link(request.query_params.get("end", ""))
         if target is None:

@@ -1,15 +1,112 @@
-"""Every audited event, decided here: which action on which resource, and what the row says.
+"""What each audit row says: who did what to which account, one function per event, no secret.
 
-One function per event, so the audit log reads the same whichever room records it
-(the session layer, the API), and a reviewer finds the whole vocabulary in one place.
-No payload ever holds a token, a code or a secret.
+The audit log's vocabulary in one place, so that it reads the same whichever room
+records a row (the sessions, the API) and a reviewer finds all of it here: each event
+has its function, which decides the action, the resource and the payload. The actor is
+the calling app (its identity string, uid and pid); the target is the account acted
+on, or none for a daemon-wide change such as the app policy (docs/contract.md §13). A
+payload key that looks like a secret is refused, at any depth (check_entry). Where
+rows are kept, and how they get there, is audit_log.py's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
-from ..store.audit import Action, Actor, AuditEntry
+SECRET_WORDS = ("token", "secret", "password", "code_verifier")
+
+
+class Action(enum.StrEnum):
+    """What was done; the values, the names in lower case, are the CHECK constraint's."""
+
+    CREATE = enum.auto()
+    UPDATE = enum.auto()
+    DELETE = enum.auto()
+    READ_ADMIN = enum.auto()
+    ISSUE_TOKEN = enum.auto()
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """The app that acted: its identity string (such as its executable path), uid and pid."""
+
+    app: str
+    uid: int
+    pid: int = 0
+    # Through a forward: what the caller says of itself and what the kernel saw of the
+    # peer, recorded with its tokens' rows; never identity (the app is the forward).
+    hint: str = ""
+    # A browser extension's request: the web origin the extension vouched for.
+    web_origin: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """A row to record; an empty target_account means a daemon-wide change.
+
+    Entries with the same `repeat_of` (a key kept in memory only, never stored) are one
+    event repeated: the first is a row, the others count on it (AuditLog.repeat).
+    """
+
+    actor: Actor
+    action: Action
+    resource: str
+    target_account: str = ""
+    resource_id: str = ""
+    payload: Mapping[str, object] = field(default_factory=dict)
+    repeat_of: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Repeat:
+    """More times a written row happened: how many, the last moment and process."""
+
+    more: int
+    last_unix: int
+    pid: int
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRow:
+    """A stored row, every column, its payload decoded."""
+
+    id: int
+    actor_app: str
+    actor_uid: int
+    actor_pid: int
+    target_account: str | None
+    action: Action
+    resource: str
+    resource_id: str | None
+    payload: dict[str, object]
+    created_unix: int
+    deleted_unix: int | None
+    times: int = 1  # how many times it happened (a grant repeated to the same program)
+    last_unix: int | None = None  # when it last happened, if more than once
+
+
+def check_entry(entry: AuditEntry) -> None:
+    """Refuse (ValueError) an entry that could never be stored, before it is queued."""
+    if not entry.actor.app or not entry.resource:
+        raise ValueError("an audit entry needs the acting app and a resource")
+    _refuse_secrets(entry.payload)
+
+
+def _refuse_secrets(value: object) -> None:
+    """Refuse a payload with a key that looks like a secret, at any depth."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if any(word in str(key).lower() for word in SECRET_WORDS):
+                raise ValueError(f"payload key {key!r} looks like a secret: never audit one")
+            _refuse_secrets(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _refuse_secrets(item)
+
+
+# -- one function per event ------------------------------------------------------------
 
 
 def signed_in(actor: Actor, account: str, scopes: Sequence[str], *, again: bool) -> AuditEntry:
