@@ -49,9 +49,9 @@ def test_random_kills_around_renewals_lose_only_what_the_provider_completed(
     chance = random.Random(seed)
     signed_in_again = leftovers = 0
     reused_before = 0  # the stub's count of reuses when the current session began
-    # The daemon's own key file, which writes atomically: the test keyring (keyrings.alt's
-    # file backend) truncates and rewrites its one file, so a kill there loses every key
-    # whatever the daemon does (status says so of that backend).
+    # The daemon's own key file, which writes atomically, asked for by name (with the
+    # test keyring, keyrings.alt's plaintext file, the daemon chooses it by itself: see
+    # test_kills_with_a_plaintext_keyring.py).
     with StubProvider(access_token_ttl=30, refresh_reuse_ends_grant=True) as stub:
         daemon = DaemonProcess(socket_path, "--issuer", stub.issuer, "--key-store", "file").start()
         with Browser() as browser:
