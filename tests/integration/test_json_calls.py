@@ -25,6 +25,7 @@ from signin_broker.v1 import broker_pb2
 from signin_broker_testing import StubProvider
 from signin_broker_testing.daemon import DaemonProcess
 from support.apps import write_policy
+from support.commands import curl_json as curl
 from support.other_user import other_user
 from support.signin import signed_in_daemon
 
@@ -45,17 +46,6 @@ def broker(stub: StubProvider, socket_path: Path) -> Iterator[DaemonProcess]:
     daemon = signed_in_daemon(stub, socket_path)
     yield daemon
     daemon.stop()
-
-
-def curl(socket_path: Path, method: str, body: str = "{}", *extra: str) -> tuple[int, dict]:
-    done = subprocess.run(
-        ["curl", "-s", "-w", "\n%{http_code}", "--unix-socket", str(socket_path),
-         "-H", "Content-Type: application/json", "-d", body, *extra,
-         f"http://broker{SERVICE}{method}"],
-        capture_output=True, text=True, timeout=30, check=True,
-    )  # fmt: skip
-    text, _, code = done.stdout.rpartition("\n")
-    return int(code), json.loads(text) if text else {}
 
 
 def test_curl_gets_a_token_and_grpc_still_works_on_the_same_socket(

@@ -1,14 +1,15 @@
-"""The token lifecycle: encrypted persistence, restarts, crashes, outages, down-scoped tokens."""
+"""Sessions kept across restarts: encrypted at rest, their keys, tampering, a stuck stop.
+
+Crashes during a refresh are in test_kills_around_renewals.py, outages in
+test_refresh_outages.py, down-scoped tokens in test_down_scoped_tokens.py.
+"""
 
 from __future__ import annotations
 
 import fcntl
 import json
-import os
-import signal
 import socket
 import stat
-import threading
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -23,17 +24,11 @@ from signin_broker_testing import StubProvider
 from signin_broker_testing.browser import Browser
 from signin_broker_testing.daemon import DaemonProcess
 from support.commands import signin_broker
-from support.events import watching
 from support.notifications import Notifications
 from support.secret_service import secret_service
-from support.signin import sign_in, signed_in_daemon
+from support.signin import authorizations, sign_in, signed_in_daemon
 from support.state import key_store_has, state_files
 from support.waiting import eventually
-
-
-def authorizations(stub: StubProvider) -> int:
-    return len([r for r in stub.requests if r.path == "/oauth/v2/authorize"])
-
 
 # -- persistence -------------------------------------------------------------------------
 
@@ -235,202 +230,3 @@ def test_persistence_in_the_real_secret_service(stub: StubProvider, socket_path:
     ):
         assert client.get_token().access_token == token.access_token
     assert authorizations(stub) == 1
-
-
-# -- crashes during a refresh -------------------------------------------------------------------
-
-
-def refresh_in_background(socket_path: Path) -> threading.Thread:
-    def ask() -> None:
-        try:
-            with BrokerClient(socket_path, timeout=30) as client:
-                client.get_token(min_ttl_seconds=3600)
-        except BrokerError:
-            pass  # the daemon died under it: expected
-
-    thread = threading.Thread(target=ask, daemon=True)
-    thread.start()
-    return thread
-
-
-def test_killed_right_after_storing_the_rotated_token_the_session_survives(
-    stub: StubProvider, socket_path: Path
-) -> None:
-    daemon = signed_in_daemon(stub, socket_path)
-    (state,) = state_files(socket_path)
-    written = state.stat().st_mtime_ns
-    stub.delay_token_response(0.5, after_processing=False)
-    asking = refresh_in_background(socket_path)
-    eventually(lambda: state.exists() and state.stat().st_mtime_ns != written, "a save", 15, 0.01)
-    ahead = state.stat().st_mtime_ns  # the write-ahead ("in doubt"), before the request
-    eventually(
-        lambda: state.exists() and state.stat().st_mtime_ns != ahead, "the next save", 15, 0.01
-    )
-    daemon.kill()
-    asking.join(15)
-    with DaemonProcess(socket_path, "--issuer", stub.issuer), BrokerClient(socket_path) as client:
-        client.get_token(min_ttl_seconds=3600)
-    presented = [r.params["refresh_token"] for r in stub.token_requests("refresh_token")]
-    assert len(presented) == len(set(presented)) == 2  # the rotated one was used, no reuse
-
-
-@pytest.mark.parametrize("acted", [False, True], ids=["before-the-provider-acted", "after"])
-def test_killed_while_a_refresh_waits_its_refresh_token_is_sent_once_more_before_expiry(
-    socket_path: Path, acted: bool
-) -> None:
-    """SIGKILL while the provider holds a refresh: the daemon cannot know whether the
-    provider spent the refresh token, and a rotating provider takes a second use for
-    theft (RFC 9700 4.14.2). The write-ahead in the store counts the send: the restarted
-    daemon serves the still-valid access token and sends the refresh token once more
-    only shortly before it expires. Where the provider never acted, the session goes on;
-    where it did, the session ends then, and status says why."""
-    with StubProvider(access_token_ttl=20) as stub:  # the resend comes 15 s after issue
-        daemon = signed_in_daemon(stub, socket_path)
-        with BrokerClient(socket_path) as client:
-            signed_in = client.get_token()
-        stub.delay_token_response(3.0, after_processing=acted)
-        asking = refresh_in_background(socket_path)
-        eventually(lambda: len(stub.token_requests("refresh_token")) == 1, "one refresh", 15, 0.01)
-        time.sleep(0.3)  # the stub holds the request (or, having processed it, the answer)
-        daemon.kill()
-        asking.join(15)
-        with DaemonProcess(socket_path, "--issuer", stub.issuer) as restarted:
-            with BrokerClient(socket_path) as client:
-                before = client.status()
-                assert before.default is None or before.default.next_refresh_unix in (
-                    signed_in.expires_at_unix - 5,  # a quarter of 20 s before expiry
-                    signed_in.expires_at_unix - 4,  # (as a whole second)
-                )
-                if acted:  # the provider spent it: the resend ends the session, and says so
-                    eventually(lambda: client.status().ended_sessions, "an ended session", 60, 0.01)
-                    (ended,) = client.status().ended_sessions
-                    assert "having completed the renewal whose answer was lost" in ended.reason
-                else:  # never reached the provider: renewed, the session goes on
-                    eventually(
-                        lambda: client.get_token().expires_at_unix > signed_in.expires_at_unix,
-                        "a renewed token",
-                        60,
-                        0.01,
-                    )
-            assert "its refresh token is sent once more" in restarted.output()
-        presented = [r.params["refresh_token"] for r in stub.token_requests("refresh_token")]
-        assert len(presented) == 2 and presented[0] == presented[1]  # exactly one resend
-        assert authorizations(stub) == 1
-
-
-# -- provider outages --------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("mode", ["stopped", "http_500", "stall", "garbage"])
-def test_during_an_outage_the_valid_token_is_served_and_status_says_degraded(
-    stub: StubProvider, socket_path: Path, mode: str
-) -> None:
-    daemon = signed_in_daemon(stub, socket_path, "--revalidate-seconds", "1")
-    with BrokerClient(socket_path) as client, watching(socket_path) as events:
-        token = client.get_token()
-        stub.outage(mode, stall_seconds=12)
-        degraded = events.wait_for(EventKind.DEGRADED, timeout=30)
-        status = client.status()
-        assert status.degraded_reason and status.degraded_reason in degraded.detail
-        began = time.monotonic()
-        assert client.get_token().access_token == token.access_token
-        still_served = client.get_token(min_ttl_seconds=1800)  # wants a renewal it cannot get
-        assert still_served.access_token == token.access_token
-        assert time.monotonic() - began < 5  # callers are not held up by the outage
-        human = client.status()
-        assert human.default is not None and human.default.id == "user:1001"
-        stub.outage(None)
-        events.wait_for(EventKind.RECOVERED, timeout=90)
-        assert client.status().degraded_reason == ""
-        assert client.get_token().account == "user:1001"  # never signed out by an outage
-    assert EventKind.REVOKED not in events.kinds()
-    daemon.stop()
-
-
-def test_rotated_provider_keys_do_not_disturb_the_session(
-    stub: StubProvider, socket_path: Path
-) -> None:
-    daemon = signed_in_daemon(stub, socket_path)
-    stub.rotate_keys(keep_previous=False)
-    with BrokerClient(socket_path) as client:
-        client.get_token(min_ttl_seconds=3600)
-        assert client.status().degraded_reason == ""
-    daemon.stop()
-
-
-def test_status_command_shows_expiry_renewal_contact_and_storage(
-    stub: StubProvider, socket_path: Path
-) -> None:
-    from support.commands import signin_broker
-
-    daemon = signed_in_daemon(stub, socket_path)
-    with BrokerClient(socket_path) as client:
-        client.get_token(min_ttl_seconds=3600)  # contact with the provider
-    shown = signin_broker("--socket", str(socket_path), "status").stdout
-    for label in ("access token", "next renewal", "last answered", "storage", "keyring"):
-        assert label in shown, shown
-    daemon.stop()
-
-
-# -- down-scoped tokens ------------------------------------------------------------------------
-
-
-def test_down_scoped_tokens_come_from_the_cache_while_valid(
-    stub: StubProvider, socket_path: Path
-) -> None:
-    daemon = signed_in_daemon(stub, socket_path)
-    with BrokerClient(socket_path) as client:
-        main = client.get_token()
-        narrow = client.get_token(scopes=["openid", "email"])
-        assert narrow.access_token != main.access_token
-        assert set(narrow.scopes) == {"openid", "email"}
-        info = stub.access_token_info(narrow.access_token)
-        assert info is not None and set(str(info["scope"]).split()) == {"openid", "email"}
-        asked = len(stub.token_requests())
-        for _ in range(50):
-            assert client.get_token(scopes=["email", "openid"]).access_token == narrow.access_token
-        assert len(stub.token_requests()) == asked  # zero provider requests while valid
-        api = client.get_token(audience="https://api.example.com/")
-        info = stub.access_token_info(api.access_token)
-        assert info is not None and info["audience"] == "https://api.example.com/"
-        assert (
-            client.get_token(audience="https://api.example.com/").access_token == api.access_token
-        )
-        # The refresh token kept its full scope: the main token renews in full.
-        renewed = client.get_token(min_ttl_seconds=3600)
-        assert set(renewed.scopes) == {"openid", "profile", "email"}
-    daemon.stop()
-
-
-def test_a_scope_never_granted_is_refused_without_asking_the_provider(
-    stub: StubProvider, socket_path: Path
-) -> None:
-    daemon = signed_in_daemon(stub, socket_path)
-    asked = len(stub.token_requests())
-    with BrokerClient(socket_path) as client, pytest.raises(BrokerError) as caught:
-        client.get_token(scopes=["openid", "admin:user"])
-    assert caught.value.code == grpc.StatusCode.FAILED_PRECONDITION
-    assert "admin:user was not granted" in caught.value.message
-    assert len(stub.token_requests()) == asked
-    daemon.stop()
-
-
-def test_a_bad_audience_is_invalid_argument(stub: StubProvider, socket_path: Path) -> None:
-    daemon = signed_in_daemon(stub, socket_path)
-    with BrokerClient(socket_path) as client, pytest.raises(BrokerError) as caught:
-        client.get_token(audience="not a uri")
-    assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
-    daemon.stop()
-
-
-def test_sigterm_during_a_refresh_still_stops_cleanly(
-    stub: StubProvider, socket_path: Path
-) -> None:
-    daemon = signed_in_daemon(stub, socket_path)
-    stub.delay_token_response(1.0, after_processing=False)
-    asking = refresh_in_background(socket_path)
-    eventually(lambda: len(stub.token_requests("refresh_token")) == 1, "one refresh", 15, 0.01)
-    assert daemon.stop(signal.SIGTERM) == 0
-    asking.join(15)
-    assert not socket_path.exists()
-    assert os.path.exists(state_files(socket_path)[0])

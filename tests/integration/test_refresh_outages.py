@@ -1,7 +1,8 @@
-"""Refreshes against a provider that stalls or refuses: nobody is signed out for a slow one.
+"""Outages of every kind (stopped, 5xx, stalled, garbage) and stalls mid-refresh: the
+valid token is served, status says degraded, nobody is signed out for a slow provider.
 
-Issue 14, findings 1, 5 and 10, against the real daemon and the stub provider. The
-unit tests in tests/unit/test_refresh_*.py cover the same rules on a fake clock.
+Against the real daemon and the stub provider; the unit tests in
+tests/unit/test_refresh_*.py cover the same rules on a fake clock.
 """
 
 from __future__ import annotations
@@ -119,4 +120,58 @@ def test_a_bare_400_refresh_and_a_401_userinfo_end_the_session_at_once(
     )
     time.sleep(1.0)  # a hammering daemon would have sent about twenty more
     assert len(stub.token_requests("refresh_token")) == 1
+    daemon.stop()
+
+
+# -- outages of every kind, and what stays undisturbed ------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["stopped", "http_500", "stall", "garbage"])
+def test_during_an_outage_the_valid_token_is_served_and_status_says_degraded(
+    stub: StubProvider, socket_path: Path, mode: str
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path, "--revalidate-seconds", "1")
+    with BrokerClient(socket_path) as client, watching(socket_path) as events:
+        token = client.get_token()
+        stub.outage(mode, stall_seconds=12)
+        degraded = events.wait_for(EventKind.DEGRADED, timeout=30)
+        status = client.status()
+        assert status.degraded_reason and status.degraded_reason in degraded.detail
+        began = time.monotonic()
+        assert client.get_token().access_token == token.access_token
+        still_served = client.get_token(min_ttl_seconds=1800)  # wants a renewal it cannot get
+        assert still_served.access_token == token.access_token
+        assert time.monotonic() - began < 5  # callers are not held up by the outage
+        human = client.status()
+        assert human.default is not None and human.default.id == "user:1001"
+        stub.outage(None)
+        events.wait_for(EventKind.RECOVERED, timeout=90)
+        assert client.status().degraded_reason == ""
+        assert client.get_token().account == "user:1001"  # never signed out by an outage
+    assert EventKind.REVOKED not in events.kinds()
+    daemon.stop()
+
+
+def test_rotated_provider_keys_do_not_disturb_the_session(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    daemon = signed_in_daemon(stub, socket_path)
+    stub.rotate_keys(keep_previous=False)
+    with BrokerClient(socket_path) as client:
+        client.get_token(min_ttl_seconds=3600)
+        assert client.status().degraded_reason == ""
+    daemon.stop()
+
+
+def test_status_command_shows_expiry_renewal_contact_and_storage(
+    stub: StubProvider, socket_path: Path
+) -> None:
+    from support.commands import signin_broker
+
+    daemon = signed_in_daemon(stub, socket_path)
+    with BrokerClient(socket_path) as client:
+        client.get_token(min_ttl_seconds=3600)  # contact with the provider
+    shown = signin_broker("--socket", str(socket_path), "status").stdout
+    for label in ("access token", "next renewal", "last answered", "storage", "keyring"):
+        assert label in shown, shown
     daemon.stop()

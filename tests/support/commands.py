@@ -47,12 +47,14 @@ def docker_config(folder: Path, text: str) -> Path:
     return config
 
 
-def curl_json(socket_path: Path, method: str, body: str) -> tuple[int, dict[str, str]]:
+def curl_json(
+    socket_path: Path, method: str, body: str = "{}", *extra: str
+) -> tuple[int, dict[str, str]]:
     """A JSON call with curl on a socket (the daemon's or a forward's): the HTTP status and
-    the body."""
+    the body. `extra`: more of curl's arguments (another header, another method)."""
     done = subprocess.run(
         ["curl", "-s", "-w", "\n%{http_code}", "--unix-socket", str(socket_path),
-         "-H", "Content-Type: application/json", "-d", body,
+         "-H", "Content-Type: application/json", "-d", body, *extra,
          f"http://broker/signin_broker.v1.TokenBroker/{method}"],
         capture_output=True, text=True, timeout=30, check=True,
     )  # fmt: skip

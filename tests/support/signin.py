@@ -120,3 +120,8 @@ def signed_in_daemon(stub: StubProvider, socket_path: Path, *args: str, **kw) ->
             daemon.stop()
         raise
     return daemon
+
+
+def authorizations(stub: StubProvider) -> int:
+    """How many times the stub's authorization endpoint was asked: each is a sign-in."""
+    return len([r for r in stub.requests if r.path == "/oauth/v2/authorize"])
