@@ -1,6 +1,6 @@
 """Ids written and read one way: an account's `[<alias>/]user:<sub>[:workspace:<id>]`, an app's.
 
-A tenant is a user plus an optional workspace (contract 2.1 and 2.9); an account of a
+A tenant is a user plus an optional workspace (docs/contract.md §10); an account of a
 provider other than the main one is prefixed with its alias, as a `sub` is unique only
 at its issuer (OpenID Connect Core 2). A `sub` may be any string of up to 255 ASCII
 characters (Salesforce's is a URL), so the characters the form uses to separate its

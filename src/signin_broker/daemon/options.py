@@ -191,7 +191,8 @@ def _revalidate_seconds(value: object) -> int:
 def _key_store(value: object) -> str:
     kind = _text(value).lower()
     if kind not in KEY_STORES:
-        raise ValueError('must be "keyring" or "file" (a 0600 key file: weaker, opt-in)')
+        stores = ", ".join(map(repr, KEY_STORES))
+        raise ValueError(f"must be one of {stores} (a key file is weaker, opt-in)")
     return kind
 
 

@@ -57,7 +57,7 @@ class RandomSecrets:
 
 
 class DeterministicSecrets:
-    """Predictable values for conformance tests (contract 5.3 c): HMAC-SHA256(seed, counter).
+    """Predictable values for conformance tests (docs/contract.md §17): HMAC-SHA256(seed, counter).
 
     Never a seeded global random: each instance has its own counter, and the same
     seed gives the same sequence, so a test can compute what the daemon will send.

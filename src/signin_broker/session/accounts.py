@@ -116,7 +116,7 @@ class Revocation(enum.Enum):
 
 
 def account_id_of(platform_user_id: str, workspace_id: str = "", provider: str = "") -> str:
-    """The tenant-prefixed account id (contract 2.9), as signin_broker.identities writes it."""
+    """The tenant-prefixed account id (docs/contract.md §10), as identities.py writes it."""
     return str(AccountId(platform_user_id, workspace_id, provider))
 
 

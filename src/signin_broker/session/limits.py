@@ -2,7 +2,7 @@
 
 Every distinct audience or scope set costs a refresh grant at the provider and a cached
 token here. Without bounds, one app naming a thousand audiences made a thousand grants
-in seconds and grew the daemon's memory without end (issue 13).
+in seconds and grew the daemon's memory without end.
 """
 
 from __future__ import annotations

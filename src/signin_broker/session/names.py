@@ -11,7 +11,7 @@ each RPC, over gRPC and JSON alike, understands a name the same way, in this ord
 
 Only accounts the caller may see are ever candidates. A name that fits only accounts
 it may not see is as absent as one that fits none (AccountNotFound, "not found",
-contract 7.1), an alias of an account it may not see is as if there were none, and an
+docs/contract.md §11), an alias of an account it may not see is as if there were none, and an
 ambiguous name lists only ids the caller may see: what a restricted app is told
 depends on its own accounts alone. An account without an e-mail or login claim is
 named by its id or an alias only.

@@ -111,7 +111,7 @@ def revalidation_period(bound: float, answer_seconds: float = ASSUMED_ANSWER_SEC
     """How long after one re-validation the next may start, for a revocation to show in time.
 
     A revocation right after a check is seen by the next one, which must have its
-    answer within `bound` (the contract's 60 s): so the next starts `bound` less twice
+    answer within `bound` (60 s, docs/contract.md §8): so the next starts `bound` less twice
     the provider's usual answer time and a second, not at a fixed fraction of it. At
     the 60 s default that is about one request a minute, where a fixed half-interval
     made two.

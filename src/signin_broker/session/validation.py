@@ -128,7 +128,7 @@ WORKSPACE_ID = re.compile(r"[0-9]{1,18}")
 
 
 def check_workspace_id(workspace_id: str) -> str:
-    """A workspace id (contract 2.1: a BIGINT): empty, or 1 to 18 decimal digits."""
+    """A workspace id (a BIGINT, docs/contract.md §10): empty, or 1 to 18 decimal digits."""
     if workspace_id and not WORKSPACE_ID.fullmatch(workspace_id):
         raise ValueError("workspace_id must be a decimal number of at most 18 digits")
     return workspace_id

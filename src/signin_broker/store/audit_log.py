@@ -442,7 +442,7 @@ class AuditTrail:
         await self.flush()
 
     async def forget_account(self, account: str) -> None:
-        """Mark the account's rows deleted; the retention job removes them (contract 3, T9)."""
+        """Mark the account's rows deleted; the retention job purges them (docs/contract.md §14)."""
         await self.flush()
         if self.log is not None:
             try:

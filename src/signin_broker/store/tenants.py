@@ -1,10 +1,10 @@
 """Tenant keys: every stored record names its account, and a store refuses anything else.
 
 A key is `user:<platform_user_id>` or `user:<platform_user_id>:workspace:<workspace_id>`
-(contract 2.9), prefixed with `<alias>/` for an account of a provider other than the
+(docs/contract.md §10), prefixed with `<alias>/` for an account of a provider other than the
 main one (`work/user:1001`): the same `sub` at two providers is two people. The
 store's read and write helpers take one and fail closed on an empty or malformed key
-(contract 4.4): there is no unscoped read.
+(docs/contract.md §12): there is no unscoped read.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Each account has its own 256-bit data key (`user:<id>:state-key` in the key stor
 and its own file, so removing an account removes exactly its key and its file. The
 account id is authenticated with the ciphertext, so a file moved to another
 account's name does not decrypt. Every read and write names its account: there is
-no unscoped read (contract 4.4), and an empty account id is refused.
+no unscoped read (docs/contract.md §12), and an empty account id is refused.
 
 Each save also counts a generation, kept in the key store entry beside the key and,
 authenticated, in the file. A file older than its key's generation is a copy put back
@@ -338,7 +338,7 @@ class Vault:
 
     @staticmethod
     def _key_name(account_id: str) -> str:
-        return f"{account_id}:state-key"  # contract 2.9: user:<platform_user_id>:...
+        return f"{account_id}:state-key"  # user:<sub>:..., docs/contract.md §10
 
 
 def _split_entry(entry: bytes) -> tuple[bytes, int]:

@@ -105,7 +105,7 @@ def t2(stage: Stage, surface: Surface) -> None:
         "the id_token was not checked against the provider's published keys",
     )
     expect(verdict.ok, f"the surface did not report a sign-in: {said(verdict)}")
-    if verdict.response is not None:  # the web surface: the session cookie of contract 2.8
+    if verdict.response is not None:  # the web surface: the session cookie (docs/contract.md §5)
         (cookie,) = verdict.response.headers.get_list("set-cookie")
         attributes = {part.strip().lower() for part in cookie.split(";")[1:]}
         expect(

@@ -154,7 +154,7 @@ def attacker_authorize_url(stage: Stage) -> str:
 
 
 def check_authorize_request(stage: Stage, answer: httpx2.Response) -> dict[str, str]:
-    """Contract 4.1 rules 3-4: the browser goes to the provider's authorize endpoint with PKCE."""
+    """docs/contract.md §2: the browser goes to the provider's authorize endpoint with PKCE."""
     expect(answer.status_code in (302, 303, 307), f"begin answered {answer.status_code}")
     target = location(answer)
     expected = str(stage.discovery["authorization_endpoint"])

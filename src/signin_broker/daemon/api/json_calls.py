@@ -42,7 +42,8 @@ LINGER_SECONDS = 2.0
 LINGER_BYTES = MAX_HEAD_BYTES + 64 * 1024
 JSON = "application/json"
 
-# The HTTP status of each gRPC status (Connect's mapping; the contract's 7.1 where it says).
+# The HTTP status of each gRPC status (Connect's mapping; the contract's
+# own where it names one, docs/contract.md §16).
 HTTP_STATUS = {
     Status.INVALID_ARGUMENT: 400,
     Status.FAILED_PRECONDITION: 400,

@@ -80,7 +80,7 @@ class TokenBrokerServicer:
         account_id = self._session.names.account_id(account, entitlement)
         if step_up:
             # Through a forward, a step-up is served when the sign-in meets it, but never
-            # begins one: sign-ins are the person's, on this host (issue 28).
+            # begins one: a sign-in is the person's to start, on this host, never a remote app's.
             token = await self._session.step_ups.token(
                 step_up,
                 self._info.sign_in_url,
