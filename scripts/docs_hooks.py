@@ -28,8 +28,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = re.compile(r"<!-- (reference|chart|output): ([\w./-]+) -->")
-# Where the defaults that depend on the person are shown as a person reads them.
-DOCUMENTED_ENVIRONMENT = {"HOME": "~", "XDG_RUNTIME_DIR": "$XDG_RUNTIME_DIR"}
+# The defaults that depend on the person are computed in folders made for the purpose,
+# then shown as a person reads them: the build machine's own paths never reach the page.
+AS_READ = {"HOME": "~", "XDG_RUNTIME_DIR": "$XDG_RUNTIME_DIR"}
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
@@ -64,18 +65,32 @@ def code(text: object) -> str:
 
 
 @contextmanager
-def documented_environment() -> Iterator[None]:
-    """Defaults computed as a person reads them: `~` for home, the variable for the run dir."""
+def documented_environment() -> Iterator[dict[str, str]]:
+    """A home and a private run folder of their own, each with the text that stands for it."""
     saved = dict(os.environ)
     for name in list(os.environ):
         if name.startswith(("XDG_", "SIGNIN_BROKER_")):
             del os.environ[name]
-    os.environ.update(DOCUMENTED_ENVIRONMENT)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    with tempfile.TemporaryDirectory() as folder:
+        shown = {}
+        for name, text in AS_READ.items():
+            path = Path(folder, name.lower())
+            path.mkdir(mode=0o700)
+            os.environ[name] = str(path)
+            shown[str(path)] = text
+        try:
+            yield shown
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+def as_read(value: object, shown: dict[str, str]) -> str:
+    """A default with the made-up folders written as a person reads them."""
+    text = str(value)
+    for path, stands_for in shown.items():
+        text = text.replace(path, stands_for)
+    return text
 
 
 def settings_reference() -> str:
@@ -91,11 +106,10 @@ def settings_reference() -> str:
         "| key | flag | environment variable | default | meaning |",
         "|---|---|---|---|---|",
     ]
-    with documented_environment():
+    with documented_environment() as shown:
         for option in OPTIONS:
             default = option.default()
-            if isinstance(default, dict):
-                default = ""
+            default = "" if isinstance(default, dict) else as_read(default, shown)
             where = " Also per provider." if option.name in PROVIDER_KEYS else ""
             rows.append(
                 f"| `{option.name}` | `{flags[option.name]} {option.metavar}` "

@@ -53,6 +53,18 @@ def test_every_setting_is_in_the_reference_with_flag_variable_key_and_default(
     assert not [f for f in flags - {"--help"} if f"`{f}" not in page], "a daemon flag is missing"
 
 
+def test_the_settings_defaults_read_as_a_person_reads_them_not_as_the_build_machine(
+    hooks: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "builder"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    page = built(hooks, "reference/settings.md")
+    assert "`~/.local/state/signin-broker`" in page
+    assert "`~/.config/signin-broker/apps.toml`" in page
+    assert "`$XDG_RUNTIME_DIR/signin-broker/broker.sock`" in page
+    assert str(tmp_path) not in page
+
+
 def test_every_rpc_message_and_enum_is_in_the_reference(hooks: ModuleType) -> None:
     from signin_broker.v1 import broker_pb2
 
