@@ -87,7 +87,7 @@ class SessionLifecycle:
     ) -> str:
         """Sign the account out and delete all the daemon keeps of it, aliases too; see logout_url.
 
-        The audit row of the removal is written before anything is deleted (docs/contract.md §3).
+        The audit row of the removal is written before anything is deleted (docs/contract.md §14).
         """
         account = self._registry.resolve(account_id, entitlement)
         await self._audit.record_now(audit_rows.removed(actor, account.info.id))

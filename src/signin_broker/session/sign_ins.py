@@ -4,7 +4,7 @@ A sign-in begun over the API gets an id the browser or the device flow carries; 
 owner alone hears how it goes (session.accounts.owner_key). A browser sign-in's
 authorization request waits here under its state until the callback, for ten minutes
 at most, and is good for one callback only: a replayed or forged callback finds
-nothing. A device sign-in is a tenant-owned record (docs/contract.md §5): kept under
+nothing. A device sign-in is a tenant-owned record (docs/contract.md §10 and §11): kept under
 its owner's key, one per owner (a new one, or a sign-out, cancels it), and absent for
 anyone else.
 

@@ -1,6 +1,6 @@
 """An account's tokens at one moment, and what each answer of the provider makes of them.
 
-Whether they want renewing now is session.schedule's rule (docs/contract.md §8: at 75 %
+Whether they want renewing now is session.schedule's rule (docs/contract.md §7: at 75 %
 of the lifetime, or sooner when a caller needs them to last longer than they will);
 the methods below ask it, and hold no number of their own.
 """

@@ -34,7 +34,6 @@ from h2.connection import H2Connection
 from ..callers.identity import Caller, identify_caller
 from ..host.memory import FreedMemory
 from ..logs import Throttled
-from .batched_writes import BatchedWrites
 from .connection_calls import ConnectionCalls
 from .json_calls import JsonCalls, JsonConnection
 
@@ -163,15 +162,17 @@ class CheckedProtocol(H2Protocol):
         self._h2 = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # Every write goes through the batch, closes too (the table's, at the daemon's
-        # stop), so that a close never overtakes the last frames written before it.
-        batched = BatchedWrites(cast(asyncio.Transport, transport))
-        connection = self._gate.check(batched)
+        # Each frame goes out as grpclib writes it: joining an answer's frames into one
+        # send per turn of the event loop cost GetToken 5-7 % at p50 and 11-19 % of the
+        # daemon's CPU per call (benchmarks/bench_compare.py), for no steady gain in
+        # throughput.
+        plain = cast(asyncio.Transport, transport)
+        connection = self._gate.check(plain)
         if connection is None:
-            batched.abort()  # nothing of the caller's is read
+            plain.abort()  # nothing of the caller's is read
             return
         self._connection = connection
-        self._transport = batched
+        self._transport = plain
 
     def data_received(self, data: bytes) -> None:
         if self._connection is None or self._transport is None:
