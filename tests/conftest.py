@@ -31,7 +31,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def _no_secret_in_any_daemon_log() -> Iterator[None]:
-    """Issue 13: no token, code or verifier a stub handed out is in any daemon's log line.
+    """No token, code or verifier a stub handed out is in any daemon's log (docs/contract.md §15).
 
     Daemons log at debug (see DaemonProcess); the check runs once the last test is done.
     """

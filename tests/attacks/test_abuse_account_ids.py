@@ -1,11 +1,11 @@
-"""Attacks with malformed account ids (issue 13, finding 7): every RPC says INVALID_ARGUMENT.
+"""Attacks with malformed account ids: every RPC says INVALID_ARGUMENT.
 
 `ListAuditEvents(account="user:a b")` answered INTERNAL after an error-level traceback:
 the RPC layer let through ids that the stores refuse. An id is checked once, where the
-request comes in, against the one form every store accepts. Since issue 26 an account
-may also be named by an alias, an e-mail or a login: anything that looks like an id
-(`user:...`, `<alias>/user:...`, in any case) must still be one, and any other
-printable name that fits no account is NOT_FOUND (or, for a write, INVALID_ARGUMENT).
+request comes in, against the one form every store accepts. An account may also be
+named by an alias, an e-mail or a login: anything that looks like an id (`user:...`,
+`<alias>/user:...`, in any case) must still be one, and any other printable name that
+fits no account is NOT_FOUND (or, for a write, INVALID_ARGUMENT).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The audience flood (issue 13, finding 7), against the real daemon: bounded provider grants.
+"""The audience flood, against the real daemon: bounded provider grants.
 
 One app asking for 1,000 distinct `audience` values made 1,000 refresh grants at the
 provider in 7 s, and the daemon cached every token for good. Now each app has a budget

@@ -1,4 +1,4 @@
-"""The bounds behind the audience flood (issue 13, finding 7), on a fake clock.
+"""The bounds behind the audience flood, on a fake clock.
 
 Each app has a budget of scoped grants at the provider (a burst, then a steady rate)
 and each account caches a bounded number of scoped tokens, expired ones dropped first,

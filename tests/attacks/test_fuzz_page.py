@@ -1,4 +1,4 @@
-"""Issue 13: the loopback sign-in page, fuzzed with arbitrary requests.
+"""The loopback sign-in page, fuzzed with arbitrary requests.
 
 Every route (the begin endpoint, /user/login, the callback, /logout, / and /dashboard,
 and paths that are none of them) gets arbitrary methods, query strings, headers,

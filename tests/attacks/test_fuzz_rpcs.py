@@ -1,4 +1,4 @@
-"""Issue 13: every RPC of TokenBroker, fuzzed with arbitrary fields, bytes and metadata.
+"""Every RPC of TokenBroker, fuzzed with arbitrary fields, bytes and metadata.
 
 The daemon is signed in to the stub (Alice, Bob, and Alice within workspace 7), so that
 GetToken and the account RPCs reach their real paths. Requests are built from the

@@ -1,4 +1,4 @@
-"""Issue 13 finding 7: thousands of idle connections of the user's own uid must not lock apps out.
+"""Thousands of idle connections of the user's own uid must not lock apps out.
 
 Before the fix, 4,200 connections that connect and send nothing filled the daemon's
 table of 4,096 and every new connection was refused for as long as they stayed. Now a

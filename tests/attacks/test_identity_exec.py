@@ -1,4 +1,4 @@
-"""Issue 13 finding 2, the exec race: what can be sound is that a connection keeps its identity.
+"""The exec race: what can be sound is that a connection keeps its identity.
 
 An unconfined process can exec another program between its connect() and the daemon's
 look, and nothing of the same uid can stop that (the README says so). What the daemon

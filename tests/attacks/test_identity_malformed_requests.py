@@ -1,4 +1,4 @@
-"""Issue 13 finding 7: requests whose body is no protobuf at all, sent to every RPC in bulk.
+"""Requests whose body is no protobuf at all, sent to every RPC in bulk.
 
 Before the fix each one logged an error with a traceback (grpcio's "Exception
 deserializing request!") and ended INTERNAL: log volume any local caller controls.

@@ -1,4 +1,4 @@
-"""Issue 13 finding 1: a denied app in namespaces of its own tries to borrow a live app's identity.
+"""A denied app in namespaces of its own tries to borrow a live app's identity.
 
 On the tree before the fix, the daemon relayed each connection to a private gRPC socket
 from an abstract address (`@signin-broker.<hex>`) that named the caller. Abstract

@@ -1,4 +1,4 @@
-"""Issue 13 finding 1, second half: another uid at a socket whose folders were opened up.
+"""Another uid at a socket whose folders were opened up must get nothing from it.
 
 Before the fix, such a caller's connection was accepted and relayed to gRPC (it got an
 HTTP/2 answer and a PERMISSION_DENIED), and the private socket beside the public one

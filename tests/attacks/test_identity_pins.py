@@ -1,4 +1,4 @@
-"""Issue 13 finding 2: sha256 pins that an impostor or an edit could pass, or a FIFO could hang.
+"""A sha256 pin must not be passed by an impostor or an edit, nor hang on a FIFO.
 
 Before the fix, a script named by a relative path was resolved against the process's
 *current* cwd, so an impostor that chdir'd next to a pinned script passed its pin; the

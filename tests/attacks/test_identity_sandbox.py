@@ -1,4 +1,4 @@
-"""Issue 13 finding 2: the strong identity a sandbox gives, and that a host process cannot take.
+"""The strong identity a sandbox gives, and that a host process cannot take.
 
 A Flatpak app's id is read from `/.flatpak-info` in the app's own mount namespace
 (through /proc/<pid>/root, as xdg-desktop-portal does); the app cannot change that

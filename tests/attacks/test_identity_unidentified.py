@@ -1,4 +1,4 @@
-"""Issue 13 finding 2: a caller that is gone before the daemon looks must not get the default.
+"""A caller that is gone before the daemon looks must not get the default.
 
 A process connects and exits at once, leaving the connection to a forked child. The
 kernel's credentials name the parent, whose executable can no longer be read, so the

@@ -1,4 +1,4 @@
-"""Issue 13 finding 5: a restricted or denied app must not see other accounts through any RPC.
+"""A restricted or denied app must not see other accounts through any RPC.
 
 Before the fix an app allowed only Alice's account saw, through WatchEvents, another
 app's device sign-in with its user code and Bob's sign-out and sign-in; through

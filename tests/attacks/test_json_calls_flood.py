@@ -1,4 +1,4 @@
-"""The JSON path (issue 16): bytes sent ahead of a call that waits are bounded, not buffered.
+"""The JSON path: bytes sent ahead of a call that waits are bounded, not buffered.
 
 A caller whose GetToken waits (here, for the user's answer under `new_apps = ask`) and
 keeps sending would otherwise grow the daemon's buffer without end. More than one more

@@ -1,4 +1,4 @@
-"""Issue 13 finding 3: the kernel lookup behind the page's uid check names only a held socket.
+"""The kernel lookup behind the page's uid check names only a held socket.
 
 A connection's client end that no process holds any more (reset, or closed and left
 in FIN_WAIT or TIME_WAIT, which the kernel shows as uid 0) is nobody's, and a socket

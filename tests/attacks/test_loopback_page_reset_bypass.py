@@ -1,4 +1,4 @@
-"""Issue 13 finding 3: another user's request must not reach the page by resetting its connection.
+"""Another user's request must not reach the page by resetting its connection.
 
 The page used to look the browser's uid up when the request arrived; a client that
 sent its request and then an RST (SO_LINGER 0) was gone from the kernel's socket

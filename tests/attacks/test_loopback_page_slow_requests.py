@@ -1,4 +1,4 @@
-"""Issue 13 finding 4: half-sent requests must neither starve the page nor stay open.
+"""Half-sent requests must neither starve the page nor stay open.
 
 Another user's connections are closed when they are accepted, before they count
 against any limit; the owner's own get a few seconds to send their request headers.

@@ -1,4 +1,4 @@
-"""Issue 13: no token, refresh token, ID token, code or code verifier in a daemon's debug log.
+"""No token, refresh token, ID token, code or code verifier in a daemon's debug log.
 
 The whole suite is scanned at its end (conftest's _no_secret_in_any_daemon_log, over
 every daemon's lines and every secret a stub handed out). Here one daemon at debug goes

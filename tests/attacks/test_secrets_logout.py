@@ -1,4 +1,4 @@
-"""Attacks on the id_token at sign-out (issue 13, finding 8): argv, JSON and RPC answers.
+"""Attacks on the id_token at sign-out: argv, JSON and RPC answers.
 
 The id_token stays in the daemon: sign-out hands out a one-time link to the daemon's
 own loopback page, which sends the owner's browser on to the provider with the

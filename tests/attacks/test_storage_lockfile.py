@@ -1,4 +1,4 @@
-"""Issue 13 finding 6: a symlink planted at the daemon's lock file must not redirect its write.
+"""A symlink planted at the daemon's lock file must not redirect its write.
 
 The daemon writes its pid into `<socket folder>/.<socket name>.lock`. Opened through a
 symlink, that write lands in whatever file the link names: before the fix a victim

@@ -1,4 +1,4 @@
-"""The contract's isolation cases (5.4) and I3, mapped onto the broker, against a real daemon.
+"""The contract's isolation cases and I3, mapped onto the broker, against a real daemon.
 
 Tenants are accounts (`user:<id>`, `user:<id>:workspace:<wid>`); the caller is an app,
 identified by the kernel; what an app may see is the user's app policy. Each app here

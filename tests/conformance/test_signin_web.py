@@ -1,4 +1,4 @@
-"""Contract table 5.3 on the web surface: the package's own cases (conformance/cases.py).
+"""The conformance cases on the web surface: the package's own (conformance/cases.py).
 
 The same cases make the CI grid on every surface (scripts/conformance); here each runs
 on the web surface on a stage of its own (a stub provider and a daemon), so a failure
@@ -53,7 +53,7 @@ def test_T1_the_sign_in_values_are_the_seeded_ones(
     expected: DeterministicSecrets,
     start: str,
 ) -> None:
-    """Contract 5.3 c: a test daemon's state, nonce and PKCE verifier are predictable."""
+    """docs/contract.md §17: a test daemon's state, nonce and PKCE verifier are predictable."""
     response = browser.follow(browser.get(broker.web_url + start), until=stub.base_url)
     target = location(response)
     assert urlsplit(target).path == "/oauth/v2/authorize"

@@ -1,10 +1,10 @@
-"""Issue 26: accounts by the names people know: an e-mail, a login, an alias of their own.
+"""Accounts by the names people know: an e-mail, a login, an alias of their own.
 
 A real daemon and the stub provider, with Alice (who is also signed in within
 workspace 7, under the same e-mail and login) and Bob. A name is read in one place
 for every RPC, over gRPC and JSON alike, and only among the accounts the asking app
 may use: an app allowed Alice alone, naming Bob by his e-mail, gets exactly the
-NOT_FOUND "not found" of a name nobody has (contract 7.1).
+NOT_FOUND "not found" of a name nobody has (docs/contract.md §11).
 """
 
 from __future__ import annotations
@@ -275,7 +275,8 @@ def test_an_alias_that_could_be_taken_for_something_else_is_refused(
 def test_an_alias_that_is_another_accounts_login_is_refused_unless_forced(
     daemon: DaemonProcess,
 ) -> None:
-    """Issue 36 #5: `accounts alias alice user:1002` hid Alice's login without a word."""
+    """An alias that is another account's login is refused: `accounts alias alice user:1002`
+    once hid Alice's login without a word."""
     code, _, err = cli(daemon, "accounts", "alias", "alice", BOB_ID)
     assert code == 1 and "failed_precondition" in err, err
     assert "'alice' is the login of user:1001, user:1001:workspace:7" in err

@@ -342,7 +342,7 @@ def test_an_answer_for_once_records_nothing_and_needs_a_waiting_request(
 def test_the_apps_table_ends_with_its_footer_on_a_line_of_its_own(
     stub: StubProvider, socket_path: Path
 ) -> None:
-    """Issue 36 #5: in one pipe, the footer (stderr) came before the table or on its last row."""
+    """In one pipe the footer (stderr) follows the table: it once came first, or on its last row."""
     daemon = signed_in_daemon(stub, socket_path)
     assert cli(daemon, "token")[0] == 0  # an app that got a token: a row
     command = [str(BIN / "signin-broker"), "--socket", str(daemon.socket_path), "apps"]

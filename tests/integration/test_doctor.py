@@ -1,4 +1,4 @@
-"""Issue 26: `signin-broker doctor` against real daemons, providers, keyrings and clocks.
+"""`signin-broker doctor` against real daemons, providers, keyrings and clocks.
 
 Each scenario is set up for real (a stopped daemon, a provider that is gone, a clock
 ten minutes off under libfaketime, a locked gnome-keyring, a state folder opened to the
@@ -78,7 +78,7 @@ def test_a_healthy_set_up_passes_every_check_in_order(
 def test_the_key_file_standing_in_for_a_plaintext_keyring_is_a_warning_that_says_so(
     stub: StubProvider, socket_path: Path
 ) -> None:
-    """Issue 36 #4: keyrings.alt's PlaintextKeyring, the only keyring (as on a headless box)."""
+    """With keyrings.alt's PlaintextKeyring the only keyring (as on a headless box)."""
     with DaemonProcess(socket_path, "--issuer", stub.issuer) as daemon:
         code, findings = doctor(daemon)
     assert code == 0  # it works: keys are stored and read back

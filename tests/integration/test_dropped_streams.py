@@ -1,4 +1,4 @@
-"""Issue 36 #6: event streams opened and dropped, and one-shot JSON calls, leave nothing behind.
+"""Event streams opened and dropped, and one-shot JSON calls, leave nothing behind.
 
 500 WatchEvents streams opened and dropped took the daemon's RSS from 61 to 79 MB,
 kept after 15 s: grpclib kept every lost connection's handler until ten more

@@ -1,4 +1,4 @@
-"""Forwards (issue 28): the broker's tokens through `ssh -R` and into namespaces, nothing more.
+"""Forwards: the broker's tokens through `ssh -R` and into namespaces, nothing more.
 
 One provider, one signed-in daemon (Alice, the default, and Bob) and one real sshd for
 the module. The far side is the wheel's CLI alone with SIGNIN_BROKER_SOCKET pointing at
@@ -407,7 +407,7 @@ def test_another_user_is_refused_by_a_forward_as_by_the_daemon(daemon: DaemonPro
 
 
 def test_a_call_a_forward_refuses_is_forbidden_whatever_its_body(host: DaemonProcess) -> None:
-    """Issue 36 #5: with a field its request does not have, a refused call got 400, not 403."""
+    """A refused call is 403 whatever its body: with an unknown field it once got 400."""
     forward = open_forward(host, "json")
     try:
         for body in ("{}", '{"no_such_field": 1}', "not json"):
@@ -423,7 +423,7 @@ def test_a_call_a_forward_refuses_is_forbidden_whatever_its_body(host: DaemonPro
 def test_a_relative_forward_socket_is_where_the_shell_names_it_from_the_commands_folder(
     host: DaemonProcess, folder: Path
 ) -> None:
-    """Issue 36 #5: relative to the folder `forward` runs in, never the daemon's, and joined
+    """A relative path is from the folder `forward` runs in, never the daemon's, and joined
     as the kernel reads it: `link/../c.sock` is beside link's target, reached by a symlink."""
     here, there = folder / "here", folder / "there"
     here.mkdir(mode=0o700)

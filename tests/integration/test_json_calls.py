@@ -1,4 +1,4 @@
-"""Issue 16, item 2: unary calls as JSON over HTTP/1.1 on the daemon's one socket.
+"""Unary calls as JSON over HTTP/1.1 on the daemon's one socket.
 
 curl (a real program nobody here wrote) and the CLI's standard-library client call
 the daemon as a script would; gRPC keeps working on the same socket. The same kernel

@@ -1,4 +1,4 @@
-"""Issue 36 #4: SIGKILLs with keyrings.alt's PlaintextKeyring as the only keyring lose no session.
+"""SIGKILLs with keyrings.alt's PlaintextKeyring as the only keyring lose no session.
 
 That keyring truncates and rewrites its one file for every change: a daemon killed
 while it wrote lost every key, and with them the sessions (2 of 8 kills during

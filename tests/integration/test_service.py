@@ -312,7 +312,7 @@ def test_the_wheel_works_in_a_fresh_venv_without_the_source_tree(
     )  # fmt: skip
     assert where.stdout.startswith(str(venv)), where.stdout  # not the source tree
     # The base install's size: every distribution's files as pip recorded them (pip's own
-    # and setuptools' left out), at most 60 MB (issue 25; 78 MB with psutil and uvloop).
+    # and setuptools' left out), at most 60 MB (it was 78 MB with psutil and uvloop).
     sized = subprocess.run(
         [str(venv / "bin" / "python"), "-c", INSTALLED_MB],
         env=elsewhere, capture_output=True, text=True, timeout=60, check=True,

@@ -62,7 +62,8 @@ def test_a_misspelt_variable_is_named_at_start_without_its_value(
 def test_a_managed_file_read_before_and_gone_is_said_in_status_and_the_doctor(
     stub: StubProvider, socket_path: Path
 ) -> None:
-    """Issue 36 #5: deleted (or what it led to gone), the daemon started without it, silently."""
+    """A managed file deleted (or what it led to gone) is said in status and by the doctor:
+    the daemon once started without it, silently."""
     socket_path.parent.mkdir(mode=0o700)
     org = socket_path.parent / "system-config" / "signin-broker" / "config.d" / "10-org.toml"
     org.parent.mkdir(parents=True)
@@ -98,8 +99,8 @@ def test_a_managed_file_read_before_and_gone_is_said_in_status_and_the_doctor(
 def test_a_managed_symlink_another_user_could_redirect_stops_the_daemon(
     stub: StubProvider, socket_path: Path, folder: Path
 ) -> None:
-    """Issue 36 #5: config.d/10-org.toml led to a root file in a folder another user could
-    change: they could swap it for any other root file, or delete it."""
+    """config.d/10-org.toml leading to a root file in a folder another user can change stops
+    the daemon: that user could swap it for any other root file, or delete it."""
     socket_path.parent.mkdir(mode=0o700)
     theirs = folder / "theirs"
     theirs.mkdir()

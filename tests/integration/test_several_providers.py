@@ -1,4 +1,4 @@
-"""Issue 14, finding 8: a work and a personal identity at once, each at its own provider.
+"""A work and a personal identity at once, each at its own provider.
 
 Two (or three) stub providers run on loopback; the daemon is configured with a main
 provider and `[providers.<alias>]` tables, and each account lives, renews, restores,

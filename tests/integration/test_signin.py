@@ -145,7 +145,7 @@ def test_unknown_pages_are_404(broker: DaemonProcess) -> None:
 def test_second_app_gets_the_token_and_reaches_userinfo_as_the_same_user(
     broker: DaemonProcess, stub: StubProvider, browser: Browser
 ) -> None:
-    """I3 in miniature (issue 5 proves it with separate executables)."""
+    """I3 in miniature; tests/conformance/test_isolation_cases.py runs it as another program."""
     sign_in(browser, broker)
     authorizations = [r for r in stub.requests if r.path == "/oauth/v2/authorize"]
     app = subprocess.run(

@@ -1,4 +1,4 @@
-"""Issue 23: a stored session survives a SIGKILL at every step of a save.
+"""A stored session survives a SIGKILL at every step of a save.
 
 A child process saves an account's record again and again; it is killed just before
 its k-th file system call (open, fsync, rename, close: every step that can leave a

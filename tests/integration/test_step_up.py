@@ -380,7 +380,8 @@ with BrokerClient(socket_path, timeout=120) as broker, ThreadPoolExecutor(len(va
 def test_one_apps_twenty_step_ups_leave_another_apps_step_up_unaffected(
     stepping: tuple[DaemonProcess, Notifications],
 ) -> None:
-    """Issue 36 #5: 20 step-ups of one app filled the 16 shared slots; others failed at once."""
+    """20 step-ups of one app must not fill the shared slots: once they did, and other apps'
+    step-ups failed at once."""
     daemon = stepping[0]
     socket = daemon.socket_path
     _, wanted = current_and_stronger(socket)
@@ -430,7 +431,8 @@ def test_one_apps_twenty_step_ups_leave_another_apps_step_up_unaffected(
 def test_an_acr_value_the_provider_does_not_list_is_invalid_argument_and_begins_nothing(
     stepping: tuple[DaemonProcess, Notifications],
 ) -> None:
-    """Issue 36 #5: an app's acr_values were shown to the person verbatim, whatever they said."""
+    """acr_values the provider does not list are refused before anything is shown: an app's
+    were once shown to the person verbatim, whatever they said."""
     daemon = stepping[0]
     waits = len(daemon.logs_with(msg=WAITS))
     with watching(daemon.socket_path) as events, BrokerClient(daemon.socket_path) as client:

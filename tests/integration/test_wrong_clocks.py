@@ -1,4 +1,4 @@
-"""Issue 23 #5: a device clock that is off, or that NTP steps, signs nobody out.
+"""A device clock that is off, or that NTP steps, signs nobody out.
 
 The daemon runs under libfaketime (Debian's faketime), its wall clock offset by what a
 file says, read at every call, while CLOCK_BOOTTIME stays true (DONT_FAKE_MONOTONIC).

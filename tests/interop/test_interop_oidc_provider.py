@@ -75,5 +75,5 @@ def test_a_step_up_to_a_stronger_acr_waits_for_one_sign_in(
 def test_an_acr_value_it_does_not_list_is_invalid_argument(
     provider: NodeOidcProvider, socket_path: Path
 ) -> None:
-    """Issue 36 #5: only the acr values the provider lists (acr_values_supported) are asked for."""
+    """Only the acr values the provider lists (acr_values_supported) are asked for."""
     step_up.an_acr_value_it_does_not_list_is_refused(provider, socket_path)

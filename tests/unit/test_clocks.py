@@ -1,7 +1,7 @@
-"""Issue 23 #5, issue 36 #3: wrong clocks. The session clock never goes back and takes the
-larger of the boot and wall clocks' steps; stored state is aged the same way; id_tokens
-allow 15 minutes of skew, and beyond that the refusal names this device's clock and says
-how to fix it; DPoP proofs take the provider's time."""
+"""Wrong clocks: the session clock never goes back and takes the larger of the boot and
+wall clocks' steps; stored state is aged the same way; id_tokens allow 15 minutes of skew,
+and beyond that the refusal names this device's clock and says how to fix it; DPoP proofs
+take the provider's time."""
 
 from __future__ import annotations
 

@@ -75,7 +75,7 @@ class KeyStoreContract:
         assert store.get(name) == DATA_KEY
 
     def test_each_name_is_its_own_entry(self, store: KeyStore) -> None:
-        """Tenant-prefixed names that share a prefix never share an entry (contract 2.9)."""
+        """Tenant-prefixed names sharing a prefix never share an entry (docs/contract.md §10)."""
         account = f"user:{secrets.token_hex(6)}"
         names = [
             self.name(account=account),
@@ -209,7 +209,7 @@ class TestKeyFileForAPlaintextKeyring(KeyringStoreContract):
         return open_key_store("keyring", self.state)
 
     def test_it_is_the_key_file_and_the_keyring_is_never_written(self, store: KeyStore) -> None:
-        """Issue 36 #4: that keyring truncates and rewrites its file: a crash there lost keys."""
+        """Never the keyring: it truncates and rewrites its file, and a crash there lost keys."""
         assert isinstance(store, KeyFileForPlaintextKeyring)
         store.set(self.name(), DATA_KEY)
         store.delete(self.name())

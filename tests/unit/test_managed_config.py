@@ -185,7 +185,7 @@ def others_folder(tmp_path: Path, how: str) -> Path:
 def test_a_managed_symlink_through_a_folder_another_user_can_change_stops_the_daemon(
     system: tuple[Path, Path], tmp_path: Path, how: str, there: bool
 ) -> None:
-    """Issue 36 #5: they could swap the file it leads to, or delete it, at will."""
+    """Another user could swap the file it leads to, or delete it, at will: the daemon stops."""
     folder = others_folder(tmp_path, how)
     target = folder / "org.toml"
     if there:

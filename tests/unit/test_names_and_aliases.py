@@ -1,4 +1,4 @@
-"""Names of accounts (issue 26): what a name means to a caller, aliases, and where they are kept.
+"""Names of accounts: what a name means to a caller, aliases, and where they are kept.
 
 The integration tests (tests/integration/test_account_names.py) run the same rules
 through a real daemon; these pin each rule on its own, without a process.

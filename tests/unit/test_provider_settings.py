@@ -1,4 +1,4 @@
-"""Issue 14, finding 8: several providers in one config file, each checked like the main one."""
+"""Several providers in one config file, each checked like the main one."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A min_ttl_seconds the provider's tokens cannot meet is refused, never hammered (issue 14, #5)."""
+"""A min_ttl_seconds the provider's tokens cannot meet is refused, never hammered."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_a_hundred_calls_past_the_lifetime_make_at_most_one_refresh(audience: st
 
 
 def test_min_ttl_equal_to_the_lifetime_is_met_by_one_renewal_then_refused() -> None:
-    """The README's example against 60 s tokens: one refresh per call before (issue 14)."""
+    """The README's example against 60 s tokens: one refresh, where it once made one per call."""
 
     async def run() -> None:
         clock = FakeClock()

@@ -1,7 +1,7 @@
-"""A refused refresh backs off, and ends the session only when userinfo refuses too (issue 14, #10).
+"""A refused refresh backs off, and ends the session only when userinfo refuses too.
 
-The provider in the issue answered the refresh with a bare 400 after an admin revoked
-the session (the daemon reads that as invalid_request) and its userinfo with 401.
+A provider has been seen to answer the refresh with a bare 400 after an admin revoked
+the session (the daemon reads that as invalid_request), and its userinfo with 401.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """A refresh, once sent, is never abandoned; one whose answer is lost is sent once more only.
 
-Issue 14 #1 and issue 23 #4: a refresh token whose refresh got no answer may have been
-spent by a rotating provider, and a second use reads as theft; but a request the
-provider never saw costs nothing. So it is sent once more, shortly before the access
-token expires: the session is lost only where the provider completed the lost refresh.
+A refresh token whose refresh got no answer may have been spent by a rotating provider,
+and a second use reads as theft; but a request the provider never saw costs nothing. So
+it is sent once more, shortly before the access token expires: the session is lost only
+where the provider completed the lost refresh.
 
 On a fake clock with a scripted provider; tests/integration/test_refresh_outages.py
 stalls the real stub mid-refresh.

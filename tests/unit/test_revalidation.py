@@ -1,7 +1,8 @@
-"""Re-validation at the provider: about once a minute, a renewal counting as one (issue 16, #4).
+"""Re-validation at the provider: about once a minute, a renewal counting as one.
 
-On a fake clock with the scripted provider. The contract's bound (I2: a revocation
-shows within 60 s) is checked end to end in tests/conformance/test_session_cases.py.
+On a fake clock with the scripted provider. The contract's bound (I2, docs/contract.md
+§8: a revocation shows within 60 s) is checked end to end in
+tests/conformance/test_session_cases.py.
 """
 
 from __future__ import annotations

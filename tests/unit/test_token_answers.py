@@ -1,4 +1,4 @@
-"""Issue 23 #3: a token endpoint's answer is trusted only when it is whole and sane.
+"""A token endpoint's answer is trusted only when it is whole and sane.
 
 What the provider answered with success but cannot be used is AnswerUnusable (it may
 have rotated the refresh token), carrying the new refresh token when that part is

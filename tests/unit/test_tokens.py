@@ -1,4 +1,4 @@
-"""TokenSet: when tokens want renewing (contract 5.1.5, 8), what a refresh changes, what is kept."""
+"""TokenSet: when tokens want renewing (docs/contract.md §7), what a refresh changes and keeps."""
 
 from __future__ import annotations
 

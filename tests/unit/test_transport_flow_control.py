@@ -1,5 +1,5 @@
-"""Issue 23: flow control on a connection that is not HTTP/2 (a JSON call, or one not yet
-known) never reaches grpclib's HTTP/2 handlers.
+"""Flow control on a connection that is not HTTP/2 (a JSON call, or one not yet known)
+never reaches grpclib's HTTP/2 handlers.
 
 The transport pauses writing when an answer outgrows its buffer (a 1 MB JSON answer
 to a slow reader): grpclib's pause handler, made for HTTP/2, raised AttributeError
