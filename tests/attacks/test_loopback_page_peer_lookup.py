@@ -8,6 +8,7 @@ for it. The page refuses whatever this lookup cannot name.
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import struct
@@ -55,6 +56,31 @@ def ends(served: socket.socket) -> tuple[tuple[str, int], tuple[str, int]]:
     return served.getpeername()[:2], served.getsockname()[:2]
 
 
+def bound_beside_a_client(
+    listener: socket.socket,
+) -> tuple[socket.socket, socket.socket, socket.socket]:
+    """A connection's two ends, and a socket bound to its client's address beside it.
+
+    The kernel may give a client a port that another process listens on at the same
+    address (a connect shares ports with other tuples): no socket can be bound there
+    beside it, so such a connection is given up for another (a few tries at most).
+    """
+    for _ in range(20):
+        client, served = connection(listener)
+        lookalike = socket.socket(listener.family)
+        lookalike.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            lookalike.bind(client.getsockname()[:2])
+        except OSError as error:
+            for end in (lookalike, client, served):
+                end.close()
+            if error.errno != errno.EADDRINUSE:
+                raise
+            continue
+        return client, served, lookalike
+    raise AssertionError("every client port was another listener's")
+
+
 def reset(client: socket.socket) -> None:
     """Close with SO_LINGER 0: an RST, and the client's socket is gone at once."""
     client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -80,11 +106,9 @@ def test_only_a_client_socket_a_process_holds_is_named(listener: socket.socket) 
     # The lookalike binds the address while the client still holds it (both reuse it),
     # so no other process's connect can take the port in between; it listens once the
     # client is gone.
-    gone, served = connection(listener)
-    with closing(served), socket.socket(listener.family) as lookalike:  # the owner's
+    gone, served, lookalike = bound_beside_a_client(listener)
+    with closing(served), lookalike:  # the owner's
         peer, local = ends(served)
-        lookalike.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        lookalike.bind(peer)
         reset(gone)
         assert loopback_tcp_peer_uid(peer, local) is None
         lookalike.listen()
