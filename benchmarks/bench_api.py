@@ -73,7 +73,11 @@ CALLERS = {"bare": bare_call, "broker": broker_call}
 
 
 def latencies(kind: str, socket_path: str, method: str, calls: int) -> list[float]:
-    call = CALLERS[kind](socket_path, method)
+    return timed_calls(CALLERS[kind](socket_path, method), calls)
+
+
+def timed_calls(call: Callable[[], object], calls: int) -> list[float]:
+    """Seconds each of `calls` calls took, after a warm-up."""
     for _ in range(200):  # warm up: connection, caches, branch predictors
         call()
     samples = []

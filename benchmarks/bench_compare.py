@@ -27,12 +27,12 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
-from bench_api import bare_call, count_calls, one_shots, percentile, sign_in
+from bench_api import bare_call, one_shots, percentile, sign_in, throughput, timed_calls
 
 from signin_broker.client import BrokerClient
 from signin_broker_testing import StubProvider
@@ -144,27 +144,6 @@ def cpu_seconds(pid: int) -> float:
     return total / 1e9
 
 
-def latencies(call: Callable[[], object], calls: int) -> list[float]:
-    for _ in range(200):  # warm up: connection, caches
-        call()
-    samples = []
-    for _ in range(calls):
-        began = time.perf_counter()
-        call()
-        samples.append(time.perf_counter() - began)
-    return samples
-
-
-def throughput(socket_path: str, clients: int, seconds: float) -> float:
-    """GetToken calls per second of `clients` separate processes with plain stubs."""
-    import multiprocessing
-
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(clients) as pool:
-        counts = pool.starmap(count_calls, [("bare", socket_path, "GetToken", seconds)] * clients)
-    return sum(counts) / seconds
-
-
 @dataclass
 class Figure:
     name: str
@@ -217,7 +196,7 @@ def measure(trees: dict[str, Tree], bare_socket: str, options: argparse.Namespac
     order = list(sockets)
     for round_ in range(options.rounds):
         for key in order[round_ % 3 :] + order[: round_ % 3]:  # each goes first in turn
-            samples[key] += latencies(calls[key], options.calls)
+            samples[key] += timed_calls(calls[key], options.calls)
     for label, fraction in (("p50", 0.5), ("p99", 0.99)):
         figures.append(
             Figure(
@@ -231,7 +210,7 @@ def measure(trees: dict[str, Tree], bare_socket: str, options: argparse.Namespac
     rates: dict[str, list[float]] = {key: [] for key in sockets}
     for _ in range(options.throughput_rounds):
         for key, path in sockets.items():
-            rates[key].append(throughput(path, 16, options.seconds))
+            rates[key].append(throughput("bare", path, "GetToken", 16, options.seconds))
     figures.append(
         Figure(
             "GetToken calls/s, 16 clients",
