@@ -99,36 +99,27 @@ INSERT INTO audit_log (actor_app, actor_uid, actor_pid, target_account, action, 
 # the position of row before_id, whichever tenant's: one cursor then pages a merged read
 # of several scoped queries, and it tells the caller nothing its own ids, taken from one
 # global sequence, do not already tell.
-FOR_ACCOUNT_SQL = """
+# Each page: its rows' columns, from one index, older than row before_id, newest first.
+_PAGE_OF = """
 SELECT id, actor_app, actor_uid, actor_pid, target_account, action, resource, resource_id,
     payload, created_unix, deleted_unix, times, last_unix
-FROM audit_log INDEXED BY audit_log_target_created
-WHERE target_account = :account AND deleted_unix IS NULL AND (:app = '' OR actor_app = :app)
+FROM audit_log INDEXED BY {index}
+WHERE {where}
     AND (:before_id IS NULL
         OR (created_unix, id) < (SELECT created_unix, id FROM audit_log WHERE id = :before_id))
 ORDER BY created_unix DESC, id DESC LIMIT :limit
 """
 
-FOR_APP_SQL = """
-SELECT id, actor_app, actor_uid, actor_pid, target_account, action, resource, resource_id,
-    payload, created_unix, deleted_unix, times, last_unix
-FROM audit_log INDEXED BY audit_log_actor_created
-WHERE actor_app = :app AND target_account IN (SELECT value FROM json_each(:accounts))
-    AND deleted_unix IS NULL
-    AND (:before_id IS NULL
-        OR (created_unix, id) < (SELECT created_unix, id FROM audit_log WHERE id = :before_id))
-ORDER BY created_unix DESC, id DESC LIMIT :limit
-"""
-
-DAEMON_WIDE_SQL = """
-SELECT id, actor_app, actor_uid, actor_pid, target_account, action, resource, resource_id,
-    payload, created_unix, deleted_unix, times, last_unix
-FROM audit_log INDEXED BY audit_log_target_created
-WHERE target_account IS NULL
-    AND (:before_id IS NULL
-        OR (created_unix, id) < (SELECT created_unix, id FROM audit_log WHERE id = :before_id))
-ORDER BY created_unix DESC, id DESC LIMIT :limit
-"""
+FOR_ACCOUNT_SQL = _PAGE_OF.format(
+    index="audit_log_target_created",
+    where="target_account = :account AND deleted_unix IS NULL AND (:app = '' OR actor_app = :app)",
+)
+FOR_APP_SQL = _PAGE_OF.format(
+    index="audit_log_actor_created",
+    where="actor_app = :app AND target_account IN (SELECT value FROM json_each(:accounts))"
+    " AND deleted_unix IS NULL",
+)
+DAEMON_WIDE_SQL = _PAGE_OF.format(index="audit_log_target_created", where="target_account IS NULL")
 
 # A user key also covers that user's workspace tenants: T9 removes every row of the user.
 # The accounts with rows not marked deleted: a skip scan of the target index, one seek
