@@ -24,7 +24,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
 
 from signin_broker import BrokerClient
@@ -33,6 +32,7 @@ from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
 from support.commands import signin_broker
 from support.real import unavailable
 from support.signin import signed_in_daemon
+from support.tokens import PAGE_TOKEN_FIELDS, userinfo_sub
 
 pytestmark = pytest.mark.external
 
@@ -195,20 +195,8 @@ def test_a_page_on_an_allowed_origin_gets_a_token_in_chromium_and_another_origin
         " window.signinBroker.getToken({scopes: ['openid']})"
         ".then(done, (e) => done({error: e.code}))"
     )
-    assert set(token) == {
-        "accessToken",
-        "tokenType",
-        "expiresAt",
-        "scopes",
-        "account",
-        "acr",
-        "authTime",
-    }
-    userinfo = httpx2.get(
-        stub.issuer + "/oauth/v2/userinfo",
-        headers={"Authorization": f"Bearer {token['accessToken']}"},
-    )
-    assert userinfo.status_code == 200 and userinfo.json()["sub"] == "1001"
+    assert set(token) == PAGE_TOKEN_FIELDS
+    assert userinfo_sub(stub.issuer, token["accessToken"]) == "1001"
 
     refused = page_outcome(driver, other)
     assert refused["token"] == "refused" and refused["code"] == "permission_denied", refused
@@ -344,11 +332,7 @@ def test_a_page_on_an_allowed_origin_gets_a_token_in_firefox_esr(
     assert received, "Firefox's page reported nothing within 60 s"
     (report,) = received
     assert "token" in report, report
-    userinfo = httpx2.get(
-        stub.issuer + "/oauth/v2/userinfo",
-        headers={"Authorization": f"Bearer {report['token']['accessToken']}"},
-    )
-    assert userinfo.status_code == 200 and userinfo.json()["sub"] == "1001"
+    assert userinfo_sub(stub.issuer, report["token"]["accessToken"]) == "1001"
     with BrokerClient(signed_in.socket_path) as client:
         rows = [row for row in client.audit_events(app=app) if row.action == "issue_token"]
     assert rows and {json.loads(row.payload_json)["web_origin"] for row in rows} == {url}

@@ -17,7 +17,6 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx2
 import pytest
 
 from signin_broker import BrokerClient
@@ -25,6 +24,7 @@ from signin_broker_testing import StubProvider
 from signin_broker_testing.daemon import DaemonProcess
 from support.commands import BIN, signin_broker
 from support.signin import signed_in_daemon
+from support.tokens import PAGE_TOKEN_FIELDS, userinfo_sub
 
 EXTENSION = "cebidliipbcfhdfgddngepmjegpjahaj"  # the reference extension's
 APP = f"browser:stand-in/{EXTENSION}"
@@ -95,20 +95,8 @@ def test_an_extension_gets_a_token_for_its_origin_only_and_the_audit_names_both(
     by_id = {answer["id"]: answer for answer in answers(host.stdout)}
     token = by_id[1]["token"]
     assert by_id[1]["ok"] is True and isinstance(token, dict)
-    assert set(token) == {
-        "accessToken",
-        "tokenType",
-        "expiresAt",
-        "scopes",
-        "account",
-        "acr",
-        "authTime",
-    }
-    userinfo = httpx2.get(
-        stub.issuer + "/oauth/v2/userinfo",
-        headers={"Authorization": f"Bearer {token['accessToken']}"},
-    )
-    assert userinfo.status_code == 200 and userinfo.json()["sub"] == "1001"
+    assert set(token) == PAGE_TOKEN_FIELDS
+    assert userinfo_sub(stub.issuer, token["accessToken"]) == "1001"
     assert by_id[2]["ok"] is False and by_id[2]["code"] == "permission_denied"
     assert "may not get tokens for https://elsewhere.example" in str(by_id[2]["error"])
     assert by_id[3]["ok"] is False and by_id[3]["code"] == "permission_denied"  # no ID token
