@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ import pytest
 from signin_broker.client import BrokerClient
 from signin_broker_testing import StubProvider
 from support.commands import BIN
-from support.fake_kube_api import FakeKubeApi, kubeconfig
+from support.fake_kube_api import FakeKubeApi, kubectl_get
 from support.real import unavailable
 from support.signin import signed_in_daemon
 
@@ -36,15 +35,9 @@ def test_kubectl_reaches_the_api_with_the_brokers_token(
     if not kubectl.exists():
         unavailable(f"no kubectl at {kubectl} ({which})")
     daemon = signed_in_daemon(stub, socket_path)
-    plugin = [str(BIN / "signin-broker"), "--socket", str(socket_path), "token", "--format",
-              "exec-credential"]  # fmt: skip
     with FakeKubeApi(folder, stub) as api:
-        config = kubeconfig(folder / "kubeconfig", api, plugin, exec_api_version)
-        done = subprocess.run(
-            [str(kubectl), "get", "--raw", "/api/v1/namespaces/default/pods"],
-            env={"KUBECONFIG": str(config), "HOME": str(folder), "PATH": os.environ["PATH"]},
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        pods = "/api/v1/namespaces/default/pods"
+        done = kubectl_get(str(kubectl), api, socket_path, pods, exec_api_version)
         assert done.returncode == 0, done.stderr
         with BrokerClient(socket_path) as client:
             assert set(api.tokens) == {client.get_token().access_token}
@@ -60,15 +53,8 @@ def test_kubectl_without_a_session_fails_with_the_brokers_reason(
     from signin_broker_testing.daemon import DaemonProcess
 
     daemon = DaemonProcess(socket_path, "--issuer", stub.issuer).start()
-    plugin = [str(BIN / "signin-broker"), "--socket", str(socket_path), "token", "--format",
-              "exec-credential"]  # fmt: skip
     with FakeKubeApi(folder, stub) as api:
-        config = kubeconfig(folder / "kubeconfig", api, plugin, "client.authentication.k8s.io/v1")
-        done = subprocess.run(
-            [kubectl, "get", "--raw", "/healthz"],
-            env={"KUBECONFIG": str(config), "HOME": str(folder), "PATH": os.environ["PATH"]},
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        done = kubectl_get(kubectl, api, socket_path, "/healthz", "client.authentication.k8s.io/v1")
     assert done.returncode != 0 and not api.tokens
     assert "signin-broker login" in done.stderr
     daemon.stop()

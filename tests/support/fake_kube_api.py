@@ -9,11 +9,14 @@ webhook token authentication does.
 from __future__ import annotations
 
 import json
+import os
 import ssl
+import subprocess
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from support.certificates import self_signed
+from support.commands import BIN
 from support.loopback_http import LoopbackServer, QuietHandler, TokenJudge, honoured
 
 
@@ -22,6 +25,7 @@ class FakeKubeApi(LoopbackServer):
 
     def __init__(self, folder: Path, stub: TokenJudge) -> None:
         self.stub = stub
+        self.folder = folder  # its certificate, and a kubeconfig for it (kubectl_get)
         self.tokens: list[str] = []
         self.certificate = folder / "kube-api.pem"
         key_file = folder / "kube-api.key"
@@ -76,3 +80,21 @@ def kubeconfig(path: Path, api: FakeKubeApi, command: list[str], exec_api_versio
     }
     path.write_text(json.dumps(config))  # JSON is YAML
     return path
+
+
+def kubectl_get(
+    kubectl: str, api: FakeKubeApi, socket_path: Path, path: str, exec_api_version: str
+) -> subprocess.CompletedProcess[str]:
+    """`kubectl get --raw PATH` at the fake API, its credential from `signin-broker token`.
+
+    The kubeconfig and kubectl's home are the API's folder; kubectl sees no other setting.
+    """
+    folder = api.folder
+    plugin = [str(BIN / "signin-broker"), "--socket", str(socket_path), "token", "--format",
+              "exec-credential"]  # fmt: skip
+    config = kubeconfig(folder / "kubeconfig", api, plugin, exec_api_version)
+    return subprocess.run(
+        [kubectl, "get", "--raw", path],
+        env={"KUBECONFIG": str(config), "HOME": str(folder), "PATH": os.environ["PATH"]},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
