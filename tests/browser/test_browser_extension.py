@@ -29,6 +29,7 @@ import pytest
 from signin_broker import BrokerClient
 from signin_broker_testing import StubProvider
 from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
+from support.chromium import CHROMEDRIVER, chromium_options
 from support.commands import signin_broker
 from support.real import unavailable
 from support.signin import signed_in_daemon
@@ -40,8 +41,6 @@ ROOT = Path(__file__).parents[2]
 EXTENSION = ROOT / "src" / "signin_broker" / "extension"
 CHROMIUM_ID = "cebidliipbcfhdfgddngepmjegpjahaj"  # from the manifest's key
 FIREFOX_ID = "reference@signin-broker.invalid"
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 FIREFOX = "/usr/bin/firefox-esr"
 WAIT_SECONDS = 30
 
@@ -117,30 +116,18 @@ def allow(socket_path: Path, app: str, origin: str) -> None:
 
 @pytest.fixture
 def chromium(place: Place) -> Iterator[Any]:
-    if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
-        unavailable("headless Chromium needs Debian's chromium and chromium-driver")
+    options = chromium_options(
+        "--headless=new",  # the old headless mode loads no extension
+        # Where Chromium reads NativeMessagingHosts: its user data folder, here the one it
+        # takes by default under XDG_CONFIG_HOME, as install-browser writes.
+        f"--user-data-dir={place.config / 'chromium'}",
+        f"--load-extension={EXTENSION}",
+        f"--disable-extensions-except={EXTENSION}",
+    )
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     def start() -> Any:
-        options = webdriver.ChromeOptions()
-        options.binary_location = CHROMIUM
-        for flag in (
-            "--headless=new",  # the old headless mode loads no extension
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-quic",
-            # Where Chromium reads NativeMessagingHosts: its user data folder, here the
-            # one it takes by default under XDG_CONFIG_HOME, as install-browser writes.
-            f"--user-data-dir={place.config / 'chromium'}",
-            f"--load-extension={EXTENSION}",
-            f"--disable-extensions-except={EXTENSION}",
-        ):
-            options.add_argument(flag)
         driver = webdriver.Chrome(service=Service(CHROMEDRIVER, env=place.env), options=options)
         driver.set_page_load_timeout(WAIT_SECONDS)
         driver.set_script_timeout(WAIT_SECONDS)

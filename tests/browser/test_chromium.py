@@ -12,34 +12,16 @@ import pytest
 
 from signin_broker_testing import StubProvider
 from signin_broker_testing.daemon import DaemonProcess
-from support.real import unavailable
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
+from support.chromium import CHROMEDRIVER, chromium_options
 
 
 @pytest.fixture
 def chromium() -> Iterator[Any]:
-    if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
-        unavailable("headless Chromium needs Debian's chromium and chromium-driver")
+    profile = tempfile.mkdtemp(prefix="sb-chromium-")
+    options = chromium_options("--headless", f"--user-data-dir={profile}")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
-    profile = tempfile.mkdtemp(prefix="sb-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-quic",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(20)
     try:
