@@ -9,10 +9,9 @@ from worker threads.
 from __future__ import annotations
 
 import errno
-import json
 from pathlib import Path
 
-from .files import read_regular_file, write_atomically
+from .files import read_versioned_json, versioned_json, write_atomically
 
 VERSION = 1
 MAX_BYTES = 512 * 1024  # 64 aliases of 32 characters, each naming an id of up to 4 KiB
@@ -26,18 +25,14 @@ class AliasFile:
 
     def load(self) -> dict[str, str]:
         """The aliases kept (none when there is no file); OSError or ValueError when unreadable."""
-        data = read_regular_file(self.path, MAX_BYTES)
-        if data is None:
+        kind = "an aliases file"
+        aliases = read_versioned_json(self.path, "aliases", VERSION, MAX_BYTES, kind)
+        if aliases is None:
             return {}
-        kept = json.loads(data)
-        aliases = kept.get("aliases") if isinstance(kept, dict) else None
-        if (
-            not isinstance(kept, dict)
-            or kept.get("version") != VERSION
-            or not isinstance(aliases, dict)
-            or not all(isinstance(k, str) and isinstance(v, str) for k, v in aliases.items())
+        if not isinstance(aliases, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in aliases.items()
         ):
-            raise ValueError(f"{self.path} is not an aliases file of version {VERSION}")
+            raise ValueError(f"{self.path} is not {kind} of version {VERSION}")
         return dict(aliases)
 
     def save(self, aliases: dict[str, str]) -> None:
@@ -46,8 +41,7 @@ class AliasFile:
         OSError, and nothing written, for more than `load` reads back: a file it would
         refuse at the next start would lose every alias then, not this one now.
         """
-        text = json.dumps({"version": VERSION, "aliases": dict(sorted(aliases.items()))}, indent=1)
-        data = text.encode() + b"\n"
+        data = versioned_json("aliases", VERSION, dict(sorted(aliases.items())))
         if len(data) > MAX_BYTES:
             raise OSError(errno.EFBIG, f"the aliases would take over {MAX_BYTES} bytes")
         write_atomically(self.path, data)

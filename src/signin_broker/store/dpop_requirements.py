@@ -8,10 +8,9 @@ regular file. Calls block: the session layer makes them from worker threads.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from .files import read_regular_file, write_atomically
+from .files import read_versioned_json, versioned_json, write_atomically
 
 REQUIREMENTS_FILE = "dpop-required.json"  # in the state folder
 VERSION = 1
@@ -27,17 +26,12 @@ class RequirementFile:
 
     def load(self) -> set[tuple[str, str]]:
         """The pairs kept (none when there is no file); OSError or ValueError when unreadable."""
-        data = read_regular_file(self.path, MAX_BYTES)
-        if data is None:
+        kind = "a DPoP requirements file"
+        entries = read_versioned_json(self.path, "required", VERSION, MAX_BYTES, kind)
+        if entries is None:
             return set()
-        kept = json.loads(data)
-        entries = kept.get("required") if isinstance(kept, dict) else None
-        if (
-            not isinstance(kept, dict)
-            or kept.get("version") != VERSION
-            or not isinstance(entries, list)
-        ):
-            raise ValueError(f"{self.path} is not a DPoP requirements file of version {VERSION}")
+        if not isinstance(entries, list):  # a file's content: ValueError, as every refusal here
+            raise ValueError(f"{self.path} is not {kind} of version {VERSION}")  # noqa: TRY004
         pairs = set()
         for entry in entries:
             issuer = entry.get("issuer") if isinstance(entry, dict) else None
@@ -50,8 +44,7 @@ class RequirementFile:
     def save(self, required: frozenset[tuple[str, str]]) -> None:
         """Write all the pairs at once, replacing the file atomically."""
         entries = [{"issuer": issuer, "client_id": client} for issuer, client in sorted(required)]
-        text = json.dumps({"version": VERSION, "required": entries}, indent=1)
-        write_atomically(self.path, text.encode() + b"\n")
+        write_atomically(self.path, versioned_json("required", VERSION, entries))
 
 
 def _text(value: object) -> bool:

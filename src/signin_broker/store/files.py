@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import json
 import os
 import re
 import secrets
@@ -155,6 +156,26 @@ def read_regular_file(path: Path, limit: int = MAX_FILE_BYTES) -> bytes | None:
     if len(data) > limit:
         raise UnsafeStorage(f"{path} is larger than {limit} bytes; it is not ours")
     return data
+
+
+def read_versioned_json(path: Path, field: str, version: int, limit: int, kind: str) -> object:
+    """The `field` of a small {"version": ..., field: ...} JSON file; None when there is none.
+
+    ValueError when the file is not `kind` of this version (its content is the caller's to
+    check further); the refusals of read_regular_file otherwise.
+    """
+    data = read_regular_file(path, limit)
+    if data is None:
+        return None
+    kept = json.loads(data)
+    if not isinstance(kept, dict) or kept.get("version") != version or field not in kept:
+        raise ValueError(f"{path} is not {kind} of version {version}")
+    return kept[field]
+
+
+def versioned_json(field: str, version: int, value: object) -> bytes:
+    """The text read_versioned_json reads back, one item a line."""
+    return json.dumps({"version": version, field: value}, indent=1).encode() + b"\n"
 
 
 def write_atomically(
