@@ -18,6 +18,8 @@ import warnings
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .forks import ForkedProcess, ForkServer, forks_enabled
+
 # A bound, not a measure: on two cores busy with a whole test run and the grid beside
 # it, a daemon has been seen to take over 15 s to say it is ready.
 READY_TIMEOUT_SECONDS = 60.0
@@ -58,6 +60,7 @@ class DaemonProcess:
         *args: str,
         env: dict[str, str] | None = None,
         user: str | None = None,
+        own_interpreter: bool = False,
     ) -> None:
         self.socket_path = socket_path
         self.args = [
@@ -84,20 +87,29 @@ class DaemonProcess:
             **(env or {}),
         }
         self.user = user
+        self.own_interpreter = own_interpreter
         self.lines: list[str] = []
-        self.process: subprocess.Popen[str] | None = None
+        self.process: subprocess.Popen[str] | ForkedProcess | None = None
 
     def start(self, wait: bool = True) -> DaemonProcess:
-        """Start the process; with wait, return once it logged "ready"."""
-        self.process = subprocess.Popen(  # noqa: S603 - our own daemon, no shell
-            self.args,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            user=self.user,
-        )
+        """Start the process; with wait, return once it logged "ready".
+
+        It is forked from this test process's fork server (forks.py) where a fork can be
+        what exec'ing `python -m signin_broker.daemon.main` would start; own_interpreter
+        asks for the exec, as for a test that reads the daemon's /proc command line.
+        """
+        if self._forkable():
+            self.process = ForkServer.shared().start(self.args, self.env)
+        else:
+            self.process = subprocess.Popen(  # noqa: S603 - our own daemon, no shell
+                self.args,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                user=self.user,
+            )
         DaemonProcess.started.append(self)
         DaemonProcess.every.append(self)
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)
@@ -106,7 +118,12 @@ class DaemonProcess:
             self.wait_ready()
         return self
 
-    def _running(self) -> subprocess.Popen[str]:
+    def _forkable(self) -> bool:
+        if self.own_interpreter or self.user is not None or not forks_enabled():
+            return False
+        return ForkServer.shared().can_carry(self.args, self.env)
+
+    def _running(self) -> subprocess.Popen[str] | ForkedProcess:
         if self.process is None:
             raise RuntimeError("the daemon was not started")
         return self.process

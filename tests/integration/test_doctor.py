@@ -15,6 +15,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from signin_broker.client import BrokerClient
 from signin_broker_testing import StubProvider
 from signin_broker_testing.browser import Browser, location
@@ -40,6 +42,12 @@ CHECKS = [
     "systemd units",
     "app policy",
 ]
+
+
+@pytest.fixture(autouse=True)
+def _daemons_of_their_own_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The doctor reads the running daemon's flags and environment from /proc: no fork."""
+    monkeypatch.setenv("SIGNIN_BROKER_TEST_FORKS", "0")
 
 
 def doctor(

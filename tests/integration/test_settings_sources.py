@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from signin_broker_testing import StubProvider
 from signin_broker_testing.browser import Browser
 from signin_broker_testing.daemon import DaemonProcess
@@ -60,10 +62,11 @@ def test_a_misspelt_variable_is_named_at_start_without_its_value(
 
 
 def test_a_managed_file_read_before_and_gone_is_said_in_status_and_the_doctor(
-    stub: StubProvider, socket_path: Path
+    stub: StubProvider, socket_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A managed file deleted (or what it led to gone) is said in status and by the doctor:
     the daemon once started without it, silently."""
+    monkeypatch.setenv("SIGNIN_BROKER_TEST_FORKS", "0")  # the doctor reads the daemon's /proc
     socket_path.parent.mkdir(mode=0o700)
     org = socket_path.parent / "system-config" / "signin-broker" / "config.d" / "10-org.toml"
     org.parent.mkdir(parents=True)
