@@ -1,14 +1,23 @@
-"""The stub's RS256 signing keys: the current one signs, kept older ones stay published."""
+"""The stub's RS256 signing keys: the current one signs, kept older ones stay published.
+
+An RSA key takes 50-200 ms of CPU to make, and a test run makes hundreds of stubs. The keys
+of a stub that is gone (collected) go to a spare list for the next stub in this process:
+no two stubs that exist at once share a key, and a rotation always brings a key new to
+its stub.
+"""
 
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import rsa
 from joserfc.jwk import KeySet, RSAKey
 
 RSA_KEY_BITS = 2048
+_spare: list[RSAKey] = []  # keys of stubs that are gone
+_spare_lock = threading.Lock()
 
 
 class SigningKeys:
@@ -18,6 +27,8 @@ class SigningKeys:
         self._lock = threading.Lock()
         self._current = _new_key()
         self._previous: list[RSAKey] = []
+        self._every = [self._current]  # given back together when this object is collected
+        weakref.finalize(self, _give_back, self._every)
 
     @property
     def current(self) -> RSAKey:
@@ -29,6 +40,7 @@ class SigningKeys:
         """Start signing with a new key; returns its kid."""
         fresh = _new_key()
         with self._lock:
+            self._every.append(fresh)
             self._previous = [self._current, *self._previous] if keep_previous else []
             self._current = fresh
         return str(fresh.kid)
@@ -45,7 +57,15 @@ class SigningKeys:
 
 
 def _new_key() -> RSAKey:
+    with _spare_lock:
+        if _spare:
+            return _spare.pop()
     private = rsa.generate_private_key(public_exponent=65537, key_size=RSA_KEY_BITS)
     key = RSAKey.import_key(private, {"use": "sig", "alg": "RS256"})
     key.ensure_kid()  # the RFC 7638 thumbprint, so every new key has a new kid
     return key
+
+
+def _give_back(keys: list[RSAKey]) -> None:
+    with _spare_lock:
+        _spare.extend(keys)
