@@ -8,6 +8,9 @@ so that every Location can be inspected.
 
 from __future__ import annotations
 
+import functools
+import os
+import ssl
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qs, urljoin, urlsplit
 
@@ -16,11 +19,22 @@ import httpx2
 MAX_HOPS = 10
 
 
+def _verifying() -> ssl.SSLContext:
+    """httpx2's default context, made once per trust setting (each takes 30-50 ms of CPU)."""
+    return _context_trusting(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
+@functools.cache
+def _context_trusting(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    del cert_file, cert_dir  # the cache's key: httpx2 reads both from the environment
+    return httpx2.create_ssl_context()
+
+
 class Browser:
     """Visits URLs like a browser would, one request per call."""
 
     def __init__(self) -> None:
-        self._http = httpx2.Client(follow_redirects=False, timeout=15)
+        self._http = httpx2.Client(follow_redirects=False, timeout=15, verify=_verifying())
         self.cookies: dict[str, dict[str, str]] = {}  # host:port -> name -> value
         self.history: list[httpx2.Response] = []
 

@@ -88,7 +88,10 @@ class DaemonProcess:
         }
         self.user = user
         self.own_interpreter = own_interpreter
-        self.lines: list[str] = []
+        self.lines: list[str] = []  # stderr's lines, only ever appended to
+        self._records: list[dict[str, Any]] = []  # of lines[:_parsed_lines]
+        self._parsed_lines = 0
+        self._parsing = threading.Lock()
         self.process: subprocess.Popen[str] | ForkedProcess | None = None
 
     def start(self, wait: bool = True) -> DaemonProcess:
@@ -170,13 +173,15 @@ class DaemonProcess:
         return found
 
     def _lenient_records(self) -> list[dict[str, Any]]:
-        records = []
-        for line in list(self.lines):
-            try:
-                records.append(json.loads(line))
-            except ValueError:
-                continue  # a crash's traceback: output() shows it
-        return records
+        """The JSON lines so far: each parsed once, as waits poll them every 20 ms."""
+        with self._parsing:
+            for line in self.lines[self._parsed_lines : len(self.lines)]:
+                self._parsed_lines += 1
+                try:
+                    self._records.append(json.loads(line))
+                except ValueError:
+                    continue  # a crash's traceback: output() shows it
+            return list(self._records)
 
     def wait_exit(self, timeout: float = 15.0) -> int:
         """Wait for the process to end by itself; returns its exit status."""
