@@ -268,8 +268,8 @@ def _exit_status(code: object) -> int:
 
 
 def forks_enabled() -> bool:
-    """Whether daemons may be forked (`SIGNIN_BROKER_TEST_FORKS=0`: never)."""
-    return os.environ.get(_SWITCH, "1") != "0"
+    """Whether daemons may be forked (Linux 5.3 and later, for pidfds; not when =0)."""
+    return hasattr(os, "pidfd_open") and os.environ.get(_SWITCH, "1") != "0"
 
 
 if __name__ == "__main__":
