@@ -21,6 +21,7 @@ from signin_broker.client import BrokerClient
 from signin_broker_testing import StubProvider
 from signin_broker_testing.browser import Browser, location
 from signin_broker_testing.daemon import DaemonProcess
+from signin_broker_testing.forks import ForkedProcess
 from signin_broker_testing.ledger import SecretLedger
 from signin_broker_testing.models import DEFAULT_CLIENT
 from support.clocks import faked_clock
@@ -94,6 +95,22 @@ def test_the_key_file_standing_in_for_a_plaintext_keyring_is_a_warning_that_says
     assert keys["status"] == "warn", keys
     assert f"key file {state_dir(socket_path) / 'keys.json'} instead of the keyring" in keys["seen"]
     assert "the only one is keyrings.alt's PlaintextKeyring" in keys["seen"]
+
+
+def test_a_daemon_started_another_way_is_said_and_the_settings_examined_are_this_shells(
+    stub: StubProvider, socket_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A daemon whose command line the doctor does not know (here forked by the suite's
+    fork server, as a wrapper program might start one): not its settings, silently."""
+    monkeypatch.setenv("SIGNIN_BROKER_TEST_FORKS", "1")
+    with DaemonProcess(socket_path, "--issuer", stub.issuer) as daemon:
+        assert isinstance(daemon.process, ForkedProcess)
+        _, findings = doctor(daemon)
+    said = findings["running daemon's settings"]
+    assert said["status"] == "warn"
+    assert said["seen"].startswith(f"the running daemon (pid {daemon.pid}) was not started as")
+    assert "signin-brokerd" in said["action"]
+    assert "provider main" not in findings  # this shell names no provider
 
 
 def test_a_stopped_daemon_is_named_with_how_to_start_it(

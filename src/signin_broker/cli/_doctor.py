@@ -56,12 +56,19 @@ def doctor(client: BrokerClient, args: argparse.Namespace) -> int:
     """Run every check; print them (or JSON); write the support bundle if asked; 1 if any failed."""
     status, daemon = _daemon(client)
     flags, environ = _daemon_command(status) if status else (None, None)
+    unknown = [_settings_not_the_daemons(status)] if status and flags is None else []
     if flags is None:  # no daemon to copy: the settings a daemon started here would take
         flags = [*(["--config", str(args.config)] if args.config else [])]
         flags += ["--socket", args.socket] if args.socket else []
     examined = _examine(flags, environ)
     findings = sorted(
-        [daemon, *examined.get("findings", []), *_tokens(client, status), *_systemd_units()],
+        [
+            daemon,
+            *unknown,
+            *examined.get("findings", []),
+            *_tokens(client, status),
+            *_systemd_units(),
+        ],
         key=lambda f: ORDER.index(f["check"]),
     )
     if args.bundle:
@@ -132,6 +139,20 @@ def _daemon_command(status: Status) -> tuple[list[str] | None, dict[str, str] | 
     if entry is None:  # not started in a way this knows: this shell's settings, then
         return None, None
     return argv[entry + 1 :], dict(v.split("=", 1) for v in environ if "=" in v)
+
+
+def _settings_not_the_daemons(status: Status) -> dict[str, str]:
+    """Said when the running daemon's flags and environment could not be read."""
+    return finding(
+        "settings",
+        "running daemon's settings",
+        WARN,
+        f"the running daemon (pid {status.pid}) was not started as signin-brokerd or"
+        " `python -m signin_broker.daemon.main`, or its /proc cannot be read: the settings"
+        " examined are those a daemon started from this shell would take",
+        "start the daemon as the service does (signin-brokerd), or run the doctor with the"
+        " same flags (--config, --socket) and environment as the daemon",
+    )
 
 
 def _examine(flags: list[str], environ: dict[str, str] | None) -> dict[str, Any]:
