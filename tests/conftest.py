@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from signin_broker_testing import forks
 from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
 from signin_broker_testing.ledger import SecretLedger
 from support.leaks import leaks
@@ -57,6 +58,13 @@ def folder() -> Iterator[Path]:
 
 
 @pytest.fixture
+def execd_daemons(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each daemon a fresh interpreter, not a fork (forks.py): for a test whose doctor reads
+    the running daemon's command line and environment from /proc."""
+    monkeypatch.setenv(forks.SWITCH, "0")
+
+
+@pytest.fixture
 def socket_path(folder: Path) -> Path:
     """Where a test daemon serves: a folder the daemon will create 0700."""
     return folder / "run" / "broker.sock"
@@ -71,7 +79,7 @@ def daemon(socket_path: Path) -> Iterator[DaemonProcess]:
 
 @pytest.fixture(scope="module")
 def shared_daemon() -> Iterator[DaemonProcess]:
-    """One daemon for a module's read-only tests (starting one costs a few hundred ms)."""
+    """One daemon for a module's read-only tests, started once for them all."""
     path = short_temp_dir()
     with DaemonProcess(path / "run" / "broker.sock") as process:
         yield process

@@ -60,7 +60,6 @@ class DaemonProcess:
         *args: str,
         env: dict[str, str] | None = None,
         user: str | None = None,
-        own_interpreter: bool = False,
     ) -> None:
         self.socket_path = socket_path
         self.args = [
@@ -87,7 +86,6 @@ class DaemonProcess:
             **(env or {}),
         }
         self.user = user
-        self.own_interpreter = own_interpreter
         self.lines: list[str] = []  # stderr's lines, only ever appended to
         self._records: list[dict[str, Any]] = []  # of lines[:_parsed_lines]
         self._parsed_lines = 0
@@ -98,8 +96,7 @@ class DaemonProcess:
         """Start the process; with wait, return once it logged "ready".
 
         It is forked from this test process's fork server (forks.py) where a fork can be
-        what exec'ing `python -m signin_broker.daemon.main` would start; own_interpreter
-        asks for the exec, as for a test that reads the daemon's /proc command line.
+        what exec'ing `python -m signin_broker.daemon.main` would start.
         """
         if self._forkable():
             self.process = ForkServer.shared().start(self.args, self.env)
@@ -122,7 +119,7 @@ class DaemonProcess:
         return self
 
     def _forkable(self) -> bool:
-        if self.own_interpreter or self.user is not None or not forks_enabled():
+        if self.user is not None or not forks_enabled():
             return False
         return ForkServer.shared().can_carry(self.args, self.env)
 

@@ -11,8 +11,8 @@ the daemon's standard streams, folder, environment and argv and runs the entry p
 What a fork cannot carry, DaemonProcess execs as before (`can_carry`): another uid, an
 interpreter other than this one, and a variable read when the interpreter starts (PYTHON*,
 LD_*, the locale, TZ) with a value of its own. /proc shows the fork server's command line
-and first environment for a forked daemon, so a test that reads those execs too.
-`SIGNIN_BROKER_TEST_FORKS=0` makes every daemon exec, to compare.
+and first environment for a forked daemon, so a test that reads those sets
+`SIGNIN_BROKER_TEST_FORKS=0` (the suite's `execd_daemons` fixture): every daemon execs.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import threading
 import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 ENTRY = "signin_broker.daemon.main"
 # What `python -m signin_broker.daemon.main` loads: its module-level imports, then (after
@@ -55,7 +55,7 @@ AFTER_READY = (
     "email.policy",
 )
 _MESSAGE_BYTES = 1 << 20
-_SWITCH = "SIGNIN_BROKER_TEST_FORKS"
+SWITCH = "SIGNIN_BROKER_TEST_FORKS"  # "0": every daemon execs
 
 
 def _read_at_start(name: str) -> bool:
@@ -232,7 +232,7 @@ def serve(control: socket.socket) -> None:
             socket.send_fds(control, [json.dumps({"started": pid}).encode()], [pidfd])
 
 
-def _become_daemon(request: dict[str, Any], fds: list[int]) -> None:
+def _become_daemon(request: dict[str, Any], fds: list[int]) -> NoReturn:
     """In the forked child: take the daemon's streams, folder and environment, and run it."""
     code = 1
     try:
@@ -269,7 +269,7 @@ def _exit_status(code: object) -> int:
 
 def forks_enabled() -> bool:
     """Whether daemons may be forked (Linux 5.3 and later, for pidfds; not when =0)."""
-    return hasattr(os, "pidfd_open") and os.environ.get(_SWITCH, "1") != "0"
+    return hasattr(os, "pidfd_open") and os.environ.get(SWITCH, "1") != "0"
 
 
 if __name__ == "__main__":

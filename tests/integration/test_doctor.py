@@ -21,7 +21,7 @@ from signin_broker.client import BrokerClient
 from signin_broker_testing import StubProvider
 from signin_broker_testing.browser import Browser, location
 from signin_broker_testing.daemon import DaemonProcess
-from signin_broker_testing.forks import ForkedProcess
+from signin_broker_testing.forks import SWITCH, ForkedProcess
 from signin_broker_testing.ledger import SecretLedger
 from signin_broker_testing.models import DEFAULT_CLIENT
 from support.clocks import faked_clock
@@ -45,10 +45,7 @@ CHECKS = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _daemons_of_their_own_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The doctor reads the running daemon's flags and environment from /proc: no fork."""
-    monkeypatch.setenv("SIGNIN_BROKER_TEST_FORKS", "0")
+pytestmark = pytest.mark.usefixtures("execd_daemons")
 
 
 def doctor(
@@ -102,7 +99,7 @@ def test_a_daemon_started_another_way_is_said_and_the_settings_examined_are_this
 ) -> None:
     """A daemon whose command line the doctor does not know (here forked by the suite's
     fork server, as a wrapper program might start one): not its settings, silently."""
-    monkeypatch.setenv("SIGNIN_BROKER_TEST_FORKS", "1")
+    monkeypatch.setenv(SWITCH, "1")
     with DaemonProcess(socket_path, "--issuer", stub.issuer) as daemon:
         assert isinstance(daemon.process, ForkedProcess)
         _, findings = doctor(daemon)

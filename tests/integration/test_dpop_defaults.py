@@ -70,10 +70,10 @@ def test_a_provider_that_offers_dpop_gets_bearer_tokens_every_tool_can_send(
         daemon.stop()
 
 
+@pytest.mark.usefixtures("execd_daemons")
 def test_a_client_that_must_prove_signs_in_with_one_more_pass_and_the_next_proves_at_once(
-    socket_path: Path, monkeypatch: pytest.MonkeyPatch
+    socket_path: Path,
 ) -> None:
-    monkeypatch.setenv("SIGNIN_BROKER_TEST_FORKS", "0")  # the doctor reads the daemon's /proc
     with StubProvider(clients=[MUST_PROVE], dpop=True) as stub:
         daemon = signed_in_daemon(stub, socket_path)
         # The code without a proof: refused and spent; with one: refused (spent); a new

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from signin_broker_testing.daemon import DaemonProcess
-from signin_broker_testing.forks import ForkedProcess
+from signin_broker_testing.forks import SWITCH, ForkedProcess
 
 BOTH_WAYS = pytest.mark.parametrize("forks", ["1", "0"], ids=["forked", "exec"])
 
@@ -32,7 +32,7 @@ def descriptors(daemon: DaemonProcess) -> list[tuple[int, str]]:
 
 
 def started(folder: Path, forks: str, monkeypatch: pytest.MonkeyPatch) -> DaemonProcess:
-    monkeypatch.setenv("SIGNIN_BROKER_TEST_FORKS", forks)
+    monkeypatch.setenv(SWITCH, forks)
     folder.mkdir(mode=0o700)
     return DaemonProcess(folder / "broker.sock").start()
 
@@ -57,7 +57,7 @@ def test_a_forked_daemon_holds_the_descriptors_an_execd_one_does(
 def test_a_wrong_setting_ends_with_status_2_and_says_why(
     forks: str, folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("SIGNIN_BROKER_TEST_FORKS", forks)
+    monkeypatch.setenv(SWITCH, forks)
     daemon = DaemonProcess(folder / "broker.sock", "--revalidate-seconds", "soon")
     assert daemon.start(wait=False).wait_exit() == 2
     assert daemon.output().startswith("signin-brokerd: ")
@@ -74,21 +74,23 @@ def test_a_killed_daemon_ends_by_its_signal(
 
 
 @pytest.mark.parametrize(
-    ("env", "own_interpreter"),
-    [
-        ({"PYTHONPATH": "/nowhere"}, False),
-        ({"LD_PRELOAD": "libc.so.6"}, False),
-        ({"PYTHONHASHSEED": "12345"}, False),
-        ({}, True),
-    ],
-    ids=["PYTHONPATH", "LD_PRELOAD", "PYTHONHASHSEED", "own interpreter"],
+    "env",
+    [{"PYTHONPATH": "/nowhere"}, {"LD_PRELOAD": "libc.so.6"}, {"PYTHONHASHSEED": "12345"}],
+    ids=["PYTHONPATH", "LD_PRELOAD", "PYTHONHASHSEED"],
 )
-def test_what_a_fork_cannot_carry_is_execd(
-    env: dict[str, str], own_interpreter: bool, folder: Path
+def test_a_variable_read_as_the_interpreter_starts_makes_it_exec(
+    env: dict[str, str], folder: Path
 ) -> None:
-    """A variable the interpreter reads as it starts, with a value of its own, or a test
-    that reads the daemon's /proc command line: a fresh interpreter, as before."""
-    with DaemonProcess(folder / "broker.sock", env=env, own_interpreter=own_interpreter) as daemon:
+    """A variable with a value of its own that the interpreter reads as it starts: a fresh
+    interpreter, as before."""
+    with DaemonProcess(folder / "broker.sock", env=env) as daemon:
+        assert isinstance(daemon.process, subprocess.Popen)
+        assert daemon.alive
+
+
+@pytest.mark.usefixtures("execd_daemons")
+def test_a_test_that_reads_the_daemons_proc_gets_a_fresh_interpreter(folder: Path) -> None:
+    with DaemonProcess(folder / "broker.sock") as daemon:
         assert isinstance(daemon.process, subprocess.Popen)
         assert daemon.alive
 
@@ -99,7 +101,7 @@ def test_a_keyring_backend_of_its_own_is_the_one_used(
 ) -> None:
     """keyring reads PYTHON_KEYRING_BACKEND at its first use, in the daemon's main(): a
     fork carries it."""
-    monkeypatch.setenv("SIGNIN_BROKER_TEST_FORKS", forks)
+    monkeypatch.setenv(SWITCH, forks)
     env = {"PYTHON_KEYRING_BACKEND": "keyring.backends.null.Keyring"}
     with DaemonProcess(folder / "broker.sock", env=env) as daemon:
         assert isinstance(daemon.process, ForkedProcess) is (forks == "1")

@@ -61,12 +61,12 @@ def test_a_misspelt_variable_is_named_at_start_without_its_value(
         assert secret not in daemon.output()
 
 
+@pytest.mark.usefixtures("execd_daemons")
 def test_a_managed_file_read_before_and_gone_is_said_in_status_and_the_doctor(
-    stub: StubProvider, socket_path: Path, monkeypatch: pytest.MonkeyPatch
+    stub: StubProvider, socket_path: Path
 ) -> None:
     """A managed file deleted (or what it led to gone) is said in status and by the doctor:
     the daemon once started without it, silently."""
-    monkeypatch.setenv("SIGNIN_BROKER_TEST_FORKS", "0")  # the doctor reads the daemon's /proc
     socket_path.parent.mkdir(mode=0o700)
     org = socket_path.parent / "system-config" / "signin-broker" / "config.d" / "10-org.toml"
     org.parent.mkdir(parents=True)
