@@ -34,6 +34,7 @@ from authlib.oauth2.rfc8628 import (
 )
 from joserfc.jwk import KeySet
 
+from .dpop import INVALID_PROOF
 from .exchanges import AuthlibRequest, Parameters
 from .models import WORKSPACE_ID, StubClient, StubUser
 from .records import AuthorizationCode, DeviceAuthorization, IssuedToken
@@ -335,10 +336,19 @@ class StubDeviceCodeGrant(DeviceCodeGrant):  # type: ignore[misc]
         self.server.save_token(token, self.request, workspace_id=device.workspace_id)
 
 
+class DpopProofMissing(OAuth2Error):  # type: ignore[misc]
+    """RFC 9449's invalid_dpop_proof, for a request without a proof from a client that must."""
+
+    error = INVALID_PROOF
+
+
 def refuse_without_a_proof(request: AuthlibRequest) -> None:
-    """invalid_grant, as oidc-provider words it, for a client that must prove and did not."""
-    if request.client.registration.dpop_bound_access_tokens and request.dpop_jkt is None:
-        raise InvalidGrantError("grant request is invalid")
+    """The client's refusal (StubClient.dpop_refusal) when it must prove and did not."""
+    registration = request.client.registration
+    if registration.dpop_bound_access_tokens and request.dpop_jkt is None:
+        if registration.dpop_refusal == INVALID_PROOF:
+            raise DpopProofMissing("a DPoP proof is required of this client")
+        raise InvalidGrantError("grant request is invalid")  # as oidc-provider words it
 
 
 def requested_workspace(payload: Parameters) -> str | None:

@@ -40,9 +40,11 @@ class StubClient:
     alone, at the token, revocation and device authorization endpoints: with its
     `client_secret`, or with a JWT signed by a key of its `jwks` (public keys, RFC 7517).
     With `dpop_bound_access_tokens` (RFC 9449 10.2; the stub must offer DPoP) every
-    token request without a DPoP proof is refused with a plain invalid_grant, as panva's
-    oidc-provider refuses it, only harsher: the code is spent, and so is a device code
-    already approved (a pending one is left, as oidc-provider leaves it).
+    token request without a DPoP proof is refused, harsher than panva's oidc-provider
+    refuses it: the code is spent, and so is a device code already approved (a pending
+    one is left, as oidc-provider leaves it). `dpop_refusal` is the refusal's error:
+    invalid_dpop_proof, which names DPoP (RFC 9449 5), or a plain invalid_grant, as
+    oidc-provider words it (a client could then not tell it from a bad code).
     """
 
     client_id: str
@@ -52,6 +54,7 @@ class StubClient:
     client_secret: str = field(default="", repr=False)
     jwks: Mapping[str, Any] | None = None
     dpop_bound_access_tokens: bool = False
+    dpop_refusal: str = "invalid_dpop_proof"  # or "invalid_grant"
 
     def accepts_redirect_uri(self, uri: str) -> bool:
         """Whether `uri` is one of the registered redirect URIs."""

@@ -1,7 +1,8 @@
 """DPoP (RFC 9449) under attack: proofs only for allowed apps, each proof good once, the key kept.
 
 One stub offering DPoP and one daemon with two accounts, its `dpop` setting asking for
-DPoP (auto: wherever the provider offers it), serve the module.
+DPoP (auto: wherever the provider offers it), serve the module; a made-up code sent to
+the sign-in page has a daemon on the defaults of its own.
 """
 
 from __future__ import annotations
@@ -9,16 +10,19 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
 
 from signin_broker.client import BrokerClient, BrokerError
 from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser, location
 from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
 from support.accounts import ALICE, ALICE_ID, BOB, BOB_ID, daemon_with_accounts
 from support.apps import App, rule, write_policy
 from support.commands import signin_broker
+from support.signin import CALLBACK, sign_in
 from support.state import decrypted_record
 
 
@@ -130,3 +134,40 @@ def test_the_private_key_is_in_no_log_file_answer_or_bundle(
     for d in private:
         assert not [text for text in texts if d in text]
         assert not [path for path in files if d.encode() in path.read_bytes()]
+
+
+def test_a_made_up_code_on_the_page_teaches_nothing_and_every_tool_keeps_bearer_tokens(
+    socket_path: Path,
+) -> None:
+    """Any process of the user can begin a sign-in on the page and answer it with a code.
+
+    A provider that merely offers DPoP refuses a made-up code with a plain invalid_grant,
+    with a proof and without: that shows nothing of DPoP. The sign-in ends (invalid_code),
+    is not begun again bound to a key, and nothing is written to dpop-required.json, so
+    the next sign-in still gets Bearer tokens, which git, kubectl, docker and curl send.
+    """
+    with (
+        StubProvider(dpop=True) as stub,
+        DaemonProcess(socket_path, "--issuer", stub.issuer) as daemon,
+        Browser() as browser,
+    ):
+        authorize = stub.base_url + stub.paths.authorize
+        begun = browser.follow(browser.get(daemon.web_url + "/user/login"), until=authorize)
+        state = parse_qs(urlsplit(location(begun)).query)["state"][0]
+        page = browser.get(daemon.web_url + CALLBACK, params={"state": state, "code": "made-up"})
+        assert page.status_code == 200 and "invalid_code" in page.text, page.headers
+        exchanges = stub.token_requests("authorization_code")
+        assert [bool(e.headers.get("dpop")) for e in exchanges] == [False, True]
+        assert len(authorizations(stub)) == 0  # never sent back to the provider bound
+        learned = daemon.socket_path.parent / "state" / "signin-broker" / "dpop-required.json"
+        assert not learned.exists()
+        assert sign_in(browser, daemon).status_code == 303  # the person's own sign-in
+        with BrokerClient(socket_path) as broker:
+            assert broker.get_token().token_type == "Bearer"
+            assert [p.dpop_required for p in broker.status().providers] == [False]
+        assert not learned.exists()
+
+
+def authorizations(stub: StubProvider) -> list[dict[str, str]]:
+    """The authorization requests the provider saw (each a sign-in sent to it)."""
+    return [r.params for r in stub.requests if r.path == stub.paths.authorize]

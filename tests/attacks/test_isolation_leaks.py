@@ -19,12 +19,14 @@ from typing import Any
 
 import pytest
 
-from signin_broker.client import AppDecision, BrokerClient
+from signin_broker.client import AppDecision, BrokerClient, EventKind
 from signin_broker_testing import StubProvider
+from signin_broker_testing.browser import Browser, location
 from signin_broker_testing.daemon import DaemonProcess
 from support.accounts import ALICE, ALICE_ID, BOB, BOB_ID, daemon_with_accounts, sign_in_as
 from support.apps import App, outcome, policy_path, rule, write_policy
 from support.events import watching
+from support.signin import CALLBACK
 
 DENIED = "PERMISSION_DENIED"
 WATCH_SECONDS = "90"  # a watcher's bound; each one ends well before at its marker event
@@ -267,3 +269,36 @@ def test_get_status_does_not_tell_an_app_that_unseen_accounts_are_signed_in(
     write_policy(socket_path, rule(nobodys, "allow", ["user:9999"]), rule(denied, "deny"))
     for app in (nobodys, denied):  # as for an app limited to an account that does not exist
         assert app.run(socket_path, "state") == {"ok": True, "state": "SIGNED_OUT", "count": 0}
+
+
+def test_an_app_limited_to_some_accounts_signs_in_again_only_those_and_only_as_them(
+    two_people: StubProvider, daemon: DaemonProcess, socket_path: Path, tmp_path: Path
+) -> None:
+    """It cannot begin a new account's sign-in, nor end one of its own as another person.
+
+    Else an app allowed only Alice's account would add (or renew) Bob's session, and
+    drive the loopback page with sign-ins the person never asked for.
+    """
+    alices_app, kiosk = App(tmp_path, "alices"), App(tmp_path, "kiosk")
+    write_policy(socket_path, rule(alices_app, "allow", [ALICE_ID]))  # the kiosk: the default
+    for method in ("device", "browser"):
+        refused = alices_app.run(socket_path, "begin", method)
+        assert refused.get("code") == DENIED, (method, refused)
+        assert "name one" in refused["message"]
+    assert kiosk.run(socket_path, "begin", "browser")["ok"]  # allowed every account
+    with BrokerClient(socket_path) as client:
+        bobs_token = client.get_token(BOB_ID).access_token
+    begun = alices_app.run(socket_path, "begin", "browser", ALICE_ID)
+    assert begun["ok"], begun
+    two_people.approve_as(BOB.sub)  # and Bob signs in at the provider
+    try:
+        with watching(socket_path) as events, Browser() as browser:
+            landed = browser.follow(browser.get(begun["url"]), until=daemon.web_url + CALLBACK)
+            page = browser.get(location(landed))
+            failed = events.wait_for(EventKind.SIGN_IN_FAILED)
+    finally:
+        two_people.approve_as(ALICE.sub)
+    assert page.status_code == 200 and "wrong_account" in page.text, page.text
+    assert "another account signed in" in failed.detail
+    with BrokerClient(socket_path) as client:
+        assert client.get_token(BOB_ID).access_token == bobs_token  # Bob's session untouched

@@ -2,10 +2,12 @@
 
 A provider that merely offers DPoP gets Bearer tokens, which every tool can send. A
 client the provider requires DPoP of (the stub's `dpop_bound_access_tokens`, whose
-refusal spends the code or an approved device code, harsher than panva's
+refusal, naming DPoP, spends the code or an approved device code, harsher than panva's
 oidc-provider) is signed in all the same, with at most one more pass through the
 provider's page and never a second code to enter; what was learned is kept in the
-state folder, so the next sign-in proves from its first request. `dpop = "off"` says
+state folder with when and why, so the next sign-in proves from its first request,
+until the doctor forgets it. A refusal that does not name DPoP, with a proof and
+without, teaches nothing: a made-up code gets that too. `dpop = "off"` says
 which setting stands in the way; a managed config can ask for DPoP; an account bound
 under the old default keeps working.
 """
@@ -29,7 +31,8 @@ from support.commands import signin_broker
 from support.events import watching
 from support.signin import sign_in, signed_in_daemon
 
-MUST_PROVE = replace(DEFAULT_CLIENT, dpop_bound_access_tokens=True)
+MUST_PROVE = replace(DEFAULT_CLIENT, dpop_bound_access_tokens=True)  # names DPoP as it refuses
+NAMED = "the provider refused a request without a DPoP proof, naming DPoP (invalid_dpop_proof)"
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 GIT_INPUT = "protocol=https\nhost=git.example.com\n\n"
 
@@ -99,14 +102,17 @@ def test_a_client_that_must_prove_signs_in_with_one_more_pass_and_the_next_prove
         said = {f["name"]: f["seen"] for f in doctor["findings"]}
         assert "requires DPoP of this client" in said["tokens (user:1001)"]
         assert (
-            "it requires DPoP of client signin-broker (learned at a sign-in)"
+            "it requires DPoP of client signin-broker, as a sign-in learned on"
             in said["provider main"]
         )
+        assert NAMED in said["provider main"]
         refused = signin_broker(*socket, "token", "--format", "exec-credential")
         assert refused.returncode == 1 and "provider requires DPoP" in refused.stderr
-        assert json.loads(learned_file(daemon).read_text())["required"] == [
-            {"issuer": stub.issuer, "client_id": "signin-broker"}
-        ]
+        (kept,) = json.loads(learned_file(daemon).read_text())["required"]
+        assert (kept["issuer"], kept["client_id"], kept["reason"]) == (
+            stub.issuer, "signin-broker", NAMED,
+        )  # fmt: skip
+        assert abs(kept["learned_at"] - time.time()) < 60
         daemon.stop()
         stub.clear_requests()
         restarted = DaemonProcess(socket_path, "--issuer", stub.issuer).start()
@@ -115,7 +121,34 @@ def test_a_client_that_must_prove_signs_in_with_one_more_pass_and_the_next_prove
         (authorize,) = authorize_requests(stub)  # straight to DPoP: no refusal, no second pass
         assert authorize["dpop_jkt"]
         assert [bool(e.headers.get("dpop")) for e in stub.token_requests()] == [True]
+        forgot = signin_broker(*socket, "doctor", "--forget-dpop", env=restarted.env)
+        assert f"forgotten: {stub.issuer} of client signin-broker" in forgot.stdout, forgot.stdout
+        assert not learned_file(restarted).exists()
+        with BrokerClient(socket_path) as broker:  # its account stays bound, the rule is gone
+            assert [p.dpop_required for p in broker.status().providers] == [False]
+            assert broker.get_token().token_type == "DPoP"
         restarted.stop()
+
+
+@pytest.mark.usefixtures("execd_daemons")  # the doctor reads the daemon's flags in /proc
+def test_a_provider_that_refuses_a_code_both_ways_without_naming_dpop_teaches_nothing(
+    socket_path: Path,
+) -> None:
+    """A plain invalid_grant with a proof and without is what a made-up code gets too."""
+    silent = replace(MUST_PROVE, dpop_refusal="invalid_grant")
+    with (
+        StubProvider(clients=[silent], dpop=True) as stub,
+        DaemonProcess(socket_path, "--issuer", stub.issuer) as daemon,
+        Browser() as browser,
+    ):
+        page = sign_in(browser, daemon)
+        assert page.status_code == 200 and "Sign-in failed" in page.text, page.text
+        assert len(authorize_requests(stub)) == 1  # not begun again
+        exchanges = stub.token_requests("authorization_code")
+        assert [bool(e.headers.get("dpop")) for e in exchanges] == [False, True]
+        assert not learned_file(daemon).exists()
+        doctor = signin_broker("--socket", str(socket_path), "doctor", env=daemon.env)
+        assert 'set dpop = "auto"' in doctor.stdout, doctor.stdout
 
 
 def test_a_device_sign_in_learns_the_requirement_without_asking_again(socket_path: Path) -> None:

@@ -55,8 +55,9 @@ with BrokerClient(socket_path, timeout=120) as broker:
         elif action == "device":
             started = broker.begin_sign_in(device=True, account=rest[0] if rest else "")
             result = {"sign_in_id": started.sign_in_id, "user_code": started.user_code}
-        elif action == "begin":  # rest[0]: "device" or "browser"
-            result = {"sign_in_id": broker.begin_sign_in(device=rest[0] == "device").sign_in_id}
+        elif action == "begin":  # rest[0]: "device" or "browser"; rest[1]: the account
+            begun = broker.begin_sign_in(device=rest[0] == "device", account="".join(rest[1:]))
+            result = {"sign_in_id": begun.sign_in_id, "url": begun.url}
         elif action == "qr":
             media_type, image = broker.sign_in_qr(rest[0])
             result = {"media_type": media_type, "size": len(image)}

@@ -20,10 +20,11 @@ from signin_broker.oidc.dpop import (
     DpopKey,
     Nonces,
     key_for,
+    requirement_shown,
     retry_key,
 )
 from signin_broker.oidc.errors import DpopWanted, OAuthError, ProviderMisfit
-from signin_broker.oidc.provider import Provider
+from signin_broker.oidc.provider import Provider, oauth_error
 from support.fake_provider import run
 
 ISSUER = "https://id.example.com"
@@ -108,6 +109,31 @@ def test_a_refusal_without_a_proof_is_retried_with_one_where_it_may_be_wanted(
         assert 'remove dpop = "off"' in wanted.value.hint and error in wanted.value.hint
     else:
         assert retry_key(OFF, ("ES256",), refusal) is None
+
+
+@pytest.mark.parametrize(
+    ("error", "description", "challenge", "proven", "shown"),
+    [
+        ("invalid_dpop_proof", "", "", False, "naming DPoP (invalid_dpop_proof)"),
+        ("use_dpop_nonce", "", "", False, "naming DPoP (use_dpop_nonce)"),
+        ("invalid_request", "", 'DPoP error="invalid_dpop_proof"', False, "naming DPoP"),
+        ("invalid_request", "", 'Bearer realm="x", DPoP algs="ES256"', False, "naming DPoP"),
+        ("invalid_grant", "grant request is invalid", "", True, "took the same sign-in code"),
+        # Refused both ways, a code shows nothing: a made-up one is refused so too.
+        ("invalid_grant", "grant request is invalid", "", False, ""),
+        ("invalid_grant", "the code is bound to another DPoP key", "", False, ""),
+        ("invalid_request", "", 'Bearer error="invalid_token"', False, ""),
+    ],
+)
+def test_only_a_refusal_naming_dpop_or_a_proof_taken_shows_the_requirement(
+    error: str, description: str, challenge: str, proven: bool, shown: str
+) -> None:
+    headers = {"WWW-Authenticate": challenge} if challenge else {}
+    answer = httpx2.Response(400, json={"error": error, "error_description": description},
+                             headers=headers)  # fmt: skip
+    refusal = oauth_error(answer)
+    said = requirement_shown(refusal, proven, "sign-in code")
+    assert (shown in said) if shown else said == ""
 
 
 def test_a_nonce_is_kept_per_origin_and_a_challenge_recognised() -> None:

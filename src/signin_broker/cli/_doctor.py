@@ -60,7 +60,7 @@ def doctor(client: BrokerClient, args: argparse.Namespace) -> int:
     if flags is None:  # no daemon to copy: the settings a daemon started here would take
         flags = [*(["--config", str(args.config)] if args.config else [])]
         flags += ["--socket", args.socket] if args.socket else []
-    examined = _examine(flags, environ)
+    examined = _examine(["--forget-dpop", *flags] if args.forget_dpop else flags, environ)
     findings = sorted(
         [
             daemon,
@@ -156,7 +156,10 @@ def _settings_not_the_daemons(status: Status) -> dict[str, str]:
 
 
 def _examine(flags: list[str], environ: dict[str, str] | None) -> dict[str, Any]:
-    """The daemon's side of the checks, from a child process of the daemon's code."""
+    """The daemon's side of the checks, from a child process of the daemon's code.
+
+    `flags`: the daemon's, after --forget-dpop when the person asked for that.
+    """
     command = [sys.executable, "-m", "signin_broker.daemon.doctor", *flags]
     try:
         done = subprocess.run(  # noqa: S603 - our own module, no shell

@@ -307,6 +307,12 @@ def doctor(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="the daemon's config file, when no daemon runs (a running one's own is used)",
     )
+    parser.add_argument(
+        "--forget-dpop",
+        action="store_true",
+        help="first forget that providers require DPoP of the broker's clients, as sign-ins"
+        " learned it: the next sign-in gets Bearer tokens unless the provider shows it again",
+    )
 
 
 def tui(parser: argparse.ArgumentParser) -> None:

@@ -122,15 +122,7 @@ def dpop_rows(
     """Status rows: the `dpop` setting of each provider, and each account's tokens."""
     several = len(providers) > 1
     rows = [
-        (
-            "dpop" + (f" of {p.alias or 'main'}" if several else ""),
-            p.dpop
-            + (
-                "; the provider requires DPoP of this client (learned at a sign-in)"
-                if p.dpop_required
-                else ""
-            ),
-        )
+        ("dpop" + (f" of {p.alias or 'main'}" if several else ""), p.dpop + _requirement(p))
         for p in providers
         if p.dpop
     ]
@@ -170,3 +162,15 @@ def remark(text: str) -> None:
     """
     sys.stdout.flush()
     print(text, file=sys.stderr)
+
+
+def _requirement(provider: ProviderStatus) -> str:
+    """What a sign-in learned of the provider requiring DPoP: when, why, until when."""
+    if not provider.dpop_required:
+        return ""
+    return (
+        "; the provider requires DPoP of this client, as a sign-in learned at"
+        f" {moment(provider.dpop_required_since_unix)}: {provider.dpop_required_reason};"
+        f" kept until {moment(provider.dpop_required_until_unix)}, or until a sign-in"
+        " succeeds without a proof or `signin-broker doctor --forget-dpop`"
+    )

@@ -253,6 +253,9 @@ class ProviderStatus(
     setting_sources: Mapping[str, str] = MappingProxyType({})
     dpop: str = ""  # the `dpop` setting: if-required, auto, require or off (RFC 9449)
     dpop_required: bool = False  # the provider requires DPoP of the client (a sign-in learned)
+    dpop_required_since_unix: int = 0  # when a sign-in learned it; 0 when not known
+    dpop_required_reason: str = ""  # what the provider answered that showed it
+    dpop_required_until_unix: int = 0  # when it is forgotten unless learned again
 
 
 class EndedSession(Model, message=pb.EndedSession):

@@ -21,6 +21,7 @@ import shutil
 import stat
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from ..identities import name_of
 from ..oidc.dpop import IF_REQUIRED, DpopKey, offers
 from ..oidc.errors import ProviderMisfit, ProviderUnavailable
 from ..oidc.provider import CLOCK_NOTICED_SECONDS, Provider
+from ..session.dpop_requirements import DpopRequirements, Requirement
 from ..store.dpop_requirements import REQUIREMENTS_FILE, RequirementFile
 from ..store.files import UnsafeStorage, check_private_folder
 from ..store.keys import KeyStoreUnavailable, open_key_store
@@ -40,6 +42,11 @@ OK, WARN, FAIL = "ok", "warn", "fail"
 KEYRING_SECONDS = 10.0  # a locked keyring may wait for a password prompt nobody answers
 LOW_SPACE_BYTES = 50 << 20  # the audit log and state files need a few MB to breathe
 PROBE_KEY = "doctor:probe"  # stored, read back and deleted; holds nothing of anyone's
+FORGET_DPOP = "--forget-dpop"  # the CLI's option, passed on before the daemon's flags
+FORGET_DPOP_ACTION = (
+    f"if it no longer does, `signin-broker doctor {FORGET_DPOP}` forgets it now; a sign-in"
+    " without a proof that succeeds forgets it too"
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -84,12 +91,14 @@ def socket_folder(settings: Settings) -> Finding:
     return Finding("socket", name, OK, f"{folder} is yours alone (0700), its socket 0600")
 
 
-async def _provider(provider: ProviderSettings, required: set[tuple[str, str]]) -> list[Finding]:
+async def _provider(provider: ProviderSettings, learned: DpopRequirements) -> list[Finding]:
     """Discovery from the issuer, which also reaches the provider and reads its clock."""
     name = f"provider {name_of(provider.alias)}"
-    learned = (provider.issuer, provider.client_id) in required
     client = Provider(
-        provider.issuer, provider.client_id, dpop=provider.dpop, dpop_required=learned
+        provider.issuer,
+        provider.client_id,
+        dpop=provider.dpop,
+        dpop_required=learned.required(provider.issuer, provider.client_id),
     )
     try:
         metadata = await client.metadata()
@@ -111,27 +120,39 @@ async def _provider(provider: ProviderSettings, required: set[tuple[str, str]]) 
     if isinstance(dpop, ProviderMisfit):  # dpop = require, and the provider offers none
         misfit = _said("provider", name, FAIL, str(dpop), "sign-in is refused until fixed")
         return [misfit, _clock(client, provider)]
+    requirement = learned.of(client)
     found = Finding(
         "provider", name, OK,
         f"{provider.issuer} answers; token endpoint {metadata.token_endpoint}"
         + ("" if metadata.device_authorization_endpoint else "; it offers no device sign-in")
-        + _binding(client, metadata.dpop_signing_algorithms, dpop),
+        + _binding(client, metadata.dpop_signing_algorithms, dpop, requirement),
+        FORGET_DPOP_ACTION if requirement else "",
     )  # fmt: skip
     return [found, _clock(client, provider)]
 
 
-def _binding(client: Provider, offered: tuple[str, ...], key: DpopKey | None) -> str:
+def _binding(
+    client: Provider, offered: tuple[str, ...], key: DpopKey | None, learned: Requirement | None
+) -> str:
     """How a sign-in's tokens would be sent, and why (the dpop setting, or the provider)."""
-    if key is not None and client.dpop_required:
+    if key is not None and learned is not None:
         return (
-            f"; it requires DPoP of client {client.client_id} (learned at a sign-in):"
+            f"; it requires DPoP of client {client.client_id}, as a sign-in learned on"
+            f" {_day(learned.learned_at)} ({learned.reason}; kept until {_day(learned.until)}):"
             f" tokens are bound by DPoP ({key.algorithm})"
         )
     if key is not None:
         return f"; dpop = {client.dpop}: tokens are bound by DPoP ({key.algorithm})"
     if offers(offered) and client.dpop == IF_REQUIRED:
-        return "; it offers DPoP: tokens stay Bearer unless it requires DPoP of this client"
+        return (
+            "; it offers DPoP: tokens stay Bearer unless it shows that it requires DPoP of this"
+            ' client (if it requires it without saying so, sign-ins fail: set dpop = "auto")'
+        )
     return "; Bearer tokens"
+
+
+def _day(unix: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(unix))
 
 
 async def _dpop_key(client: Provider) -> DpopKey | ProviderMisfit | None:
@@ -166,17 +187,39 @@ async def providers(settings: Settings) -> list[Finding]:
                 'set one: `issuer = "https://id.example.com"` in the config file, or --issuer',
             )
         ]  # fmt: skip
-    required = _dpop_required(settings)
-    checked = await asyncio.gather(*(_provider(p, required) for p in settings.providers))
+    learned = DpopRequirements(RequirementFile(settings.state_dir / REQUIREMENTS_FILE))
+    learned.load()  # an unreadable file is read as nothing learned, as the daemon reads it
+    checked = await asyncio.gather(*(_provider(p, learned) for p in settings.providers))
     return [finding for pair in checked for finding in pair]
 
 
-def _dpop_required(settings: Settings) -> set[tuple[str, str]]:
-    """The clients that sign-ins learned providers require DPoP of (the daemon's own file)."""
+def forget_dpop(settings: Settings) -> Finding:
+    """Forget every provider's requirement of DPoP that sign-ins learned (`--forget-dpop`).
+
+    The daemon reads the file again before its next sign-in: that sign-in sends no
+    proof unless the provider shows the requirement again. Accounts signed in while it
+    was known keep their bound tokens until they sign in again.
+    """
+    file = RequirementFile(settings.state_dir / REQUIREMENTS_FILE)
+    name = "DPoP requirements"
     try:
-        return RequirementFile(settings.state_dir / REQUIREMENTS_FILE).load()
+        forgotten = [f"{kept.issuer} of client {kept.client_id}" for kept in file.load()]
     except (OSError, ValueError):
-        return set()  # the daemon says so in its log, and learns it again
+        forgotten = ["an unreadable file"]
+    try:
+        file.path.unlink(missing_ok=True)
+    except OSError as error:
+        return Finding(
+            "provider", name, FAIL, f"could not forget them: {error}", f"remove {file.path}"
+        )
+    if not forgotten:
+        return Finding("provider", name, OK, "none was learned: nothing to forget")
+    return Finding(
+        "provider", name, OK,
+        f"forgotten: {'; '.join(forgotten)}; the next sign-in sends no DPoP proof unless the"
+        " provider shows again that it requires one (accounts signed in before keep their"
+        " DPoP-bound tokens until they sign in again)",
+    )  # fmt: skip
 
 
 def key_store(settings: Settings) -> Finding:
@@ -293,9 +336,10 @@ def managed_config(settings: Settings) -> list[Finding]:
     return [Finding("settings", "managed config", OK, f"read, and safe from other users: {read}")]
 
 
-def examine(settings: Settings) -> list[Finding]:
-    """Every check, in the order a person fixes them."""
+def examine(settings: Settings, *, forget: bool = False) -> list[Finding]:
+    """Every check, in the order a person fixes them; `forget`: DPoP requirements first."""
     return [
+        *([forget_dpop(settings)] if forget else []),
         *variables(),
         *managed_config(settings),
         socket_folder(settings),
@@ -312,8 +356,14 @@ def shown(settings: Settings) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Print the settings and findings as one JSON object; 2 when the settings are wrong."""
+    """Print the settings and findings as one JSON object; 2 when the settings are wrong.
+
+    argv: the daemon's flags, after FORGET_DPOP when the person asked for that.
+    """
     logging.disable(logging.CRITICAL)  # what the checks find is in the findings
+    argv = list(sys.argv[1:] if argv is None else argv)
+    forget = argv[:1] == [FORGET_DPOP]
+    argv = argv[1:] if forget else argv
     try:
         settings = load(argv)
     except SettingsError as error:
@@ -326,7 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print(json.dumps({"settings": None, "findings": [dataclasses.asdict(finding)]}))
         return 2
-    findings = examine(settings)
+    findings = examine(settings, forget=forget)
     print(
         json.dumps(
             {"settings": shown(settings), "findings": [dataclasses.asdict(f) for f in findings]}

@@ -18,6 +18,10 @@ class UnknownApp(SessionError):
     """No known app matches what the user named (or more than one does)."""
 
 
+class NewAccountNotAllowed(SessionError):
+    """An app limited to some accounts asked for a sign-in without naming one of them."""
+
+
 class NothingWaits(SessionError):
     """An answer for this request only, and no request of the app waits for one."""
 

@@ -20,11 +20,13 @@ from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 from .answers import TokenResponse
-from .dpop import DpopKey, is_bound
+from .dpop import DpopKey, is_bound, requirement_shown
 from .errors import DpopSignInAgain, IdTokenInvalid, OAuthError
 from .id_tokens import check_workspace
 from .metadata import ProviderMetadata
 from .provider import Provider
+
+CODE = "sign-in code"  # the grant, as requirement_shown names it
 
 
 class SignInSecrets(Protocol):
@@ -163,7 +165,11 @@ class AuthorizationRequest:
         (None: Bearer tokens). A provider that offers DPoP and refuses the code without
         a proof may require DPoP of this client (panva's oidc-provider answers a plain
         invalid_grant and keeps the code): the code is sent once more with a new key's
-        proof. DpopSignInAgain when that is refused too: the provider may have spent it.
+        proof. Taken so, or refused by an answer naming DPoP, it shows the requirement;
+        refused both times with a plain refusal, it was never a good code (made up,
+        spent, another client's), which shows nothing: that refusal is raised, and
+        nothing is learned. DpopSignInAgain when a refusal naming DPoP is followed by
+        one with a proof: the provider may have spent the code.
         """
         key = self.dpop_key
         try:
@@ -172,16 +178,20 @@ class AuthorizationRequest:
             key = None if key is not None else await provider.key_after_refusal(refusal)
             if key is None:
                 raise
+            if said := requirement_shown(refusal, proven=False, grant=CODE):
+                provider.learned_dpop_required(said)
             try:
                 tokens = await provider.exchange_code(
                     code, self.redirect_uri, self.code_verifier, key
                 )
             except OAuthError:
+                if not said:
+                    raise refusal from None
                 raise DpopSignInAgain(
-                    "the provider refused the code without a DPoP proof and with one"
+                    "the provider refused the code without a DPoP proof, naming DPoP, and with one"
                 ) from refusal
             if is_bound(tokens.token_type):
-                provider.learned_dpop_required()
+                provider.learned_dpop_required(requirement_shown(refusal, proven=True, grant=CODE))
         if tokens.id_token is None:
             raise IdTokenInvalid("the token response has no id_token (is openid in the scopes?)")
         claims = await provider.validate_id_token(tokens.id_token, self.nonce)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .answers import DeviceAuthorization, TokenResponse
-from .dpop import DpopKey, is_bound
+from .dpop import DpopKey, is_bound, requirement_shown
 from .errors import (
     DeviceGrantEnded,
     DpopWanted,
@@ -31,6 +31,7 @@ from .errors import (
 )
 from .provider import Provider
 
+DEVICE_CODE = "device code"  # the grant, as requirement_shown names it
 SLOW_DOWN_SECONDS = 5
 MAX_POLL_SECONDS = 60
 
@@ -73,10 +74,14 @@ async def polled(
     """Poll until the user has signed in (the last item) or the grant ends (DeviceGrantEnded).
 
     A sign-in whose identity cannot be established raises IdTokenInvalid or
-    ProviderUnavailable, as a browser sign-in's does.
+    ProviderUnavailable, as a browser sign-in's does. A poll without a proof that is
+    refused as one wanting a proof may be (oidc.dpop.retry_key) is followed by polls
+    with one; the provider has shown that it requires DPoP of this client when that
+    refusal named DPoP, or when the same device code was then taken (or kept pending)
+    with a proof.
     """
     interval = grant.interval
-    proven_after_refusal = False  # a poll without a proof was refused; these carry one
+    refused: OAuthError | None = None  # the refusal without a proof the polls now answer
     while True:
         await asyncio.sleep(interval)
         if clock() >= deadline:
@@ -87,23 +92,29 @@ async def polled(
             interval = min(interval * 2, MAX_POLL_SECONDS)  # RFC 8628 3.5: back off
             continue
         except OAuthError as error:
-            if error.error == "authorization_pending":
-                continue
-            if error.error == "slow_down":
-                interval += SLOW_DOWN_SECONDS
-                yield SlowerPolling(interval)
+            if error.error in ("authorization_pending", "slow_down"):
+                if refused is not None:  # kept pending now that it carries a proof
+                    _shown(provider, refused, proven=True)
+                if error.error == "slow_down":
+                    interval += SLOW_DOWN_SECONDS
+                    yield SlowerPolling(interval)
                 continue
             if dpop is None and (dpop := await _key_after(provider, error)) is not None:
-                proven_after_refusal = True
+                refused = error
+                _shown(provider, refused, proven=False)
                 continue
-            if proven_after_refusal:  # the refusal without a proof was DPoP's: the next
-                provider.learned_dpop_required()  # sign-in proves from its first poll
-            raise _ended(error, proven_after_refusal) from None
-        if proven_after_refusal and is_bound(tokens.token_type):
-            provider.learned_dpop_required()
+            raise _ended(error, refused is not None and provider.dpop_required) from None
+        if refused is not None and is_bound(tokens.token_type):
+            _shown(provider, refused, proven=True)
         bound = dpop if dpop is not None and is_bound(tokens.token_type) else None
         yield DeviceSignedIn(tokens, await identity(provider, tokens, bound), bound)
         return
+
+
+def _shown(provider: Provider, refusal: OAuthError, *, proven: bool) -> None:
+    """Learn the requirement where the answers to this device code show it."""
+    if said := requirement_shown(refusal, proven, DEVICE_CODE):
+        provider.learned_dpop_required(said)
 
 
 async def identity(
@@ -139,12 +150,12 @@ async def _key_after(provider: Provider, refusal: OAuthError) -> DpopKey | None:
         raise DeviceGrantEnded("invalid_code", wanted.hint) from None
 
 
-def _ended(error: OAuthError, proven_after_refusal: bool = False) -> DeviceGrantEnded:
+def _ended(error: OAuthError, learned: bool = False) -> DeviceGrantEnded:
     if error.error == "access_denied":
         return DeviceGrantEnded("access_denied", "the sign-in was denied")
     if error.error == "expired_token":
         return DeviceGrantEnded("expired_token", "the code expired before it was used")
-    if proven_after_refusal:
+    if learned:
         return DeviceGrantEnded(
             "invalid_code",
             "the identity provider refused the device code without a DPoP proof, then with"

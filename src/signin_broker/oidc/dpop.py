@@ -158,8 +158,17 @@ def offers(offered: tuple[str, ...]) -> bool:
 
 # Refusals that a provider requiring DPoP of a client gives a request without a proof:
 # panva's oidc-provider answers a plain invalid_grant ("grant request is invalid"), others
-# invalid_request or invalid_dpop_proof. With DPoP offered, any of them may mean it.
+# invalid_request or invalid_dpop_proof. With DPoP offered, any of them may mean it: the
+# request is sent once more with a proof, and what the two answers teach is
+# requirement_shown's to say.
 REFUSALS_WITHOUT_A_PROOF = ("invalid_grant", "invalid_request", "invalid_dpop_proof")
+# Errors that name DPoP themselves (RFC 9449 5, 8).
+DPOP_ERRORS = ("invalid_dpop_proof", USE_DPOP_NONCE)
+# Why a provider is known to require DPoP of a client (Provider.learned_dpop_required).
+SAID_SO = "the provider refused a request without a DPoP proof, naming DPoP ({error})"
+TOOK_THE_PROOF = (
+    "the provider refused a {grant} without a DPoP proof and took the same {grant} with one"
+)
 
 
 def retry_key(mode: str, offered: tuple[str, ...], refusal: OAuthError) -> DpopKey | None:
@@ -169,21 +178,43 @@ def retry_key(mode: str, offered: tuple[str, ...], refusal: OAuthError) -> DpopK
     setting is if-required (auto and require sent one). With off, such a refusal is
     DpopWanted: the person has to hear which setting stands in the way.
     """
-    if not offers(offered) or not may_want_a_proof(refusal.error, refusal.description):
+    if not offers(offered) or not may_want_a_proof(refusal):
         return None
     if mode == OFF:
         raise DpopWanted(refusal)
     return key_for(AUTO, offered, "") if mode == IF_REQUIRED else None
 
 
-def may_want_a_proof(error: str, description: str) -> bool:
+def may_want_a_proof(refusal: OAuthError) -> bool:
     """Whether a refusal of a request sent without a proof may be for want of one."""
-    return error in REFUSALS_WITHOUT_A_PROOF or names_dpop(description)
+    return (
+        refusal.error in REFUSALS_WITHOUT_A_PROOF
+        or names_dpop(refusal)
+        or "dpop" in refusal.description.lower()
+    )
 
 
-def names_dpop(description: str) -> bool:
-    """Whether a refusal's error_description says that DPoP is what was missing."""
-    return "dpop" in description.lower()
+def names_dpop(refusal: OAuthError) -> bool:
+    """Whether a refusal of a request without a proof says that DPoP is what was missing.
+
+    By its error code or a `WWW-Authenticate: DPoP` challenge, which no other cause
+    gives. Not by its free text, which may describe the grant refused (a code bound to
+    some other key), nor by a plain invalid_grant: a made-up code gets one too, with a
+    proof or without.
+    """
+    return refusal.error in DPOP_ERRORS or refusal.dpop_challenge
+
+
+def requirement_shown(refusal: OAuthError, proven: bool, grant: str) -> str:
+    """Why a provider is known to require DPoP of a client, from the answers to one grant.
+
+    `refusal`: its answer without a proof; `proven`: whether the same grant (the same
+    code, the same device code) was then taken with a proof. "" when neither shows it:
+    two refusals of a grant may only mean that it was never good.
+    """
+    if names_dpop(refusal):
+        return SAID_SO.format(error=refusal.error)
+    return TOOK_THE_PROOF.format(grant=grant) if proven else ""
 
 
 class Nonces:

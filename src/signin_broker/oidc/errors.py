@@ -62,11 +62,14 @@ class AnswerUnusable(AnswerLost):
 class OAuthError(Exception):
     """The provider refused a request with an OAuth error code such as invalid_grant."""
 
-    def __init__(self, error: str, description: str, status: int) -> None:
+    def __init__(
+        self, error: str, description: str, status: int, *, dpop_challenge: bool = False
+    ) -> None:
         super().__init__(f"{error}: {description}" if description else error)
         self.error = error
         self.description = description
         self.status = status
+        self.dpop_challenge = dpop_challenge  # the answer's WWW-Authenticate named DPoP
 
 
 class DpopWanted(OAuthError):
@@ -77,7 +80,10 @@ class DpopWanted(OAuthError):
     """
 
     def __init__(self, refusal: OAuthError) -> None:
-        super().__init__(refusal.error, refusal.description, refusal.status)
+        super().__init__(
+            refusal.error, refusal.description, refusal.status,
+            dpop_challenge=refusal.dpop_challenge,
+        )  # fmt: skip
         self.hint = (
             f"the identity provider refused a request without a DPoP proof ({refusal.error});"
             " it offers DPoP and may require it of this client, which its `dpop` setting,"

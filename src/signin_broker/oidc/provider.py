@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import email.utils
 import logging
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -53,6 +54,8 @@ HTTP_TIMEOUT_SECONDS = 10.0
 # given up after this long.
 ANSWER_BOUND_SECONDS = 900.0
 CLOCK_NOTICED_SECONDS = 60  # status says the clock is off from this much on
+# A DPoP challenge among an answer's WWW-Authenticate challenges (RFC 9449 7.1, RFC 9110 11.6.1).
+DPOP_CHALLENGE = re.compile(r"(?:^|,)\s*DPoP(?:\s|,|$)", re.IGNORECASE)
 
 
 class Provider:
@@ -72,9 +75,10 @@ class Provider:
         self.issuer = issuer
         self.client_id = client_id
         self.dpop = dpop  # the `dpop` setting: if-required, auto, require or off (oidc.dpop)
-        # Whether the provider requires DPoP of this client: learned when it refused a
-        # token request without a proof and took it with one; kept by the caller.
+        # Whether the provider requires DPoP of this client, and what showed it (""
+        # when it was known before): learned by a sign-in, kept by the caller.
         self.dpop_required = dpop_required
+        self.dpop_required_reason = ""
         self._nonces = Nonces()
         self._client_auth = client_auth or ClientAuth(client_id)  # a public client by default
         self._http = http or httpx2.AsyncClient(
@@ -169,13 +173,14 @@ class Provider:
         """A key to send a token request refused without a proof again with (oidc.dpop)."""
         return retry_key(self.dpop, (await self.metadata()).dpop_signing_algorithms, refusal)
 
-    def learned_dpop_required(self) -> None:
-        """A proof got what a request without one was refused: DPoP is required of this client."""
+    def learned_dpop_required(self, reason: str) -> None:
+        """The provider showed that it requires DPoP of this client (dpop.requirement_shown)."""
         if not self.dpop_required:
             self.dpop_required = True
+            self.dpop_required_reason = reason
             log.info(
                 "the provider requires DPoP of this client: its sign-ins bind tokens from now on",
-                extra={"issuer": self.issuer, "client_id": self.client_id},
+                extra={"issuer": self.issuer, "client_id": self.client_id, "reason": reason},
             )
 
     async def exchange_code(
@@ -540,8 +545,10 @@ def oauth_error(response: httpx2.Response) -> OAuthError:
     error = body.get("error")
     description = body.get("error_description")
     unnamed = "invalid_client" if response.status_code == 401 else "invalid_request"  # RFC 6749 5.2
+    challenges = ", ".join(response.headers.get_list("www-authenticate"))
     return OAuthError(
         error if isinstance(error, str) else unnamed,
         description if isinstance(description, str) else "",
         response.status_code,
+        dpop_challenge=DPOP_CHALLENGE.search(challenges) is not None,
     )

@@ -95,6 +95,7 @@ class SignInStart:
         None  # a token request's step-up it was begun for (step_up_sign_ins.py)
     )
     asked_at: float = 0.0  # when that request came (Unix seconds): max_age counts from it
+    only_as: str = ""  # the account it must end as ("" any): an app limited to it began it
 
 
 @dataclass(frozen=True, slots=True)

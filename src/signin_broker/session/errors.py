@@ -222,5 +222,12 @@ class AcrNotOffered(SessionError):
         )
 
 
-class StepUpRefused(InvalidSignIn):
-    """A step-up sign-in ended with another user, or short of what it asked for: not taken."""
+class SignInNotTaken(InvalidSignIn):
+    """A sign-in ended as another account than it must, or short of its step-up: not taken.
+
+    `error_code` names which, as the sign-in's failure does (step_up_refused, wrong_account).
+    """
+
+    def __init__(self, reason: str, error_code: str) -> None:
+        super().__init__(reason)
+        self.error_code = error_code

@@ -15,9 +15,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..store.audit_rows import Actor, AuditEntry
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from pathlib import Path
+
     from ..oidc.answers import TokenResponse
     from ..oidc.dpop import DpopKey
     from ..oidc.metadata import ProviderMetadata
+    from ..store.dpop_requirements import KeptRequirement
 
 
 def daemon_actor() -> Actor:
@@ -58,14 +62,17 @@ class AliasStore(Protocol):
 class RequirementStore(Protocol):
     """Where the clients that providers require DPoP of survive a restart.
 
-    store.dpop_requirements.RequirementFile; each is an (issuer, client id) pair.
+    store.dpop_requirements.RequirementFile, which the doctor edits too: `path` tells
+    whether it changed since it was read.
     """
 
-    def load(self) -> set[tuple[str, str]]:
-        """The pairs kept; empty when none are."""
+    path: Path
 
-    def save(self, required: frozenset[tuple[str, str]]) -> None:
-        """Replace what is kept with these pairs."""
+    def load(self) -> list[KeptRequirement]:
+        """The entries kept; empty when none are."""
+
+    def save(self, required: Iterable[KeptRequirement]) -> None:
+        """Replace what is kept with these entries."""
 
 
 class ProviderClient(Protocol):

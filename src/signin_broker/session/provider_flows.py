@@ -24,7 +24,7 @@ from ..oidc.dpop import AUTO, DpopKey, key_for
 from ..oidc.errors import DeviceGrantEnded
 from ..oidc.id_tokens import check_workspace
 from ..oidc.provider import Provider
-from .dpop_requirements import DpopRequirements, bound_by
+from .dpop_requirements import DpopRequirements, Requirement, bound_by
 from .schedule import SIGN_IN_SECONDS
 
 # -- in the browser -----------------------------------------------------------------------
@@ -76,10 +76,9 @@ class SignInFlow:
         self._authorize_params = dict(authorize_params or {})  # the daemon's setting
         self._requirements = requirements or DpopRequirements()
 
-    @property
-    def dpop_required(self) -> bool:
-        """Whether the provider is known to require DPoP of this flow's client."""
-        return self._provider.dpop_required
+    def dpop_requirement(self) -> Requirement | None:
+        """What is known of the provider requiring DPoP of this client; None: nothing."""
+        return self._requirements.of(self._provider)
 
     async def begin(
         self,
@@ -101,6 +100,7 @@ class SignInFlow:
         provider refused its code without a DPoP proof and with one (DpopSignInAgain):
         this one is bound with DPoP from the start.
         """
+        await self._requirements.refresh(self._provider)  # forgotten since? expired?
         metadata = await self._provider.metadata()
         key = (
             key_for(AUTO, metadata.dpop_signing_algorithms, self._provider.issuer)
@@ -126,9 +126,7 @@ class SignInFlow:
         provider = self._provider
         try:
             tokens, claims, key = await pending.request.redeem(provider, code)
-            if pending.dpop_again and key is not None:
-                provider.learned_dpop_required()
-            elif key is None:  # taken without a proof: whatever it required before, not now
+            if key is None:  # taken without a proof: whatever it required before, not now
                 provider.dpop_required = False
         finally:
             await self._requirements.keep(provider)
@@ -208,6 +206,7 @@ class DeviceFlow:
         """
         deadline = time.monotonic() + max(0.0, started.expires_at - time.time())
         provider = self._provider
+        await self._requirements.refresh(provider)
         try:
             key = await provider.new_dpop_key()
             async for step in device_flow.polled(provider, grant, deadline, dpop=key):

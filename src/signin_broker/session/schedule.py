@@ -54,6 +54,10 @@ RENEWAL_RETRY_SECONDS = 5.0
 REFRESH_ANSWER_SECONDS = 180.0
 # How often a state that could not be written is tried again.
 SAVE_RETRY_SECONDS = 5.0
+# How long a provider's requirement of DPoP that a sign-in learned is kept: a provider
+# that stopped requiring it gets Bearer tokens at the first sign-in after this, and one
+# that still requires it costs that sign-in one refused request.
+DPOP_REQUIREMENT_SECONDS = 30 * 24 * 3600
 # The keeper looks again at least this often, and never sooner than this after a look.
 KEEPER_LONGEST_SLEEP_SECONDS = BACKOFF_MAX_SECONDS
 KEEPER_SHORTEST_SLEEP_SECONDS = 0.05

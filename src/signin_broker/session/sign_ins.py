@@ -29,7 +29,7 @@ import secrets
 import sys
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
@@ -57,7 +57,7 @@ from .accounts import (
     provider_of,
     sign_in_facts,
 )
-from .errors import InvalidSignIn, NotConfigured, ProviderUnreachable, StepUpRefused
+from .errors import InvalidSignIn, NotConfigured, ProviderUnreachable, SignInNotTaken
 from .events import EventBus, EventKind, SessionEvent
 from .overview import SessionOverview
 from .ports import AuditSink, daemon_actor
@@ -148,12 +148,15 @@ class SignIns:
         redirect_to: str = "",
         provider: str = "",
         begin_url: str,
+        only_as: bool = False,
     ) -> BegunSignIn:
         """Begin a sign-in for an app: in the browser, at begin_url, or on another device.
 
         Without a choice, a device sign-in where no browser can be shown. Signing an
         account in again goes to its own provider, and belongs to that account; a new
         account's sign-in belongs to the app that began it (accounts.owner_key).
+        `only_as`: the sign-in is taken only if it ends as `account` (an app limited to
+        some accounts began it).
         """
         if device is None:
             device = not browser_at_hand()
@@ -168,6 +171,8 @@ class SignIns:
             elif self._registry.providers.named(provider).alias != own:
                 raise InvalidSignIn(f"account {account} is not an account of provider {provider}")
         started = self.new(workspace_id, owner_key(account, app), authorize_params, provider)
+        if only_as:
+            started = self._begun[started.sign_in_id] = replace(started, only_as=account)
         if device:
             return await self._begin_device(started)
         return BegunSignIn(started, page_url(begin_url, started, redirect_to))
@@ -397,8 +402,8 @@ class SignIns:
             return self._ended(sign_in_id, failure_of(error), step)
         try:
             account = await self._signed_in(signed_in, actor)
-        except StepUpRefused as refused:  # another user, or short of the step-up asked for
-            failure = SignInFailure("step_up_refused", str(refused), f"{refused}.")
+        except SignInNotTaken as refused:  # another account, or short of the step-up asked for
+            failure = SignInFailure(refused.error_code, str(refused), f"{refused}.")
             return self._ended(sign_in_id, failure, "callback", logging.WARNING)
         log.info("signed in", extra={"flow": "oauth", "account": account.id})
         return SignInEnd(account, redirect_to=pending.redirect_to if pending else "")
@@ -447,18 +452,26 @@ class SignIns:
     async def _signed_in(self, signed_in: SignedIn, actor: Actor | None = None) -> AccountInfo:
         """Record a validated sign-in as an account (replacing that tenant's old session).
 
-        StepUpRefused, and nothing changes, for a step-up sign-in of another user or
-        short of what it asked for. The token requests waiting for this sign-in, or for
-        a step-up of the account that it meets (`login --acr-values`), are answered.
+        SignInNotTaken, and nothing changes, for a step-up sign-in of another user or
+        short of what it asked for, and for one an app limited to its accounts began of
+        one of them that ended as another (SignInStart.only_as). The token requests
+        waiting for this sign-in, or for a step-up of the account that it meets (`login
+        --acr-values`), are answered.
         """
         link = self._registry.providers.at(signed_in.provider)
         account_id = account_id_of(str(signed_in.claims["sub"]), signed_in.workspace_id, link.alias)
         acr, auth_time = sign_in_facts(signed_in.claims)  # the ID token's, not userinfo's
         begun = self._begun.get(signed_in.sign_in_id) if signed_in.sign_in_id else None
+        if begun is not None and begun.only_as and begun.only_as != account_id:
+            raise SignInNotTaken(
+                f"the sign-in was begun for {begun.only_as} by an app that may use only the"
+                " accounts its policy names, and another account signed in",
+                "wrong_account",
+            )
         if begun is not None and begun.step_up is not None:
             refusal = begun.step_up.refusal(begun.owner, begun.asked_at, account_id, acr, auth_time)
             if refusal:
-                raise StepUpRefused(refusal)
+                raise SignInNotTaken(refusal, "step_up_refused")
         account = await self._account_of(link, account_id, signed_in)
         previous = await self._registry.add(account)
         self._audit.record(

@@ -19,6 +19,7 @@ from ...session.validation import (
 )
 from ...store.audit_log import AuditTrail
 from ...v1 import broker_pb2 as pb
+from ..refusals import NewAccountNotAllowed
 from .access import Admitted
 from .messages import DEVICE_OF, REVOCATION, account_message, actor_of
 from .service_info import DaemonInfo
@@ -40,9 +41,13 @@ class AccountCalls:
     ) -> pb.BeginSignInResponse:
         """Start a sign-in for an app the user allows; only it hears how the sign-in goes.
 
-        A plain one (no parameters, workspace or provider) while a token request waits
-        for a step-up sign-in of the account (of any the caller may use, when it names
-        none) is that sign-in, so `signin-broker login` continues it.
+        An app allowed every account may sign in any account, a new one too; an app its
+        policy limits to some accounts may sign in again only one of those, named, and
+        the sign-in is taken only if it ends as that account: it cannot add an account
+        it may not use (NewAccountNotAllowed). A plain one (no parameters, workspace or
+        provider) while a token request waits for a step-up sign-in of the account (of
+        any the caller may use, when it names none) is that sign-in, so `signin-broker
+        login` continues it.
         """
         workspace_id = checked(check_workspace_id, request.workspace_id)
         if len(request.redirect_to) > MAX_REDIRECT_TO_LENGTH:
@@ -56,6 +61,13 @@ class AccountCalls:
         plain = not (authorize_params or workspace_id or provider or request.redirect_to)
         plain = plain and request.method != pb.SIGN_IN_METHOD_DEVICE_CODE
         waiting = self._session.step_ups.continued(account, entitlement) if plain else None
+        limited = entitlement.accounts is not None
+        if waiting is None and limited and not account:
+            raise NewAccountNotAllowed(
+                "this app may sign in again only the accounts its policy lets it use; name one"
+                " (`account`): a new account is added by the person (`signin-broker login`) or"
+                " by an app allowed every account"
+            )
         begun = waiting or await self._session.sign_ins.begin(
             account=account,
             app=actor_of(caller).app,
@@ -65,6 +77,7 @@ class AccountCalls:
             redirect_to=request.redirect_to,
             provider=provider,
             begin_url=self._info.sign_in_url,
+            only_as=limited,
         )
         response = pb.BeginSignInResponse(
             sign_in_id=begun.start.sign_in_id,

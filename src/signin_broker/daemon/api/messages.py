@@ -128,6 +128,7 @@ def account_message(account: AccountInfo) -> pb.Account:
 
 def provider_message(link: ProviderLink) -> pb.Provider:
     device_client_id = link.device_client.client_id
+    learned = link.sign_in.dpop_requirement()
     return pb.Provider(
         alias=link.alias,
         issuer=link.issuer,
@@ -139,7 +140,10 @@ def provider_message(link: ProviderLink) -> pb.Provider:
         clock_problem=link.client.clock_problem,
         setting_sources=link.setting_sources,
         dpop=link.dpop,
-        dpop_required=link.sign_in.dpop_required,
+        dpop_required=learned is not None,
+        dpop_required_since_unix=int(learned.learned_at) if learned else 0,
+        dpop_required_reason=learned.reason if learned else "",
+        dpop_required_until_unix=int(learned.until) if learned else 0,
     )
 
 

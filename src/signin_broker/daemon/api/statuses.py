@@ -46,6 +46,7 @@ from ..refusals import (
     AppDenied,
     ForwardExists,
     ForwardNotFound,
+    NewAccountNotAllowed,
     NoAccountToForward,
     NotABrowserApp,
     NothingWaits,
@@ -73,6 +74,7 @@ _STATUS_OF: dict[type[SessionError], Status] = {
     StorageWaits: Status.UNAVAILABLE,  # it passes once the state folder can be written
     TooManyNewTokens: Status.RESOURCE_EXHAUSTED,
     AppDenied: Status.PERMISSION_DENIED,
+    NewAccountNotAllowed: Status.PERMISSION_DENIED,
     ScopesNotAllowed: Status.PERMISSION_DENIED,
     AudienceNotAllowed: Status.PERMISSION_DENIED,
     IdTokenNotAllowed: Status.PERMISSION_DENIED,
