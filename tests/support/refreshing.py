@@ -47,6 +47,7 @@ class ScriptedProvider:
 
     client_id = "signin-broker"
     clock_problem = ""
+    confidential = False  # a public client, as the broker's is by default
     clock_offset = 0.0  # the provider's clock less this device's
 
     def provider_time(self) -> float:

@@ -23,6 +23,7 @@ from signin_broker.session import schedule
 from signin_broker.session.accounts import Account, SignInState
 from signin_broker.session.errors import ProviderUnreachable, SignInRequired, StorageWaits
 from signin_broker.session.events import EventKind
+from signin_broker.session.tokens import TokenSet
 from support.clocks import FakeClock
 from support.refreshing import ACCOUNT, ScriptedProvider, settle, signed_in, stored_account
 
@@ -119,6 +120,45 @@ def test_an_unusable_answer_from_a_provider_seen_to_rotate_is_never_answered_by_
         assert events.kinds().count(EventKind.SIGNED_OUT) == 1
         with pytest.raises(SignInRequired, match="not JSON"):
             await session.tokens.get_token("", (), 0)
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize(
+    ("confidential", "kept", "resent"),
+    [
+        (False, False, False),  # not yet known, a public client: taken as rotating
+        (True, False, True),  # a confidential client: sent once more, to learn
+        (False, True, True),  # the provider was seen to keep its refresh tokens
+    ],
+)
+def test_an_unusable_first_answer_is_resent_only_where_rotation_is_ruled_out(
+    confidential: bool, kept: bool, resent: bool
+) -> None:
+    """RFC 9700 4.14.2: a public client's refresh tokens may rotate, whoever the provider.
+
+    A rotating provider that answered the session's first refresh with a broken 200 has
+    spent the token: sending it again reads as theft there, and ends the grant.
+    """
+
+    async def run() -> None:
+        clock, provider = FakeClock(), ScriptedProvider(lifetime=600, rotates=not kept)
+        provider.confidential = confidential
+        tokens = TokenSet(
+            "at-0", "Bearer", ("openid",), clock(), clock() + 600, refresh_token="rt-0",
+            refresh_kept=kept,
+        )  # fmt: skip
+        session, _ = await signed_in(clock, provider, stored_account(clock, tokens))
+        provider.failure = AnswerUnusable("the token endpoint answered something that is not JSON")
+        clock.now += 0.8 * 600
+        assert (await session.tokens.get_token("", (), 0)).access_token == "at-0"
+        await settle()
+        provider.failure = None
+        while clock.now < EXPIRES_AT - 3600 + 600 + 30:  # to the expiry and past it
+            clock.now += 5
+            await session.tend()
+            await settle()
+        assert provider.refreshes == (["rt-0", "rt-0"] if resent else ["rt-0"])
 
     asyncio.run(run())
 

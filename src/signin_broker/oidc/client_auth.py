@@ -85,6 +85,14 @@ class ClientAuth:
         self._announced = ""  # the method last logged
         self._basic_refused = False  # auto: Basic was refused, the form taken instead
 
+    @property
+    def confidential(self) -> bool:
+        """Whether it has credentials to authenticate with (or is set to, and they failed)."""
+        if self.setting == NONE:
+            return False
+        credentials = self._credentials
+        return bool(self._problem or credentials.secret or credentials.private_key)
+
     def method(self, advertised: Sequence[str]) -> str:
         """The method to use with a provider that lists `advertised`.
 

@@ -346,6 +346,11 @@ class Provider:
         return response
 
     @property
+    def confidential(self) -> bool:
+        """Whether this client authenticates itself to the provider (a secret, a key)."""
+        return self._client_auth.confidential
+
+    @property
     def clock_problem(self) -> str:
         """How far this device's clock is off the provider's, if over a minute; else ""."""
         off = self.clock_offset

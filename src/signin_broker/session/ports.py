@@ -90,6 +90,10 @@ class ProviderClient(Protocol):
     def clock_problem(self) -> str:
         """How far this device's clock is off the provider's, when it is; else ""."""
 
+    @property
+    def confidential(self) -> bool:
+        """Whether the client authenticates itself (a secret, a key); a public one does not."""
+
     def provider_time(self) -> float:
         """Now by the provider's clock, as far as its answers told it (Unix seconds)."""
 

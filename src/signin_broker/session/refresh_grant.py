@@ -9,8 +9,9 @@ came (lost) leaves its refresh token in doubt: it is sent once more, to learn wh
 the provider had it, only when the access token is about to expire, so that a request
 the provider never saw costs nothing, and one it completed (whose new tokens were
 lost anyway) ends the session no sooner than it had to. One the provider answered, but
-unusably, was spent there if the provider rotates refresh tokens (seen at an earlier
-renewal): it is never sent again, and the session ends when its access token does.
+unusably, was spent there if the provider rotates refresh tokens (`may_rotate`: seen
+at an earlier renewal, or not yet known either way for a public client): it is never
+sent again, and the session ends when its access token does.
 The provider ends a session by refusing the refresh token (`invalid_grant`), or by
 refusing a refresh and the access token (userinfo) both. Each answer is classified
 here once: a refusal ends the session (SignInRequired) or is refused
@@ -92,7 +93,7 @@ class RefreshGrant:
             if error.refresh_token is not None:
                 await self._rotated_only(account, error.refresh_token, str(error))
                 raise ProviderUnavailable(str(error)) from None
-            if tokens.refresh_rotates:  # spent there for sure: never sent again
+            if may_rotate(account):  # spent there, for all the daemon knows: never sent again
                 await self._spent(account, str(error))
             else:
                 await self._answer_lost(account, f"a renewal's answer was unusable ({error})")
@@ -247,3 +248,18 @@ class RefreshGrant:
             f" more at {time.strftime('%H:%M:%S', time.localtime(due))}, shortly before the"
             " access token expires"
         )
+
+
+def may_rotate(account: Account) -> bool:
+    """Whether the provider may have spent a refresh token it answered, however unusably.
+
+    It does if it was seen to rotate; it does not if it was seen to keep the token. Not
+    seen either way (the session's first refresh), it may: RFC 9700 4.14.2 has a
+    provider rotate a public client's refresh tokens unless they are sender-constrained,
+    and a provider may rotate those too. Only a confidential client's token, which the
+    provider can tie to the client's credentials, is sent again to learn whether it was.
+    """
+    tokens, client = account.tokens, account.client
+    if tokens.refresh_rotates or tokens.refresh_kept:
+        return tokens.refresh_rotates
+    return client is None or not client.confidential
