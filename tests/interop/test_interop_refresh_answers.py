@@ -3,8 +3,9 @@
 The provider ends the whole grant when a rotated refresh token comes back, and prints
 each such reuse; the tests make it answer one refresh badly (provider.mjs, breakAnswer):
 - its own answer, a JSON 200 cut short, once it has been seen to rotate or before (a
-  public client's tokens may rotate): the token was spent there, so it is never sent again; the session serves its access token, then ends
-  once when that expires, saying why in status and in the event;
+  public client's tokens may rotate): the token was spent there, so it is never sent
+  again; the session serves its access token, then ends once when that expires, saying
+  why in status and in the event;
 - a captive portal's HTML page in its place (the request never reached it): the same
   refresh token goes again, and the session goes on;
 - its answer trickled over SIGNIN_BROKER_TEST_TRICKLE_SECONDS (12 s; 200 is the slow
