@@ -5,10 +5,11 @@
   wall clocks of both processes and leaves BOOTTIME true). The tokens died meanwhile. A
   token's age is the larger of what the two clocks say, so the first call after the jump
   renews, and no dead token is served.
-- DPoP with the device's clock ten minutes off, at a provider that gives no nonces (a
-  proof's iat alone must fall within its window) and a client that must use DPoP
-  (dpop_bound_access_tokens): each proof's iat is the provider's time, by its Date
-  header, so the sign-in and ten renewals work, and so do the apps' proofs.
+- DPoP with the device's clock ten minutes off, or stepped back ten minutes once signed
+  in, at a provider that gives no nonces (a proof's iat alone must fall within its
+  window) and a client that must use DPoP (dpop_bound_access_tokens): each proof's iat
+  is the provider's time, by its Date header carried forward as the boot and wall
+  clocks say, so the sign-in and ten renewals work, and so do the apps' proofs.
 """
 
 from __future__ import annotations
@@ -75,19 +76,32 @@ def proof_accepted(provider: NodeOidcProvider, client: BrokerClient) -> Token:
     return client.get_token()
 
 
-@pytest.mark.parametrize("offset", ["-10m", "+10m"], ids=["ten-minutes-slow", "ten-minutes-fast"])
-def test_dpop_signs_in_and_renews_ten_times_with_the_device_clock_ten_minutes_off(
-    provider_folder: Path, socket_path: Path, tmp_path: Path, offset: str
+@pytest.mark.parametrize(
+    ("offset", "stepped_to"),
+    [("-10m", ""), ("+10m", ""), ("+0", "-10m")],
+    ids=["ten-minutes-slow", "ten-minutes-fast", "stepped-back-ten-minutes"],
+)
+def test_dpop_signs_in_and_renews_ten_times_with_the_device_clock_off_or_stepped(
+    provider_folder: Path, socket_path: Path, tmp_path: Path, offset: str, stepped_to: str
 ) -> None:
+    """Stepped back once signed in, the next proofs carry the provider's time all the same.
+
+    A proof's iat from the provider's last Date plus the wall clock's time since would
+    be ten minutes old to it: the renewal refused (invalid_dpop_proof) until an answer
+    came, and apps' proofs refused.
+    """
+    clock = tmp_path / "clock"
     with NodeOidcProvider(provider_folder, DPOP_TTL, dpop_nonces=False) as provider:
         args = ("--issuer", provider.issuer, "--client-id", DPOP_CLIENT_ID)
         daemon = DaemonProcess(
             socket_path, *args, "--scopes", "offline_access", "--dpop", "require",
-            env=faked_clock(tmp_path / "clock", offset),
+            env=faked_clock(clock, offset),
         ).start()  # fmt: skip
         with Browser() as browser:
             landed = sign_in(browser, daemon, provider)
         assert landed.status_code == 303 and location(landed) == "/dashboard", landed.text
+        if stepped_to:
+            clock.write_text(stepped_to + "\n")  # NTP corrects the clock, the daemon running
         seen: set[str] = set()
         deadline = time.monotonic() + RENEWALS_WITHIN_SECONDS
         with BrokerClient(socket_path) as client:
@@ -96,7 +110,7 @@ def test_dpop_signs_in_and_renews_ten_times_with_the_device_clock_ten_minutes_of
                 token = client.get_token(refused=True)  # renewed once allowed for a refusal
                 assert token.token_type == "DPoP"
                 seen.add(token.access_token)
+                proof_accepted(provider, client)
                 time.sleep(DPOP_TTL * REFUSED_RENEWAL_FRACTION)
-            proof_accepted(provider, client)
         assert set(provider.refresh_statuses()) == {200}  # no proof refused
         daemon.stop()

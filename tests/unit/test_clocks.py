@@ -13,6 +13,7 @@ import pytest
 
 from signin_broker.oidc.dpop import DpopKey
 from signin_broker.oidc.errors import ClockSkewed, IdTokenInvalid
+from signin_broker.oidc.provider_clock import ProviderClock
 from signin_broker.session.clock import Moment, SteadyClock, since_stored, to_wall
 from support.fake_provider import FakeProvider, run
 
@@ -74,7 +75,8 @@ def validate(offset: float | None = None, **claims: float) -> object:
     """The claims, or the refusal; `offset`: the provider's clock as its Date header told."""
     idp = FakeProvider(ISSUER)
     provider, _ = idp.provider()
-    provider.clock_offset = offset
+    if offset is not None:
+        provider._provider_clock.heard(http_date(time.time() + offset))
     try:
         return run(provider.validate_id_token(idp.id_token(**claims), None))
     except IdTokenInvalid as error:
@@ -105,15 +107,15 @@ def test_an_old_id_token_with_a_right_clock_is_just_expired() -> None:
 def test_the_providers_date_header_measures_its_clock() -> None:
     idp = FakeProvider(ISSUER)
     provider, _ = idp.provider()
-    two_hours_ahead = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 7200))
-    provider._note_clock(two_hours_ahead)
+    two_hours_ahead = http_date(time.time() + 7200)
+    provider._provider_clock.heard(two_hours_ahead)
     assert provider.clock_offset is not None and 7190 < provider.clock_offset < 7210
-    provider._note_clock("not a date")
+    provider._provider_clock.heard("not a date")
     assert 7190 < provider.clock_offset < 7210
     assert provider.clock_problem.startswith(
         "this device's clock is 2.0 hours behind the identity provider's (by its Date header)"
     )
-    provider._note_clock(time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime()))
+    provider._provider_clock.heard(http_date(time.time()))
     assert provider.clock_problem == ""  # within a minute: nothing to say
 
 
@@ -124,8 +126,29 @@ def test_a_dpop_proof_takes_its_iat_from_the_providers_clock() -> None:
         "access_token": "at-1", "token_type": "DPoP", "expires_in": 60, "refresh_token": "rt-1",
     }  # fmt: skip
     provider, _ = idp.provider()
-    provider._note_clock(time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 600)))
+    provider._provider_clock.heard(http_date(time.time() + 600))
     run(provider.refresh("rt-0", dpop=DpopKey.generate("ES256")))
     proof = idp.sent[-1].headers["DPoP"]
     iat = json.loads(base64.urlsafe_b64decode(proof.split(".")[1] + "=="))["iat"]
     assert abs(iat - (time.time() + 600)) < 5
+
+
+def test_the_providers_clock_is_carried_forward_across_a_step_back_and_a_pause() -> None:
+    """NTP stepping the wall clock back leaves proofs' iat right; so does a VM's pause."""
+    wall, boot = Moving(1_800_000_000.0), Moving(100.0)
+    clock = ProviderClock(wall, boot)
+    assert clock.now() == wall.now and clock.offset is None  # before any answer
+    clock.heard(http_date(wall.now + 600))  # a device ten minutes slow
+    wall.now += 30 - 600  # 30 s later, NTP steps it back ten minutes more
+    boot.now += 30
+    assert clock.now() == 1_800_000_000.0 + 600 + 30
+    assert clock.offset == 1200  # as far off as the device now is
+    wall.now += 7200  # a pause of two hours: the boot clock stood still, the wall clock synced
+    assert clock.now() == 1_800_000_000.0 + 600 + 7200 - 570
+    clock.heard("not a date")
+    assert clock.now() == 1_800_000_000.0 + 600 + 7200 - 570
+
+
+def http_date(unix: float) -> str:
+    """A Date header's value."""
+    return time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(unix))

@@ -12,8 +12,6 @@ provider's word.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import email.utils
 import logging
 import re
 import time
@@ -45,6 +43,7 @@ from .metadata import (
     discovery_url,
     oauth_metadata_urls,
 )
+from .provider_clock import ProviderClock
 from .trust import verifying_context
 
 log = logging.getLogger(__name__)
@@ -93,9 +92,7 @@ class Provider:
         self._metadata_due = 0.0  # when the discovery document is read again
         self._metadata_lock = asyncio.Lock()
         self._id_tokens = IdTokenChecker(client_id, self._get_json, clock)
-        # The provider's clock less this device's, from the Date header of its last answer
-        # (to a second or so); None until an answer had one.
-        self.clock_offset: float | None = None
+        self._provider_clock = ProviderClock()  # its time, by the Date of its last answer
 
     async def close(self) -> None:
         """Close the HTTP connections."""
@@ -358,21 +355,19 @@ class Provider:
             return ""
         return f"{clock_off(off)} (by its Date header); {SET_THE_CLOCK}"
 
+    @property
+    def clock_offset(self) -> float | None:
+        """The provider's clock less this device's (to a second or so); None before an answer."""
+        return self._provider_clock.offset
+
     def provider_time(self) -> float:
         """Now by the provider's clock, as its last Date header told it (this device's before).
 
         A DPoP proof's `iat` is checked against the server's clock, within a minute or a
-        few: a device whose clock is off would have every proof refused.
+        few: a device whose clock is off, or was stepped since, would have every proof
+        refused (provider_clock.py).
         """
-        return time.time() + (self.clock_offset or 0.0)
-
-    def _note_clock(self, date: str | None) -> None:
-        """Measure the provider's clock against this device's from an answer's Date header."""
-        if date:
-            with contextlib.suppress(TypeError, ValueError, OverflowError):
-                self.clock_offset = (
-                    email.utils.parsedate_to_datetime(date).timestamp() - time.time()
-                )
+        return self._provider_clock.now()
 
     async def _get_json(self, url: str, what: str) -> Any:
         return json_of(await self._send("GET", url, what), what)
@@ -467,7 +462,7 @@ class Provider:
         response = httpx2.Response(
             streamed.status_code, headers=streamed.headers, content=body, request=request
         )
-        self._note_clock(response.headers.get("date"))
+        self._provider_clock.heard(response.headers.get("date"))
         if response.status_code == 504:  # a gateway gave up waiting: the provider may act on it
             raise AnswerLost(f"the {what} endpoint answered HTTP 504")
         if response.status_code >= 500:
