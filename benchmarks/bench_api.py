@@ -14,16 +14,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import multiprocessing
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import _incumbent  # beside this file, as the script's folder is on sys.path
@@ -139,16 +141,60 @@ async def hold_watchers(socket_path: str, count: int, ready: str) -> None:
     await asyncio.sleep(3600)
 
 
+async def hold_stuck_requests(socket_path: str, count: int, ready: str) -> None:
+    """`count` connections, each a GetToken whose largest allowed request stops 6 bytes short.
+
+    The request says it is MAX_REQUEST_BYTES long and 65,530 bytes of it are sent (all
+    that HTTP/2's initial window lets a client send before the daemon's settings): the
+    daemon holds each, waiting for the rest.
+    """
+    import h2.config
+    import h2.connection
+
+    from signin_broker.daemon.api.dispatch import MAX_REQUEST_BYTES
+
+    headers = [
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":authority", "localhost"),
+        (":path", "/signin_broker.v1.TokenBroker/GetToken"),
+        ("content-type", "application/grpc"),
+        ("te", "trailers"),
+    ]
+    held = []
+    for _ in range(count):
+        # A blocking connect waits while the daemon's backlog is full, where asyncio's
+        # takes the refusal for a connection.
+        plain = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        await asyncio.to_thread(plain.connect, socket_path)
+        reader, writer = await asyncio.open_unix_connection(sock=plain)
+        connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        connection.initiate_connection()
+        connection.send_headers(1, headers)
+        sent = b"\x00" + MAX_REQUEST_BYTES.to_bytes(4, "big") + bytes(65535 - 5)
+        for start in range(0, len(sent), 16384):  # HTTP/2's default largest frame
+            connection.send_data(1, sent[start : start + 16384])
+        writer.write(connection.data_to_send())
+        await writer.drain()
+        held.append((reader, writer))
+    os.close(os.open(ready, os.O_CREAT | os.O_WRONLY))
+    await asyncio.sleep(3600)
+
+
 WATCHERS_PER_PROCESS = 50  # the daemon allows a process 64 connections
 
 
-def watchers_rss(socket_path: str, daemon_pid: int, count: int) -> float:
-    """Daemon RSS in MB while `count` apps each hold a WatchEvents stream open."""
+@contextlib.contextmanager
+def holding(socket_path: str, holder: str, count: int) -> Iterator[None]:
+    """`count` connections held open by `holder` (hold_watchers, hold_stuck_requests) until exit.
+
+    Spread over processes of WATCHERS_PER_PROCESS connections each.
+    """
     holders, readies = [], []
     for first in range(0, count, WATCHERS_PER_PROCESS):
         ready = tempfile.mktemp()
         code = (
-            "import asyncio, bench_api; asyncio.run(bench_api.hold_watchers("
+            f"import asyncio, bench_api; asyncio.run(bench_api.{holder}("
             f"{socket_path!r}, {min(WATCHERS_PER_PROCESS, count - first)}, {ready!r}))"
         )
         holders.append(subprocess.Popen([sys.executable, "-c", code], cwd=HERE))
@@ -157,17 +203,23 @@ def watchers_rss(socket_path: str, daemon_pid: int, count: int) -> float:
         deadline = time.monotonic() + 120
         while not all(os.path.exists(ready) for ready in readies):
             if any(h.poll() is not None for h in holders) or time.monotonic() > deadline:
-                raise RuntimeError("the watcher processes did not get their streams")
+                raise RuntimeError(f"the processes running {holder} did not get their calls")
             time.sleep(0.1)
         time.sleep(1)
-        return psutil.Process(daemon_pid).memory_info().rss / 2**20
+        yield
     finally:
-        for holder in holders:
-            holder.kill()
-            holder.wait()
+        for process in holders:
+            process.kill()
+            process.wait()
         for ready in readies:
             if os.path.exists(ready):
                 os.unlink(ready)
+
+
+def watchers_rss(socket_path: str, daemon_pid: int, count: int) -> float:
+    """Daemon RSS in MB while `count` apps each hold a WatchEvents stream open."""
+    with holding(socket_path, "hold_watchers", count):
+        return psutil.Process(daemon_pid).memory_info().rss / 2**20
 
 
 def sign_in(begin_url: str) -> None:

@@ -7,6 +7,10 @@
 2. A signed-in daemon after 1,000 GetToken calls, from /proc/<pid>/smaps: resident
    memory by mapping (the Python heap, each shared library).
 3. RSS per WatchEvents stream held open, from 0 to `--watchers` streams.
+4. The worst case the systemd unit's MemoryHigh= and MemoryMax= rest on: the watchers
+   held, and the rest of the connection table (transport.MAX_CONNECTIONS) filled with
+   calls whose 64 KiB request (dispatch.MAX_REQUEST_BYTES) never ends; the daemon's
+   RSS then, and its peak (VmHWM) over the whole run.
 The yardstick is `python -c pass`'s own RSS, measured the same way.
 """
 
@@ -26,6 +30,7 @@ import bench_api  # beside this file, as the script's folder is on sys.path
 import psutil
 
 from signin_broker.client import BrokerClient
+from signin_broker.daemon.api.transport import MAX_CONNECTIONS
 from signin_broker_testing import StubProvider
 
 # The daemon's own order: before "ready" (gRPC, the servicer), then in the worker thread
@@ -102,6 +107,24 @@ def resident_by_mapping(pid: int, top: int = 8) -> list[str]:
     return lines
 
 
+def flood_rows(socket_path: str, pid: int, watchers: int) -> list[str]:
+    """The daemon's RSS with the connection table full: watchers, and stuck requests."""
+    stuck = MAX_CONNECTIONS - watchers
+    with (
+        bench_api.holding(socket_path, "hold_watchers", watchers),
+        bench_api.holding(socket_path, "hold_stuck_requests", stuck),
+    ):
+        held = psutil.Process(pid).memory_info().rss / 2**20
+    with open(f"/proc/{pid}/status") as status:
+        peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
+    return [
+        f"\n{'the connection table full (' + str(MAX_CONNECTIONS) + ')':<46} {'RSS MB':>8}",
+        "-" * 65,
+        f"{f'{watchers} watchers, {stuck} stuck 64 KiB requests':<46} {held:>8.1f}",
+        f"{'peak over the whole run (VmHWM)':<46} {peak:>8.1f}",
+    ]
+
+
 def python_pass_rss() -> float:
     probe = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2)"])
     try:
@@ -153,6 +176,7 @@ def main() -> None:
         print(f"{0:<46} {before:>8.1f}")
         each = (held - before) * 1024 / options.watchers
         print(f"{options.watchers:<46} {held:>8.1f} {each:>9.1f}")
+        print("\n".join(flood_rows(socket_path, daemon.pid, options.watchers)))
     finally:
         stub.stop()
         if daemon is not None:

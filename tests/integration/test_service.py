@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -30,7 +32,9 @@ from support.signin import sign_in
 REPO = Path(__file__).parents[2]
 
 
-def test_the_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
+@pytest.fixture
+def written_units(tmp_path: Path) -> tuple[dict[Path, str], dict[str, str]]:
+    """The units install-service writes for this tree, and an environment to analyze them in."""
     if shutil.which("systemd-analyze") is None:
         unavailable("systemd-analyze is needed (Debian package systemd)")
     plan = systemd_plan(BIN / "signin-brokerd", {"XDG_CONFIG_HOME": str(tmp_path)})
@@ -39,23 +43,85 @@ def test_the_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
         path.write_text(text)
     runtime = tmp_path / "runtime"
     runtime.mkdir(mode=0o700)
+    return plan.files, {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
+
+
+def test_the_units_pass_systemd_analyze_verify(
+    written_units: tuple[dict[Path, str], dict[str, str]],
+) -> None:
+    files, env = written_units
     result = subprocess.run(
-        ["systemd-analyze", "verify", "--user", *map(str, plan.files)],
-        env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)},
-        capture_output=True, text=True, timeout=60,
+        ["systemd-analyze", "verify", "--user", *map(str, files)],
+        env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip() == "", result.stderr  # not even a warning
-    service = plan.files[tmp_path / "systemd" / "user" / "signin-broker.service"]
+    (service,) = (text for path, text in files.items() if path.name == "signin-broker.service")
     assert f"ExecStart={BIN / 'signin-brokerd'}\n" in service
     assert "Type=notify" in service and "WatchdogSec=" in service
+
+
+# Settings a user manager cannot apply without PrivateUsers=yes (systemd.exec(5)), which
+# the daemon cannot run under (root's folders look like nobody's): systemd 252 skips the
+# first ones silently, and refuses to start the service for the others (218/CAPABILITIES).
+# (ProtectKernelTunables= and ProtectHostname= keep only a no-new-privileges part.) They
+# would lower systemd-analyze's score while confining nothing, or stop the daemon.
+NOT_FOR_A_USER_MANAGER = (
+    "PrivateUsers", "ProtectSystem", "ProtectHome", "PrivateTmp", "ProtectControlGroups",
+    "ProtectKernelTunables", "ProtectHostname", "ProtectProc", "ProcSubset", "ReadWritePaths",
+    "ReadOnlyPaths", "InaccessiblePaths",
+    "CapabilityBoundingSet", "PrivateDevices", "ProtectKernelModules", "ProtectKernelLogs",
+    "ProtectClock",
+)  # fmt: skip
+EXPOSURE_AT_MOST = 6.3  # systemd-analyze security --user on systemd 252; 6.6 before the sandbox
+
+
+def test_the_service_sandbox_scores_at_most_its_exposure_with_only_user_manager_settings(
+    written_units: tuple[dict[Path, str], dict[str, str]],
+) -> None:
+    files, env = written_units
+    (service,) = (path for path in files if path.name == "signin-broker.service")
+    scored = subprocess.run(
+        ["systemd-analyze", "security", "--offline=true", "--user", "--no-pager",
+         f"--threshold={round(EXPOSURE_AT_MOST * 10)}", str(service)],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    overall = [line for line in scored.stdout.splitlines() if "Overall exposure" in line]
+    assert scored.returncode == 0, f"{overall} {scored.stderr}"
+    settings = {line.partition("=")[0] for line in files[service].splitlines() if "=" in line}
+    assert not settings & set(NOT_FOR_A_USER_MANAGER)
+    assert {"MemoryDenyWriteExecute", "KeyringMode", "LimitCORE", "MemoryMax"} <= settings
+
+
+# How the unit confines the daemon, as far as a process can do it to itself without a
+# service manager: no new privileges, no writable and executable memory (the kernel's
+# own MemoryDenyWriteExecute, Linux 6.3 on), no core dump. Then it execs the command.
+CONFINED_AS_THE_UNIT_SAYS = """
+import ctypes, os, resource, sys
+libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_NO_NEW_PRIVS, PR_SET_MDWE, PR_GET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN = 38, 65, 66, 1
+assert libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
+assert libc.prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0, 0, 0) == 0, ctypes.get_errno()
+assert libc.prctl(PR_GET_MDWE, 0, 0, 0, 0) == PR_MDWE_REFUSE_EXEC_GAIN
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+os.execvp(sys.argv[1], sys.argv[1:])
+"""
+
+
+def _memory_deny_write_execute_missing() -> bool:
+    """Whether this kernel lacks prctl(PR_SET_MDWE) (before Linux 6.3): PR_GET_MDWE fails."""
+    pr_get_mdwe = 66
+    return bool(ctypes.CDLL(None).prctl(pr_get_mdwe, 0, 0, 0, 0) == -1)
 
 
 def test_socket_activation_the_first_connection_starts_the_daemon(
     stub: StubProvider, folder: Path
 ) -> None:
+    """Started as the unit starts it: by its socket, confined as far as a process can be."""
     if shutil.which("systemd-socket-activate") is None:
         unavailable("systemd-socket-activate is needed (Debian package systemd)")
+    if _memory_deny_write_execute_missing():
+        unavailable("the kernel's MemoryDenyWriteExecute (prctl PR_SET_MDWE) needs Linux 6.3")
     socket_path = folder / "run" / "broker.sock"
     socket_path.parent.mkdir(mode=0o700)
     env = {
@@ -66,7 +132,8 @@ def test_socket_activation_the_first_connection_starts_the_daemon(
     }
     passed = ["PATH", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "PYTHON_KEYRING_BACKEND"]
     activator = subprocess.Popen(
-        ["systemd-socket-activate", "--listen", str(socket_path),
+        [sys.executable, "-c", CONFINED_AS_THE_UNIT_SAYS,
+         "systemd-socket-activate", "--listen", str(socket_path),
          *(f"--setenv={name}" for name in passed),
          sys.executable, "-m", "signin_broker.daemon.main",
          "--socket", str(socket_path), "--http", "127.0.0.1:0", "--issuer", stub.issuer],
@@ -83,6 +150,10 @@ def test_socket_activation_the_first_connection_starts_the_daemon(
             assert status.pid == activator.pid  # the activator became the daemon
             assert status.started_by == "socket activation"
             assert status.socket_path == str(socket_path)
+            assert "NoNewPrivs:\t1" in Path(f"/proc/{status.pid}/status").read_text()
+            assert re.search(
+                r"Max core file size +0 +0 ", Path(f"/proc/{status.pid}/limits").read_text()
+            )
             with Browser() as browser:
                 sign_in(browser, SimpleNamespace(web_url=status.web_url.rstrip("/")))
             assert client.get_token().account == "user:1001"
