@@ -23,28 +23,13 @@ from signin_broker import BrokerClient
 from signin_broker_testing import StubProvider
 from signin_broker_testing.daemon import DaemonProcess
 from support.commands import BIN, signin_broker
+from support.native_messaging import EXTENSION, ORIGIN, answers, frame, get_token
 from support.signin import signed_in_daemon
 from support.tokens import PAGE_TOKEN_FIELDS, userinfo_sub
 
-EXTENSION = "cebidliipbcfhdfgddngepmjegpjahaj"  # the reference extension's
 APP = f"browser:stand-in/{EXTENSION}"
-ORIGIN = "http://127.0.0.1:8000"
 HOST = BIN / "signin-broker-native-host"
 THIS_PYTHON = os.readlink("/proc/self/exe")  # what the kernel names as a child's parent
-
-
-def frame(message: object) -> bytes:
-    body = json.dumps(message).encode()
-    return struct.pack("=I", len(body)) + body
-
-
-def answers(raw: bytes) -> list[dict[str, object]]:
-    found = []
-    while raw:
-        (length,) = struct.unpack("=I", raw[:4])
-        found.append(json.loads(raw[4 : 4 + length]))
-        raw = raw[4 + length :]
-    return found
 
 
 def run_host(
@@ -61,10 +46,6 @@ def run_host(
         timeout=60,
         env={**os.environ, "SIGNIN_BROKER_SOCKET": str(socket_path)},
     )
-
-
-def get_token(origin: str = ORIGIN, ident: int = 1, **request: object) -> bytes:
-    return frame({"id": ident, "kind": "getToken", "origin": origin, "request": request})
 
 
 @pytest.fixture
