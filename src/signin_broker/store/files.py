@@ -19,6 +19,8 @@ import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from ..json_depth import within_depth
+
 MAX_FILE_BYTES = 1 << 20  # a state or key file is a few kilobytes
 # What write_atomically writes before its rename: `.<name>.<16 hex digits>.tmp`.
 TEMPORARY_NAME = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{16}\.tmp")
@@ -167,7 +169,7 @@ def read_versioned_json(path: Path, field: str, version: int, limit: int, kind: 
     data = read_regular_file(path, limit)
     if data is None:
         return None
-    kept = json.loads(data)
+    kept = json.loads(within_depth(data))
     if not isinstance(kept, dict) or kept.get("version") != version or field not in kept:
         raise ValueError(f"{path} is not {kind} of version {version}")
     return kept[field]
