@@ -209,7 +209,10 @@ _encode = make_encoder(
 
 
 def loads(text: str | bytes) -> Any:
-    """One JSON value, as json.loads reads it; ValueError when the text is not exactly one."""
+    """One JSON value, as json.loads reads it; ValueError when the text is not exactly one.
+
+    A text nested deeper than json_depth reads is a ValueError too, before the scanner sees it.
+    """
     if isinstance(text, bytes):
         text = text.decode()
     text = within_depth(text.strip(JSON_WHITESPACE))

@@ -163,8 +163,9 @@ def read_regular_file(path: Path, limit: int = MAX_FILE_BYTES) -> bytes | None:
 def read_versioned_json(path: Path, field: str, version: int, limit: int, kind: str) -> object:
     """The `field` of a small {"version": ..., field: ...} JSON file; None when there is none.
 
-    ValueError when the file is not `kind` of this version (its content is the caller's to
-    check further); the refusals of read_regular_file otherwise.
+    ValueError when the file is not `kind` of this version, not JSON, or JSON nested deeper
+    than json_depth reads (its content is the caller's to check further); the refusals of
+    read_regular_file otherwise.
     """
     data = read_regular_file(path, limit)
     if data is None:
