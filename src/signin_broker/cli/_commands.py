@@ -61,6 +61,7 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
     rows = [
         *[("CLOCK", problem) for problem in clocks],
         *[("CONFIG", warning) for warning in info.config_warnings],
+        *[("ALIAS", conflict) for conflict in info.alias_conflicts],
         (
             "daemon",
             f"running (pid {info.pid}, version {info.version},"

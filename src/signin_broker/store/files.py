@@ -167,18 +167,33 @@ def read_versioned_json(path: Path, field: str, version: int, limit: int, kind: 
     than json_depth reads (its content is the caller's to check further); the refusals of
     read_regular_file otherwise.
     """
+    document = read_versioned_document(path, field, version, limit, kind)
+    return None if document is None else document[field]
+
+
+def read_versioned_document(
+    path: Path, field: str, version: int, limit: int, kind: str
+) -> dict[str, object] | None:
+    """Such a file whole, for one with fields beside `field` (optional ones); None if none.
+
+    Refused as read_versioned_json refuses it.
+    """
     data = read_regular_file(path, limit)
     if data is None:
         return None
-    kept = json.loads(within_depth(data))
+    try:
+        kept = json.loads(within_depth(data))
+    except ValueError as error:  # not JSON, or nested too deep (json_depth)
+        raise ValueError(f"{path} is not {kind}: {error}") from None
     if not isinstance(kept, dict) or kept.get("version") != version or field not in kept:
         raise ValueError(f"{path} is not {kind} of version {version}")
-    return kept[field]
+    return kept
 
 
-def versioned_json(field: str, version: int, value: object) -> bytes:
-    """The text read_versioned_json reads back, one item a line."""
-    return json.dumps({"version": version, field: value}, indent=1).encode() + b"\n"
+def versioned_json(field: str, version: int, value: object, **beside: object) -> bytes:
+    """The text read_versioned_json (read_versioned_document with `beside`) reads back."""
+    document = {"version": version, field: value, **beside}
+    return json.dumps(document, indent=1).encode() + b"\n"
 
 
 def write_atomically(
