@@ -274,5 +274,17 @@ def test_a_program_or_script_bound_over_an_allowed_one_in_a_namespace_of_its_own
     refused = json.loads(program.stdout)
     assert refused.get("code") == "permission_denied", refused
     assert f"its program {curl} is not known to be the daemon's file" in refused["error"]
+
+    # What a process of the same uid can do (the threat model says so): run the allowed
+    # script, in the daemon's own view, with code of its own loaded into it.
+    injected = folder / "injected"
+    injected.mkdir()
+    (injected / "sitecustomize.py").write_text("import sys; print('injected', file=sys.stderr)")
+    inside = subprocess.run(
+        python, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(injected)},
+    )  # fmt: skip
+    assert "injected" in inside.stderr
+    assert json.loads(inside.stdout) == {"ok": True, "who": "allowed"}
     assert daemon.alive
     daemon.stop()

@@ -14,7 +14,9 @@ What can be trusted, and how far:
   the same uid can ptrace, LD_PRELOAD, or exec another program between connect() and
   the daemon's look. What can be made sound is: the pid is the caller (pinned by a
   pidfd, else by its start time), a caller that cannot be identified has no app id and
-  never gets a default "allow", and a relative script path is not trusted for a pin.
+  never gets a default "allow", a relative script path is not trusted for a pin, and a
+  path read in /proc is taken only where it names the daemon's own file (a program of
+  a mount namespace of the caller's own is refused: file_system_view).
 - A browser extension is the broker's native host started by a known browser
   (browsers.py); a caller that claims to be the host otherwise is refused with the reason.
 """
