@@ -21,6 +21,7 @@ read raises OSError: the caller could not be identified at all).
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -42,7 +43,7 @@ class NotTheDaemonsFile(Exception):
 def running_program(pid: int) -> str:
     """The path of the program pid runs, as the daemon finds that file; else NotTheDaemonsFile."""
     named = os.readlink(f"/proc/{pid}/exe")  # noqa: PTH115 - a str, not a Path, is kept
-    running = Path(f"/proc/{pid}/exe").stat()  # the very file, whatever the path now names
+    running = os.stat(f"/proc/{pid}/exe")  # noqa: PTH116 - the very file, whatever the path names
     if _is_there(running, named):
         return named
     path = named.removesuffix(DELETED)
@@ -53,16 +54,23 @@ def running_program(pid: int) -> str:
 
 def check_same_view(pid: int, script: str) -> None:
     """NotTheDaemonsFile unless pid sees the file system as the daemon does (its script's)."""
+    namespace, root = _own_view()
     if not (
-        _same_file(Path(f"/proc/{pid}/ns/mnt").stat(), Path("/proc/self/ns/mnt").stat())
-        and _same_file(Path(f"/proc/{pid}/root").stat(), Path("/").stat())
+        _same_file(os.stat(f"/proc/{pid}/ns/mnt"), namespace)  # noqa: PTH116 - per connection:
+        and _same_file(os.stat(f"/proc/{pid}/root"), root)  # noqa: PTH116 - no Path built
     ):
         raise NotTheDaemonsFile("script", script)
 
 
+@functools.cache
+def _own_view() -> tuple[os.stat_result, os.stat_result]:
+    """The daemon's own mount namespace and root, which it never leaves."""
+    return os.stat("/proc/self/ns/mnt"), os.stat("/")  # noqa: PTH116
+
+
 def _is_there(running: os.stat_result, path: str) -> bool:
     try:
-        return _same_file(running, Path(path).stat())
+        return _same_file(running, os.stat(path))  # noqa: PTH116
     except OSError:
         return False
 
