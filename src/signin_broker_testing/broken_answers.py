@@ -27,6 +27,7 @@ BROKEN_ANSWERS = (
     "expires_in_huge",  # "expires_in": 10**12, while the token dies at its real time
     "huge_access_token",  # a 1 MB access token beside the rotated refresh token
     "huge_body",  # 50 MB of JSON, streamed
+    "nested_json",  # 50,000 arrays, one inside the other (100 KB)
     "trickle",  # the real answer, a few bytes at a time over `seconds`
 )
 PORTAL_PAGE = "<html><body>Welcome to Hotel Wi-Fi: accept the terms to continue</body></html>"
@@ -34,6 +35,7 @@ PORTAL_PAGE = "<html><body>Welcome to Hotel Wi-Fi: accept the terms to continue<
 # it issued (its userinfo and introspection know it).
 HUGE_ACCESS_TOKEN = "A" * 1_000_000
 HUGE_BODY_CHUNKS = 800  # 64 KiB each: 50 MB
+NESTED_JSON = b"[" * 50_000 + b"]" * 50_000
 EXPIRES_IN: dict[str, object] = {
     "expires_in_word": "soon",
     "expires_in_negative": -5,
@@ -59,6 +61,8 @@ def broken(
         return Response(
             body[: len(body) // 2], 200, headers=NO_STORE, media_type="application/json"
         )
+    if how == "nested_json":
+        return Response(NESTED_JSON, 200, headers=NO_STORE, media_type="application/json")
     if how == "huge_body":
         return StreamingResponse(
             _padded(body), 200, headers=NO_STORE, media_type="application/json"

@@ -291,3 +291,48 @@ def test_an_alias_that_is_another_accounts_login_is_refused_unless_forced(
     assert (code, err) == (0, "alice names user:1002.\n")
     code, out, err = cli(daemon, "token", "--json", "--account", "alice")
     assert (code, json.loads(out)["account"]) == (0, BOB_ID), err
+
+
+def test_an_alias_given_while_the_login_was_away_is_refused_once_it_signs_in_until_chosen(
+    people: StubProvider, socket_path: Path
+) -> None:
+    """`accounts alias bob user:1001` while Bob was removed, then Bob signed in: `--account
+    bob` once gave Alice's token without a word."""
+    daemon = daemon_with_accounts(people, socket_path, workspace=False)
+    assert cli(daemon, "accounts", "remove", BOB_ID)[0] == 0
+    assert cli(daemon, "accounts", "alias", "bob", ALICE_ID)[0] == 0  # nobody's login now
+    assert sign_in_as(people, daemon, BOB.sub) == BOB_ID
+    conflict = (
+        f"'bob' is your alias of {ALICE_ID} and the login of {BOB_ID}, signed in since the"
+        " alias was given; name the account by its id, remove the alias (signin-broker"
+        " accounts alias --remove bob), or keep it over that login (signin-broker accounts"
+        f" alias --force bob {ALICE_ID})"
+    )
+    (logged,) = daemon.expect_log(msg="an alias is the login of the account that signed in")
+    assert (logged["account"], logged["reason"]) == (BOB_ID, conflict)
+    code, out, err = cli(daemon, "token", "--account", "bob")
+    assert (code, out) == (1, "") and conflict in err
+    status, refused = curl_json(daemon.socket_path, "GetToken", '{"account": "bob"}')
+    assert (status, refused) == (400, {"error": conflict, "code": "invalid_argument"})
+    assert ("ALIAS", conflict) in status_rows(daemon)
+    assert json.loads(cli(daemon, "status", "--json")[1])["alias_conflicts"] == [conflict]
+
+    # Kept over the login: Alice's, across a restart; removed: Bob's login is his again.
+    assert cli(daemon, "accounts", "alias", "--force", "bob", ALICE_ID)[0] == 0
+    daemon.stop()
+    daemon = DaemonProcess(socket_path, "--issuer", people.issuer).start()
+    code, out, err = cli(daemon, "token", "--json", "--account", "bob")
+    assert (code, json.loads(out or "{}").get("account")) == (0, ALICE_ID), err
+    assert not [row for row in status_rows(daemon) if row[0] == "ALIAS"]
+    assert cli(daemon, "accounts", "alias", "--remove", "bob")[0] == 0
+    code, out, err = cli(daemon, "token", "--json", "--account", "bob")
+    assert (code, json.loads(out or "{}").get("account")) == (0, BOB_ID), err
+    daemon.stop()
+
+
+def status_rows(daemon: DaemonProcess) -> list[tuple[str, str]]:
+    """`signin-broker status` as (key, value) rows."""
+    code, out, err = cli(daemon, "status")
+    assert code == 0, err
+    rows = (line.partition("  ") for line in out.splitlines())
+    return [(key, value.strip()) for key, _, value in rows]

@@ -194,6 +194,7 @@ def test_a_broken_policy_file_is_reported_and_the_last_good_policy_stays(
         ('[[apps]]\napp = "x"\ndecision = "allow"\nsha256 = "abc"\n', "sha256 must be"),
         ('[[apps]]\napp = "x"\ndecision = "allow"\nwho = 1\n', "unknown key 'who'"),
         ('default = "allow"\n', "unknown key 'default'"),
+        ("[[apps]]\nscopes = " + "[" * 5000 + "]" * 5000, "apps.toml nests too deeply"),
     ],
 )
 def test_policy_file_mistakes_are_named(text: str, reason: str) -> None:

@@ -56,6 +56,9 @@ def test_a_malformed_config_or_flood_is_a_usage_error(
     config = configured(folder, f'[registries."{REGISTRY}"]\npassword = "no"\n')
     bad = helper(socket_path, config, "get", REGISTRY)
     assert bad.returncode == 2 and "takes only" in bad.stderr and bad.stdout == ""
+    config = configured(folder / "nested", "x = " + "[" * 5000 + "]" * 5000)
+    nested = helper(socket_path, config, "get", REGISTRY)
+    assert nested.returncode == 2 and "nests too deeply" in nested.stderr, nested.stderr
     config = configured(folder / "second", f'[registries."{REGISTRY}"]\n')
     flood = helper(socket_path, config, "get", "x" * (65 * 1024))
     assert flood.returncode == 2 and "larger than" in flood.stderr

@@ -23,28 +23,13 @@ from signin_broker import BrokerClient
 from signin_broker_testing import StubProvider
 from signin_broker_testing.daemon import DaemonProcess
 from support.commands import BIN, signin_broker
+from support.native_messaging import EXTENSION, ORIGIN, answers, frame, get_token
 from support.signin import signed_in_daemon
 from support.tokens import PAGE_TOKEN_FIELDS, userinfo_sub
 
-EXTENSION = "cebidliipbcfhdfgddngepmjegpjahaj"  # the reference extension's
 APP = f"browser:stand-in/{EXTENSION}"
-ORIGIN = "http://127.0.0.1:8000"
 HOST = BIN / "signin-broker-native-host"
 THIS_PYTHON = os.readlink("/proc/self/exe")  # what the kernel names as a child's parent
-
-
-def frame(message: object) -> bytes:
-    body = json.dumps(message).encode()
-    return struct.pack("=I", len(body)) + body
-
-
-def answers(raw: bytes) -> list[dict[str, object]]:
-    found = []
-    while raw:
-        (length,) = struct.unpack("=I", raw[:4])
-        found.append(json.loads(raw[4 : 4 + length]))
-        raw = raw[4 + length :]
-    return found
 
 
 def run_host(
@@ -61,10 +46,6 @@ def run_host(
         timeout=60,
         env={**os.environ, "SIGNIN_BROKER_SOCKET": str(socket_path)},
     )
-
-
-def get_token(origin: str = ORIGIN, ident: int = 1, **request: object) -> bytes:
-    return frame({"id": ident, "kind": "getToken", "origin": origin, "request": request})
 
 
 @pytest.fixture
@@ -152,15 +133,16 @@ def test_a_host_program_elsewhere_is_not_the_brokers_own(
         (struct.pack("=I", 0xFFFFFFFF) + b'{"id": 1}', "4294967295 bytes was announced"),
         (struct.pack("=I", 100) + b'{"id": 1', "the stream ended inside a message"),
         (struct.pack("=I", 9) + b"{not json", "not UTF-8 JSON"),
+        (struct.pack("=I", 60_000) + b"[" * 60_000, "a message nests deeper than 64 levels"),
     ],
-    ids=["4-GiB-length", "truncated-frame", "invalid-JSON"],
+    ids=["4-GiB-length", "truncated-frame", "invalid-JSON", "nested-60-KB"],
 )
 def test_a_broken_stream_ends_the_host_and_the_daemon_and_other_apps_go_on(
     browser_daemon: DaemonProcess, stdin: bytes, said: str
 ) -> None:
     host = run_host(browser_daemon.socket_path, stdin)
     assert host.returncode == 1
-    assert said in host.stderr.decode()
+    assert said in host.stderr.decode() and "Traceback" not in host.stderr.decode()
     (refusal,) = answers(host.stdout)
     assert refusal["ok"] is False and refusal["code"] == "invalid_argument"
     assert said in str(refusal["error"])

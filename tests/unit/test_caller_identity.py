@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
 from signin_broker.daemon.api.transport import CallerConnection, ConnectionTable
+from signin_broker.daemon.callers.file_system_view import NotTheDaemonsFile, running_program
 from signin_broker.daemon.callers.identity import (
     MAX_FLATPAK_INFO_BYTES,
     SNAP_LABEL,
@@ -26,6 +30,8 @@ from signin_broker.daemon.callers.identity import (
     script_of,
 )
 from signin_broker.identities import AppId, AppKind
+from support.identity import namespaces_available
+from support.waiting import eventually
 
 # -- the script an interpreter runs, and whether a pin may rest on its path --------------
 
@@ -238,6 +244,69 @@ def test_a_peer_that_exited_before_the_look_has_no_app(tmp_path: Path) -> None:
             caller = identify_caller(accepted, connection=1)
     assert caller.pid > 0 and caller.uid == os.geteuid()
     assert (caller.executable, caller.app, caller.identified) == ("", "", False)
+
+
+# -- the program, as the daemon finds it --------------------------------------------------
+
+
+@pytest.fixture
+def sleeper(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[bytes]]]:
+    """A copy of sleep, running from tmp_path/app."""
+    program = tmp_path / "app"
+    shutil.copy("/bin/sleep", program)
+    running = subprocess.Popen([program, "30"])
+    eventually(
+        lambda: os.readlink(f"/proc/{running.pid}/exe") == str(program), "the exec", every=0.01
+    )
+    yield program, running
+    running.kill()
+    running.wait(timeout=30)
+
+
+def test_a_program_replaced_on_disk_as_it_runs_is_still_the_program_at_its_path(
+    sleeper: tuple[Path, subprocess.Popen[bytes]],
+) -> None:
+    """An upgrade renames a new file over the old: the kernel says "(deleted)"."""
+    program, running = sleeper
+    assert running_program(running.pid) == str(program)
+    shutil.copy("/bin/sleep", program.with_name("new"))
+    program.with_name("new").replace(program)
+    assert os.readlink(f"/proc/{running.pid}/exe") == f"{program} (deleted)"
+    assert running_program(running.pid) == str(program)
+
+
+def test_a_program_deleted_from_a_mount_of_its_own_namespace_is_not_the_daemons(
+    tmp_path: Path,
+) -> None:
+    """Its path names the daemon's folder; its file lay on a tmpfs mounted over it elsewhere."""
+    namespaces_available("-Urm")
+    folder = tmp_path / "opt"
+    folder.mkdir()
+    plant = (
+        'mount -t tmpfs none "$0"; cp /bin/sleep "$0/app"; "$0/app" 30 & echo $!;'
+        ' read _; rm "$0/app"; echo gone; wait'
+    )
+    holder = subprocess.Popen(
+        ["unshare", "-Urm", "sh", "-ec", plant, str(folder)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdin is not None and holder.stdout is not None
+        pid = int(holder.stdout.readline())
+        eventually(
+            lambda: os.readlink(f"/proc/{pid}/exe") == f"{folder}/app", "the exec", every=0.01
+        )
+        with pytest.raises(NotTheDaemonsFile, match=f"its program {folder}/app is not known"):
+            running_program(pid)
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline() == "gone\n"
+        assert os.readlink(f"/proc/{pid}/exe") == f"{folder}/app (deleted)"
+        with pytest.raises(NotTheDaemonsFile, match=f"its program {folder}/app is not known"):
+            running_program(pid)
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=30)
 
 
 # -- the connection table ------------------------------------------------------------------

@@ -8,6 +8,7 @@ from the code, and fail on any the generated pages leave out.
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.util
 import re
 from pathlib import Path
@@ -149,3 +150,34 @@ def test_the_readme_is_a_landing_page_whose_links_all_resolve() -> None:
     # The two set-up commands it names exist and run as it says.
     for script in ("scripts/demo", "scripts/check"):
         assert f"    {script} " in readme and (ROOT / script).stat().st_mode & 0o111
+
+
+TEST_NAMED = re.compile(r"`(tests/[\w/]+\.py)::(test_\w+)`")
+
+
+def test_every_claim_of_the_threat_model_names_tests_that_exist() -> None:
+    """Each row of a table with a "tested by" column names a test, and each test named exists."""
+    page = (DOCS / "explanation" / "threat-model.md").read_text()
+    rows, in_claims = [], False
+    for line in page.splitlines():
+        if not line.startswith("|"):
+            in_claims = False
+        elif "| tested by |" in line:
+            in_claims = True
+        elif in_claims and not line.startswith("|---"):
+            rows.append(line)
+    assert len(rows) >= 25
+    assert not [row[:80] for row in rows if not TEST_NAMED.search(row)], "a claim names no test"
+    defined: dict[str, set[str]] = {}
+    missing = []
+    for path, name in TEST_NAMED.findall(page):
+        if path not in defined:
+            source = (ROOT / path).read_text() if (ROOT / path).exists() else ""
+            defined[path] = {
+                node.name
+                for node in ast.walk(ast.parse(source))
+                if isinstance(node, ast.FunctionDef)
+            }
+        if name not in defined[path]:
+            missing.append(f"{path}::{name}")
+    assert missing == [], "the threat model names tests that do not exist"

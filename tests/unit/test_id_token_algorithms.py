@@ -4,6 +4,7 @@ one verifies nothing else, and an algorithm the provider does not list is refuse
 
 from __future__ import annotations
 
+import jwt
 import pytest
 
 from signin_broker.oidc.errors import IdTokenInvalid
@@ -63,3 +64,17 @@ def test_keys_of_other_kinds_or_uses_in_the_set_are_skipped() -> None:
         ]
     }
     assert validate(idp, idp.id_token(key, nonce="n-1"))["sub"] == "1001"
+
+
+def test_an_id_token_whose_claims_nest_too_deep_is_invalid_not_a_recursion_error() -> None:
+    """joserfc reads the claims with json: 20,000 levels (it takes tokens up to 126 KiB)
+    raised RecursionError, out of the sign-in's error handling."""
+    key = SigningKey("k-1", "ES256")
+    idp = provider_signing_with(key, listed=["ES256"])
+    nested = b'{"iss": "%s", "aud": "signin-broker", "sub": "1001", "x": ' % ISSUER.encode()
+    token = jwt.PyJWS().encode(
+        nested + b"[" * 20_000 + b"]" * 20_000 + b"}", key.private, algorithm="ES256",
+        headers={"kid": key.kid},
+    )  # fmt: skip
+    with pytest.raises(IdTokenInvalid, match="nests deeper than 64 levels"):
+        validate(idp, token)

@@ -15,7 +15,12 @@ from pathlib import Path
 import pytest
 
 from signin_broker.session.accounts import EVERYTHING, Account, AccountInfo, Entitlement
-from signin_broker.session.errors import AccountNotFound, AliasNotSaved, AmbiguousAccount
+from signin_broker.session.errors import (
+    AccountNotFound,
+    AliasConflict,
+    AliasNotSaved,
+    AmbiguousAccount,
+)
 from signin_broker.session.names import AccountNames, same_email
 from signin_broker.session.tokens import TokenSet
 from signin_broker.session.validation import (
@@ -89,7 +94,7 @@ def test_only_accounts_the_caller_may_see_are_candidates() -> None:
 
 def test_an_alias_wins_but_one_of_an_account_the_caller_may_not_see_is_as_if_absent() -> None:
     names = AccountNames()
-    asyncio.run(names.set("alice", BOB))
+    asyncio.run(names.set("alice", BOB, hiding=[ALICE, ALICE_AT_7]))  # given with --force
     assert named("alice", names=names) == BOB  # the person's own name for an account wins
     assert named("alice", ONLY_ALICE, names) == ALICE  # Bob's alias: none, to Alice's app
     asyncio.run(names.set("carol-home", CAROL))
@@ -126,11 +131,11 @@ def test_an_id_that_does_not_parse_is_refused_and_a_name_is_let_through() -> Non
 
 def test_the_alias_file_is_private_written_whole_and_read_back(tmp_path: Path) -> None:
     store = AliasFile(tmp_path / "state" / "aliases.json")
-    assert store.load() == {}
-    store.save({"work": ALICE_AT_7, "home": ALICE})
+    assert store.load() == ({}, {})
+    store.save({"work": ALICE_AT_7, "home": ALICE}, {"home": (BOB,), "work": ()})
     assert stat.S_IMODE(store.path.stat().st_mode) == 0o600
     assert stat.S_IMODE(store.path.parent.stat().st_mode) == 0o700
-    assert store.load() == {"home": ALICE, "work": ALICE_AT_7}
+    assert store.load() == ({"home": ALICE, "work": ALICE_AT_7}, {"home": (BOB,)})
     assert [p.name for p in store.path.parent.iterdir()] == ["aliases.json"]  # no temp left
 
 
@@ -139,17 +144,23 @@ def test_the_most_aliases_of_the_longest_ids_are_read_back_and_more_is_never_wri
 ) -> None:
     store = AliasFile(tmp_path / "aliases.json")
     longest = {f"a{n}": "user:" + "x" * (MAX_ACCOUNT_ID_LENGTH - 5) for n in range(MAX_ALIASES)}
-    store.save(longest)
-    assert store.load() == longest  # what was written is read back at the next start
+    store.save(longest, {})
+    assert store.load() == (longest, {})  # what was written is read back at the next start
     quoted = {f"a{n}": "user:" + '"' * (MAX_ACCOUNT_ID_LENGTH - 5) for n in range(MAX_ALIASES)}
     with pytest.raises(OSError, match="would take over"):
-        store.save(quoted)  # escaped past the bound: refused, not written
-    assert store.load() == longest
+        store.save(quoted, {})  # escaped past the bound: refused, not written
+    assert store.load() == (longest, {})
 
 
 def test_an_alias_file_that_is_not_ours_is_refused(tmp_path: Path) -> None:
     store = AliasFile(tmp_path / "aliases.json")
-    for text in ("[]", '{"version": 2, "aliases": {}}', '{"version": 1, "aliases": {"a": 1}}'):
+    for text in (
+        "[]",
+        '{"version": 2, "aliases": {}}',
+        '{"version": 1, "aliases": {"a": 1}}',
+        '{"version": 1, "aliases": {}, "hiding": {"a": "user:1"}}',
+        '{"version": 1, "aliases": ' + "[" * 100 + "]" * 100 + "}",
+    ):
         store.path.write_text(text)
         with pytest.raises(ValueError, match="not an aliases file"):
             store.load()
@@ -162,16 +173,18 @@ def test_an_alias_file_that_is_not_ours_is_refused(tmp_path: Path) -> None:
 class Kept:
     """An alias store in memory that can be made to fail."""
 
-    def __init__(self, aliases: dict[str, str]) -> None:
-        self.aliases, self.failing = aliases, False
+    def __init__(
+        self, aliases: dict[str, str], hiding: dict[str, tuple[str, ...]] | None = None
+    ) -> None:
+        self.aliases, self.hiding, self.failing = aliases, hiding or {}, False
 
-    def load(self) -> dict[str, str]:
-        return dict(self.aliases)
+    def load(self) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
+        return dict(self.aliases), dict(self.hiding)
 
-    def save(self, aliases: dict[str, str]) -> None:
+    def save(self, aliases: dict[str, str], hiding: dict[str, tuple[str, ...]]) -> None:
         if self.failing:
             raise OSError(28, "No space left on device")
-        self.aliases = dict(aliases)
+        self.aliases, self.hiding = dict(aliases), dict(hiding)
 
 
 def test_kept_aliases_come_back_and_bad_ones_are_left_out() -> None:
@@ -210,3 +223,35 @@ def test_the_login_is_stored_beside_the_account_so_an_earlier_daemon_still_reads
     assert json.loads(json.dumps(stored))["account"]["email"] == "bob@example.com"
     assert Account.from_record(stored).info.username == "bob"
     assert Account.from_record({**stored, "username": None}).info.username == ""
+
+
+def test_an_alias_over_a_login_that_signed_in_later_is_refused_until_the_person_chooses() -> None:
+    """`bob` given to Alice while Bob was away: once he is back, neither wins silently."""
+    kept = Kept({"bob": ALICE})  # written by a release that kept no `hiding`
+    names = AccountNames()
+    asyncio.run(names.restore(kept))
+    with pytest.raises(AliasConflict) as caught:
+        named("bob", names=names)
+    assert (caught.value.alias, caught.value.account, caught.value.hidden) == ("bob", ALICE, (BOB,))
+    assert [str(c) for c in names.conflicts(ACCOUNTS)] == [str(caught.value)]
+    only_alice = named("bob", Entitlement(accounts=frozenset({ALICE})), names)
+    assert only_alice == ALICE  # an app that cannot see Bob has no conflict to hear of
+    assert names.conflicts(ACCOUNTS, Entitlement(accounts=frozenset({ALICE}))) == []
+
+    asyncio.run(names.set("bob", ALICE, hiding=[BOB]))  # --force: kept over his login
+    assert named("bob", names=names) == ALICE and names.conflicts(ACCOUNTS) == []
+    assert kept.hiding == {"bob": (BOB,)}
+    asyncio.run(names.forget(BOB))  # Bob removed: his leave goes, the alias stays
+    assert kept.aliases == {"bob": ALICE} and kept.hiding == {}
+    with pytest.raises(AliasConflict):  # signed in again: a conflict again
+        named("bob", names=names)
+    asyncio.run(names.remove("bob"))
+    assert named("bob", names=names) == BOB
+
+
+def test_kept_leave_to_hide_comes_back_and_bad_ones_leave_their_alias_out() -> None:
+    names = AccountNames()
+    kept = Kept({"bob": ALICE, "w": CAROL}, {"bob": (BOB,), "w": ("carol@example.com",)})
+    asyncio.run(names.restore(kept))
+    assert named("bob", names=names) == ALICE
+    assert names.aliases_of(CAROL) == ()

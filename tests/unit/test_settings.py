@@ -139,6 +139,9 @@ def test_invalid_toml_names_the_file(config: Path) -> None:
     config.write_text("issuer = \n")
     with pytest.raises(SettingsError, match=f"config file {config} is not valid TOML"):
         load_with(config)
+    config.write_text("scopes = " + "[" * 5000 + "]" * 5000)  # tomllib recurses per level
+    with pytest.raises(SettingsError, match=f"config file {config} nests too deeply"):
+        load_with(config)
 
 
 def test_authorize_params_come_as_a_toml_table_or_as_name_value_pairs(config: Path) -> None:

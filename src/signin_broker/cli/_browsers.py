@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..identities import CHROMIUM_EXTENSION_ID
 from ..identities import FIREFOX_EXTENSION_ID as FIREFOX_ID
+from ..json_depth import within_depth
 from ..locations import NATIVE_HOST_NAME, NATIVE_HOST_PROGRAM, program_folders
 from ._failures import EXIT_FAILED, EXIT_USAGE, complain
 
@@ -219,7 +220,7 @@ def write_manifest(target: Path, manifest: dict[str, object]) -> None:
 def _remove(target: Path) -> bool:
     """Remove the broker's manifest, and only it; whether there was one."""
     try:
-        named = json.loads(target.read_text()).get("name")
+        named = json.loads(within_depth(target.read_text())).get("name")
     except FileNotFoundError:
         return False
     except (ValueError, AttributeError):

@@ -21,6 +21,7 @@ from ..client import (
     SignInState,
     Status,
 )
+from ..json_depth import within_depth
 from ._forward import print_status
 from ._output import (
     accounts_table,
@@ -60,6 +61,7 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
     rows = [
         *[("CLOCK", problem) for problem in clocks],
         *[("CONFIG", warning) for warning in info.config_warnings],
+        *[("ALIAS", conflict) for conflict in info.alias_conflicts],
         (
             "daemon",
             f"running (pid {info.pid}, version {info.version},"
@@ -259,7 +261,7 @@ def audit(client: BrokerClient, args: argparse.Namespace) -> int:
             [
                 {
                     **{k: v for k, v in jsonable(row).items() if k != "payload_json"},
-                    "payload": json.loads(row.payload_json or "{}"),
+                    "payload": json.loads(within_depth(row.payload_json or "{}")),
                 }
                 for row in rows
             ]
@@ -279,7 +281,7 @@ def audit(client: BrokerClient, args: argparse.Namespace) -> int:
                     ),
                     shortened(
                         (f"{row.times}x, " if row.times > 1 else "")
-                        + _detail(json.loads(row.payload_json or "{}")),
+                        + _detail(json.loads(within_depth(row.payload_json or "{}"))),
                         34,
                     ),
                 ]

@@ -83,6 +83,8 @@ def _registries() -> dict[str, dict[str, object]]:
         return {}
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise ValueError(f"{path}: {error}") from None
+    except RecursionError:  # tomllib recurses once per level of nesting
+        raise ValueError(f"{path} nests too deeply to be read") from None
     tables = document.get("registries", {})
     if not isinstance(tables, dict) or set(document) - {"registries"}:
         raise ValueError(f'{path}: only [registries."HOST"] tables belong here')

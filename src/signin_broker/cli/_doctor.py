@@ -22,6 +22,7 @@ from typing import Any
 
 from .._version import __version__
 from ..client import BrokerClient, BrokerError, DaemonNotRunning, Status
+from ..json_depth import within_depth
 from ._bundle import write_bundle
 from ._failures import EXIT_FAILED, HOW_TO_START
 from ._output import duration, print_json, token_binding
@@ -166,7 +167,7 @@ def _examine(flags: list[str], environ: dict[str, str] | None) -> dict[str, Any]
             command, env=environ, capture_output=True, text=True, timeout=CHILD_TIMEOUT_SECONDS,
             stdin=subprocess.DEVNULL, check=False,
         )  # fmt: skip
-        examined: dict[str, Any] = json.loads(done.stdout)
+        examined: dict[str, Any] = json.loads(within_depth(done.stdout))
     except (subprocess.TimeoutExpired, ValueError) as error:
         why = (
             f"took over {CHILD_TIMEOUT_SECONDS:g} s"

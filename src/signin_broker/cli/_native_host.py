@@ -12,8 +12,8 @@ Who the host speaks for is the daemon's to decide, from the kernel and /proc: it
 parent must be a browser the daemon knows, and its arguments name the extension
 (daemon/callers/browsers.py); nothing in these messages is identity. A stream that
 breaks the protocol (a length over the limit, a message cut short, a message that is
-not a JSON object) ends the host with an error: there is no telling where the next
-message would start.
+not a JSON object, or one nested deeper than json_depth reads) ends the host with an
+error frame: there is no telling where the next message would start.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import sys
 import threading
 from typing import BinaryIO
 
+from ..json_depth import MAX_DEPTH, TooDeep, within_depth
 from ..locations import STEP_UP_TIMEOUT_SECONDS, resolve_socket
 from ._failures import EXIT_FAILED, HostRefusal, ProtocolError, complain
 from .quick import GET_TOKEN, SIGN_DPOP_PROOF, json_call
@@ -91,7 +92,9 @@ def read_message(stream: BinaryIO) -> dict[str, object] | None:
     try:
         # json's own reader: _json_codec's is for the daemon's answers, and reports a
         # malformed text as a SystemError unless json's Python layer is loaded anyway.
-        message = json.loads(body.decode("utf-8"))
+        message = json.loads(within_depth(body.decode("utf-8")))
+    except TooDeep:
+        raise ProtocolError(f"a message nests deeper than {MAX_DEPTH} levels") from None
     except ValueError:  # UnicodeDecodeError and JSONDecodeError included
         raise ProtocolError("a message is not UTF-8 JSON") from None
     if not isinstance(message, dict):
@@ -198,7 +201,7 @@ def _ask_daemon(socket_path: str, kind: str, body: dict[str, object]) -> dict[st
         timeout += STEP_UP_TIMEOUT_SECONDS  # the person completes a stronger sign-in
     try:
         status, raw = json_call(socket_path, CALLS[kind], _dumps(body), timeout)
-        answer = json.loads(raw or b"{}")
+        answer = json.loads(within_depth(raw or b"{}"))
     except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
         raise HostRefusal(
             "unavailable", f"the signin-broker daemon is not running ({socket_path})"

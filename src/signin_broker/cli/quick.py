@@ -31,6 +31,7 @@ from _json import encode_basestring_ascii, make_encoder, make_scanner
 from _socket import AF_UNIX, SOCK_STREAM
 from _socket import socket as unix_socket
 
+from ..json_depth import within_depth
 from ..locations import DEFAULT_TIMEOUT_SECONDS, STEP_UP_TIMEOUT_SECONDS, resolve_socket
 from ._failures import (
     EXIT_FAILED,
@@ -208,10 +209,13 @@ _encode = make_encoder(
 
 
 def loads(text: str | bytes) -> Any:
-    """One JSON value, as json.loads reads it; ValueError when the text is not exactly one."""
+    """One JSON value, as json.loads reads it; ValueError when the text is not exactly one.
+
+    A text nested deeper than json_depth reads is a ValueError too, before the scanner sees it.
+    """
     if isinstance(text, bytes):
         text = text.decode()
-    text = text.strip(JSON_WHITESPACE)
+    text = within_depth(text.strip(JSON_WHITESPACE))
     try:
         value, end = _scan(text, 0)
     except StopIteration:

@@ -328,6 +328,7 @@ class Status(
     ended_sessions: tuple[EndedSession, ...] = ()  # ended by themselves; sign in again
     storage_problem: str = ""  # why sessions cannot be saved now; "" when they can
     config_warnings: tuple[str, ...] = ()  # settings' files: a managed file gone, say
+    alias_conflicts: tuple[str, ...] = ()  # aliases refused as another's login; what to do
     forward: Forward | None = None  # set when asked through a forward: which one, of what
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import locations
+from ..json_depth import within_depth
 from ..store.files import read_regular_file, write_atomically
 from .options import OPTIONS, PROVIDER_KEYS, PROVIDERS_TABLE
 
@@ -112,6 +113,8 @@ def _read(path: Path) -> dict[str, object]:
             values = tomllib.load(file)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
+    except RecursionError:  # tomllib recurses once per level of nesting
+        raise ConfigError(f"config file {path} nests too deeply to be read") from None
     except OSError as error:
         if isinstance(error, FileNotFoundError):
             raise
@@ -285,7 +288,7 @@ class ManagedFilesRead:
     def remembered(self) -> list[str]:
         """The managed files read at earlier starts; [] when none is known (or unreadable)."""
         try:
-            kept = json.loads(read_regular_file(self.path) or b"{}")
+            kept = json.loads(within_depth(read_regular_file(self.path) or b"{}"))
         except (OSError, ValueError):
             return []
         files = kept.get("read") if isinstance(kept, dict) else None

@@ -16,6 +16,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..json_depth import within_depth
 from .errors import AnswerUnusable, ProviderUnavailable
 from .metadata import is_acceptable_url
 
@@ -165,7 +166,7 @@ def id_token_expiry(id_token: str) -> int:
         return 0
     try:
         payload = base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4))
-        claims = json.loads(payload)
+        claims = json.loads(within_depth(payload))
     except (binascii.Error, ValueError):
         return 0
     expires = claims.get("exp") if isinstance(claims, dict) else None

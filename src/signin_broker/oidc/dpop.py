@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from ..json_depth import within_depth
 from .errors import DpopWanted, OAuthError, ProviderMisfit
 from .jose import eddsa_by_its_old_name
 
@@ -247,7 +248,7 @@ def asks_for_nonce(status: int, response: httpx2.Response) -> bool:
     if status != 400:
         return False
     try:
-        body = json.loads(response.content)
+        body = json.loads(within_depth(response.content))
     except ValueError:
         return False
     return isinstance(body, dict) and body.get("error") == USE_DPOP_NONCE

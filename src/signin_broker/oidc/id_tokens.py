@@ -11,6 +11,7 @@ CLOCK_SKEW_SECONDS; beyond that the refusal names this device's clock.
 from __future__ import annotations
 
 import asyncio
+import base64
 import hmac
 import logging
 import time
@@ -21,6 +22,7 @@ from joserfc import jws, jwt
 from joserfc.errors import ClaimError, ExpiredTokenError, JoseError
 from joserfc.jwk import ECKey, Key, OKPKey, RSAKey
 
+from ..json_depth import within_depth
 from .errors import ClockSkewed, IdTokenInvalid, ProviderUnavailable
 from .jose import eddsa_by_its_old_name
 from .metadata import METADATA_REFRESH_SECONDS, METADATA_RETRY_SECONDS, ProviderMetadata
@@ -206,8 +208,14 @@ def _is_time(value: object) -> TypeGuard[float]:
 
 
 def _header(id_token: str) -> dict[str, Any]:
-    """The id_token's protected header, unverified (it names the key and algorithm)."""
+    """The id_token's protected header, unverified (it names the key and algorithm).
+
+    The header and the claims are refused first if they nest too deep: joserfc reads
+    both with json (json_depth).
+    """
     try:
+        for segment in id_token.split(".")[:2]:
+            within_depth(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
         return dict(jws.extract_compact(id_token.encode()).protected)
     except (JoseError, ValueError) as error:
         raise IdTokenInvalid(f"the id_token is not a JWT: {error}") from None

@@ -12,6 +12,7 @@ provider's word.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import time
@@ -23,6 +24,7 @@ import httpx2
 from authlib.oauth2.rfc6749.parameters import prepare_token_request
 
 from .._version import __version__
+from ..json_depth import within_depth
 from .answers import DEVICE_CODE_GRANT, MAX_ANSWER_BYTES, DeviceAuthorization, TokenResponse
 from .client_auth import ClientAuth
 from .dpop import IF_REQUIRED, REQUIRE, DpopKey, Nonces, is_bound, key_for, retry_key
@@ -500,7 +502,7 @@ def json_of(response: httpx2.Response, what: str) -> Any:
     if response.status_code >= 400:
         raise ProviderUnavailable(f"the {what} endpoint answered HTTP {response.status_code}")
     try:
-        return response.json()
+        return json.loads(within_depth(response.content))
     except ValueError:
         raise (AnswerUnusable if from_the_provider(response) else ProviderUnavailable)(
             f"the {what} endpoint answered something that is not JSON"
@@ -537,7 +539,7 @@ def cut_short(streamed: httpx2.Response | None, what: str, why: str) -> Provider
 
 def oauth_error(response: httpx2.Response) -> OAuthError:
     try:
-        body = response.json()
+        body = json.loads(within_depth(response.content))
     except ValueError:
         body = {}
     if not isinstance(body, dict):

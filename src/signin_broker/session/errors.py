@@ -56,6 +56,23 @@ class AliasHidesLogin(SessionError):
         )
 
 
+class AliasConflict(SessionError):
+    """An alias is also the login of other signed-in accounts that the person did not let it hide.
+
+    They signed in after the alias was given (over a login, an alias needs --force): the
+    name is refused until the person chooses, and status names the conflict.
+    """
+
+    def __init__(self, alias: str, account: str, hidden: list[str]) -> None:
+        super().__init__(
+            f"{alias!r} is your alias of {account} and the login of {', '.join(hidden)}, signed"
+            f" in since the alias was given; name the account by its id, remove the alias"
+            f" (signin-broker accounts alias --remove {alias}), or keep it over that login"
+            f" (signin-broker accounts alias --force {alias} {account})"
+        )
+        self.alias, self.account, self.hidden = alias, account, tuple(hidden)
+
+
 class TooManyAliases(SessionError):
     """The person has given the most aliases there may be."""
 

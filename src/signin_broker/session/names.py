@@ -5,7 +5,9 @@ each RPC, over gRPC and JSON alike, understands a name the same way, in this ord
 
 1. empty: the default account (which one is decided later, per caller);
 2. an id (`user:1001`, `work/user:1001:workspace:7`): itself;
-3. an alias the person gave an account the caller may see;
+3. an alias the person gave an account the caller may see, unless it is also the login
+   of another account the caller may see that signed in since, which the person did not
+   let it hide (AliasConflict: refused until the person chooses, and named in status);
 4. the e-mail, or the login (the `preferred_username` claim), of exactly one signed-in
    account the caller may see.
 
@@ -23,7 +25,7 @@ it would let one name reach the other's account when only that one is signed in.
 
 Aliases are kept in the state folder (store.aliases) and survive restarts, sign-outs
 and revocations (the account signs in again under the same id); removing the account
-removes its aliases.
+removes its aliases, and its leave to be hidden by others.
 """
 
 from __future__ import annotations
@@ -31,12 +33,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from ..store import audit_rows
 from ..store.audit_rows import Actor
 from .accounts import EVERYTHING, Account, Entitlement
 from .errors import (
     AccountNotFound,
+    AliasConflict,
     AliasHidesLogin,
     AliasNotSaved,
     AmbiguousAccount,
@@ -59,17 +63,26 @@ def same_email(address: str, name: str) -> bool:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """The aliases (alias -> account id) and what each may hide (alias -> account ids)."""
+
+    aliases: dict[str, str]
+    hiding: dict[str, frozenset[str]]
+
+
 class AccountNames:
     """The person's aliases, and what a name means to one caller."""
 
     def __init__(self) -> None:
-        self._aliases: dict[str, str] = {}  # alias -> account id
+        self._kept = _Kept({}, {})
         self._store: AliasStore | None = None
         self._writing = asyncio.Lock()
 
     def aliases_of(self, account_id: str) -> tuple[str, ...]:
         """The aliases that name this account, sorted."""
-        return tuple(sorted(a for a, named in self._aliases.items() if named == account_id))
+        named = self._kept.aliases.items()
+        return tuple(sorted(alias for alias, target in named if target == account_id))
 
     def resolve(
         self, name: str, accounts: Iterable[Account], entitlement: Entitlement = EVERYTHING
@@ -78,12 +91,17 @@ class AccountNames:
 
         `name` was checked (validation.check_account). An id is returned as it is
         (whether it exists is the caller's next question); AccountNotFound when nothing
-        the caller may see fits, AmbiguousAccount when several do.
+        the caller may see fits, AmbiguousAccount when several do, AliasConflict when an
+        alias would hide a login it was not given to hide.
         """
         if not name or ID_LIKE.match(name):
             return name
-        aliased = self._aliases.get(name)
+        accounts = list(accounts)
+        aliased = self._kept.aliases.get(name)
         if aliased is not None and entitlement.sees(aliased):
+            hidden = self._hidden(name, aliased, accounts, entitlement)
+            if hidden:
+                raise AliasConflict(name, aliased, hidden)
             return aliased
         fits = sorted(
             account.info.id
@@ -96,6 +114,29 @@ class AccountNames:
         if len(fits) > 1:
             raise AmbiguousAccount(name, fits)
         return fits[0]
+
+    def conflicts(
+        self, accounts: Iterable[Account], entitlement: Entitlement = EVERYTHING
+    ) -> list[AliasConflict]:
+        """The aliases the caller may see that `resolve` refuses now, by alias."""
+        accounts = list(accounts)
+        found = []
+        for alias, aliased in sorted(self._kept.aliases.items()):
+            hidden = self._hidden(alias, aliased, accounts, entitlement)
+            if hidden and entitlement.sees(aliased):
+                found.append(AliasConflict(alias, aliased, hidden))
+        return found
+
+    def _hidden(
+        self, alias: str, aliased: str, accounts: list[Account], entitlement: Entitlement
+    ) -> list[str]:
+        """The accounts the caller sees whose login the alias hides without leave to."""
+        allowed = self._kept.hiding.get(alias, frozenset())
+        return [
+            account_id
+            for account_id in self.hidden_by(alias, aliased, accounts)
+            if account_id not in allowed and entitlement.sees(account_id)
+        ]
 
     @staticmethod
     def hidden_by(alias: str, account_id: str, accounts: Iterable[Account]) -> list[str]:
@@ -114,25 +155,34 @@ class AccountNames:
         if store is None:
             return
         try:
-            kept = await asyncio.to_thread(store.load)
+            aliases, hiding = await asyncio.to_thread(store.load)
         except (OSError, ValueError) as error:
             log.warning("the account aliases cannot be read", extra={"reason": str(error)})
             return
-        for alias, account_id in kept.items():
-            problem = _problem(alias, account_id)
+        kept = _Kept({}, {})
+        for alias, account_id in aliases.items():
+            problem = _problem(alias, account_id) or _problem(alias, *hiding.get(alias, ()))
             if problem:
                 log.warning("an account alias was left out", extra={"reason": problem})
-            else:
-                self._aliases[alias] = account_id
+                continue
+            kept.aliases[alias] = account_id
+            if hiding.get(alias):
+                kept.hiding[alias] = frozenset(hiding[alias])
+        self._kept = kept
 
-    async def set(self, alias: str, account_id: str) -> None:
-        """Make `alias` name the account (another one it named before no longer)."""
+    async def set(self, alias: str, account_id: str, hiding: Iterable[str] = ()) -> None:
+        """Make `alias` name the account (another one it named before no longer).
+
+        `hiding`: the accounts whose login the person lets it hide (given with --force).
+        """
         check_alias(alias)
 
-        def given(aliases: dict[str, str]) -> dict[str, str]:
-            if alias not in aliases and len(aliases) >= MAX_ALIASES:
+        def given(kept: _Kept) -> _Kept:
+            if alias not in kept.aliases and len(kept.aliases) >= MAX_ALIASES:
                 raise TooManyAliases(f"at most {MAX_ALIASES} aliases; remove one first")
-            return {**aliases, alias: account_id}
+            others = {a: ids for a, ids in kept.hiding.items() if a != alias}
+            allowed = {alias: frozenset(hiding)} if hiding else {}
+            return _Kept({**kept.aliases, alias: account_id}, {**others, **allowed})
 
         await self._change(given)
 
@@ -140,32 +190,40 @@ class AccountNames:
         """Remove the alias; the id of the account it named."""
         named = ""
 
-        def without(aliases: dict[str, str]) -> dict[str, str]:
+        def without(kept: _Kept) -> _Kept:
             nonlocal named
-            if alias not in aliases:
+            if alias not in kept.aliases:
                 raise UnknownAlias(alias)
-            named = aliases[alias]
-            return {a: i for a, i in aliases.items() if a != alias}
+            named = kept.aliases[alias]
+            aliases = {a: i for a, i in kept.aliases.items() if a != alias}
+            return _Kept(aliases, {a: ids for a, ids in kept.hiding.items() if a != alias})
 
         await self._change(without)
         return named
 
     async def forget(self, account_id: str) -> None:
-        """Remove the account's aliases (the account was removed)."""
-        if account_id in self._aliases.values():
-            await self._change(lambda kept: {a: i for a, i in kept.items() if i != account_id})
+        """Remove the account's aliases, and its leave to be hidden (the account was removed)."""
 
-    async def _change(self, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
+        def forgotten(kept: _Kept) -> _Kept:
+            aliases = {a: i for a, i in kept.aliases.items() if i != account_id}
+            hiding = {a: ids - {account_id} for a, ids in kept.hiding.items() if a in aliases}
+            return _Kept(aliases, {a: ids for a, ids in hiding.items() if ids})
+
+        if forgotten(self._kept) != self._kept:
+            await self._change(forgotten)
+
+    async def _change(self, change: Callable[[_Kept], _Kept]) -> None:
         """Change the aliases one change at a time, stored first: one not written is not taken."""
         async with self._writing:
-            aliases = change(dict(self._aliases))
+            kept = change(self._kept)
             if self._store is not None:
+                hiding = {alias: tuple(sorted(ids)) for alias, ids in kept.hiding.items()}
                 try:
-                    await asyncio.to_thread(self._store.save, aliases)
+                    await asyncio.to_thread(self._store.save, kept.aliases, hiding)
                 except OSError as error:
                     log.warning("the account aliases cannot be saved", extra={"reason": str(error)})
                     raise AliasNotSaved(error) from None
-            self._aliases = aliases
+            self._kept = kept
 
 
 class Naming:
@@ -191,13 +249,14 @@ class Naming:
     ) -> str:
         """Let `alias` name a signed-in account (named in any way); the account's id.
 
-        AliasHidesLogin when it is another account's login, unless forced.
+        AliasHidesLogin when it is another account's login, unless forced: then it may
+        hide those accounts' login (and only theirs: one that signs in later is a conflict).
         """
         chosen = self._registry.resolve(self.account_id(account), EVERYTHING)
         hidden = self._names.hidden_by(alias, chosen.info.id, self._registry.all())
         if hidden and not force:
             raise AliasHidesLogin(alias, chosen.info.id, hidden)
-        await self._names.set(alias, chosen.info.id)
+        await self._names.set(alias, chosen.info.id, hiding=hidden)
         self._audit.record(audit_rows.alias_set(actor, chosen.info.id, alias))
         return chosen.info.id
 
@@ -208,11 +267,13 @@ class Naming:
         return named
 
 
-def _problem(alias: str, account_id: str) -> str:
-    """Why a kept alias cannot be taken back ("" when it can)."""
+def _problem(alias: str, *account_ids: str) -> str:
+    """Why a kept alias, naming or hiding these accounts, cannot be taken back ("" if it can)."""
     try:
         check_alias(alias)
-        check_account(account_id)
+        for account_id in account_ids:
+            check_account(account_id)
     except ValueError as error:
         return str(error)
-    return "" if ID_LIKE.match(account_id) else f"{account_id[:80]!r} is not an account id"
+    wrong = [account_id for account_id in account_ids if not ID_LIKE.match(account_id)]
+    return f"{wrong[0][:80]!r} is not an account id" if wrong else ""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from .accounts import EVERYTHING, Account, AccountInfo, AppUse, Entitlement, SignInState
 from .clock import to_wall
+from .errors import AliasConflict
 from .events import EndedSession
 from .names import AccountNames
 from .providers import Providers
@@ -30,6 +31,7 @@ class SessionStatus:
     account_count: int
     storage_problem: str  # why sessions may not survive a restart; "" when they will
     ended: list[EndedSession]  # sessions that ended by themselves, until signed in again
+    alias_conflicts: list[str]  # aliases refused as another account's login, what to do
 
 
 class SessionOverview:
@@ -56,7 +58,12 @@ class SessionOverview:
             account_count=len(self.accounts(entitlement)),
             storage_problem=self._registry.saving.problem(entitlement),
             ended=self._registry.ended(entitlement),
+            alias_conflicts=[str(c) for c in self.alias_conflicts(entitlement)],
         )
+
+    def alias_conflicts(self, entitlement: Entitlement = EVERYTHING) -> list[AliasConflict]:
+        """The aliases the caller may see that are refused: another account's login too."""
+        return self._names.conflicts(self._registry.all(), entitlement)
 
     def sign_in_state(self, entitlement: Entitlement = EVERYTHING) -> SignInState:
         """NOT_CONFIGURED without a provider, else whether an account it sees is signed in."""

@@ -52,11 +52,14 @@ class AccountStore(Protocol):
 class AliasStore(Protocol):
     """Where the person's account aliases survive a restart (store.aliases.AliasFile)."""
 
-    def load(self) -> dict[str, str]:
-        """The aliases kept, each with the account id it names; empty when none are."""
+    def load(self) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
+        """The aliases kept (alias -> account id) and what each may hide; empty when none are.
 
-    def save(self, aliases: dict[str, str]) -> None:
-        """Replace what is kept with these aliases."""
+        An alias given over other accounts' login (--force) may hide theirs, and only theirs.
+        """
+
+    def save(self, aliases: dict[str, str], hiding: dict[str, tuple[str, ...]]) -> None:
+        """Replace what is kept with these aliases and what they may hide."""
 
 
 class RequirementStore(Protocol):

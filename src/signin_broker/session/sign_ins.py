@@ -481,6 +481,12 @@ class SignIns:
         )
         who = account.info.display_name or account.info.platform_user_id
         self._publish(EventKind.SIGNED_IN, account_id, f"signed in as {who}", signed_in.sign_in_id)
+        for conflict in self._overview.alias_conflicts():
+            if account_id in conflict.hidden:
+                log.warning(
+                    "an alias is the login of the account that signed in",
+                    extra={"account": account_id, "reason": str(conflict)},
+                )
         added = self._overview.info(account)
         self._answer_waiting(signed_in.sign_in_id, account_id, (acr, auth_time), added)
         return added

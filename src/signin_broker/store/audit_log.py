@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..json_depth import within_depth
 from .audit_rows import Action, AuditEntry, AuditRow, Repeat, check_entry
 from .files import UnsafeStorage, private_folder
 from .tenants import MissingTenantKey, tenant_key
@@ -346,7 +347,7 @@ def _values(entry: AuditEntry) -> tuple[object, ...]:
 def _row(values: tuple[Any, ...]) -> AuditRow:
     columns = list(values)  # in the order of the SELECT lists, which is AuditRow's
     columns[5] = Action(columns[5])
-    columns[8] = json.loads(columns[8]) if columns[8] else {}
+    columns[8] = json.loads(within_depth(columns[8])) if columns[8] else {}
     return AuditRow(*columns)
 
 

@@ -19,6 +19,8 @@ import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from ..json_depth import within_depth
+
 MAX_FILE_BYTES = 1 << 20  # a state or key file is a few kilobytes
 # What write_atomically writes before its rename: `.<name>.<16 hex digits>.tmp`.
 TEMPORARY_NAME = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{16}\.tmp")
@@ -161,21 +163,37 @@ def read_regular_file(path: Path, limit: int = MAX_FILE_BYTES) -> bytes | None:
 def read_versioned_json(path: Path, field: str, version: int, limit: int, kind: str) -> object:
     """The `field` of a small {"version": ..., field: ...} JSON file; None when there is none.
 
-    ValueError when the file is not `kind` of this version (its content is the caller's to
-    check further); the refusals of read_regular_file otherwise.
+    ValueError when the file is not `kind` of this version, not JSON, or JSON nested deeper
+    than json_depth reads (its content is the caller's to check further); the refusals of
+    read_regular_file otherwise.
+    """
+    document = read_versioned_document(path, field, version, limit, kind)
+    return None if document is None else document[field]
+
+
+def read_versioned_document(
+    path: Path, field: str, version: int, limit: int, kind: str
+) -> dict[str, object] | None:
+    """Such a file whole, for one with fields beside `field` (optional ones); None if none.
+
+    Refused as read_versioned_json refuses it.
     """
     data = read_regular_file(path, limit)
     if data is None:
         return None
-    kept = json.loads(data)
+    try:
+        kept = json.loads(within_depth(data))
+    except ValueError as error:  # not JSON, or nested too deep (json_depth)
+        raise ValueError(f"{path} is not {kind}: {error}") from None
     if not isinstance(kept, dict) or kept.get("version") != version or field not in kept:
         raise ValueError(f"{path} is not {kind} of version {version}")
-    return kept[field]
+    return kept
 
 
-def versioned_json(field: str, version: int, value: object) -> bytes:
-    """The text read_versioned_json reads back, one item a line."""
-    return json.dumps({"version": version, field: value}, indent=1).encode() + b"\n"
+def versioned_json(field: str, version: int, value: object, **beside: object) -> bytes:
+    """The text read_versioned_json (read_versioned_document with `beside`) reads back."""
+    document = {"version": version, field: value, **beside}
+    return json.dumps(document, indent=1).encode() + b"\n"
 
 
 def write_atomically(

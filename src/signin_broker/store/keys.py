@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
+from ..json_depth import within_depth
 from .files import (
     UnsafeStorage,
     flocked,
@@ -107,7 +108,7 @@ class FileKeyStore:
     def _read(self) -> dict[str, str]:
         try:
             raw = read_regular_file(self._path)
-            data = {} if raw is None else json.loads(raw)
+            data = {} if raw is None else json.loads(within_depth(raw))
         except (OSError, ValueError) as error:
             raise KeyStoreUnavailable(f"key file {self._path} is unreadable: {error}") from error
         return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}

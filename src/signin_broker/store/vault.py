@@ -38,6 +38,7 @@ from urllib.parse import quote, unquote
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from ..json_depth import within_depth
 from .files import (
     flocked,
     leftover_writes,
@@ -330,7 +331,7 @@ class Vault:
             plaintext = AESGCM(key).decrypt(nonce, sealed, associated)
         except InvalidTag:
             raise VaultError(f"{path} does not decrypt with its key (tampered or moved)") from None
-        record: dict[str, Any] = json.loads(plaintext)
+        record: dict[str, Any] = json.loads(within_depth(plaintext))
         return record, generation
 
     def _path(self, account_id: str) -> Path:

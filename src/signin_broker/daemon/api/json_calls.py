@@ -28,6 +28,7 @@ from google.protobuf.message import Message
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
+from ...json_depth import within_depth
 from ..callers.identity import Caller
 from .retry_hints import RetryHinted
 
@@ -102,8 +103,8 @@ class JsonCalls:
             return _error(Status.INVALID_ARGUMENT, f"the body must be {JSON}")
         request = rpc.request_type()
         try:
-            json_format.Parse(body or b"{}", request)
-        except (json_format.ParseError, UnicodeDecodeError) as error:
+            json_format.Parse(within_depth(body or b"{}"), request)
+        except (json_format.ParseError, ValueError) as error:  # json_depth.TooDeep included
             message = str(error).splitlines()[0][:200]
             what = f"the body is not a {rpc.request_type.__name__}: {message}"
             return _error(Status.INVALID_ARGUMENT, what)

@@ -127,6 +127,7 @@ class TokenBrokerServicer:
             storage=self._session.overview.storage,
             storage_problem=sessions.storage_problem,
             config_warnings=self._info.config_warnings,
+            alias_conflicts=sessions.alias_conflicts,
             default_account_detail=account_message(sessions.default) if sessions.default else None,
             started_by=self._info.started_by,
             rss_bytes=resident_bytes(),

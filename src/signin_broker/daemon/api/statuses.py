@@ -21,6 +21,7 @@ from grpclib.exceptions import GRPCError
 from ...session.errors import (
     AccountNotFound,
     AcrNotOffered,
+    AliasConflict,
     AliasHidesLogin,
     AmbiguousAccount,
     AudienceNotAllowed,
@@ -59,6 +60,7 @@ _STATUS_OF: dict[type[SessionError], Status] = {
     InvalidSignIn: Status.INVALID_ARGUMENT,
     AccountNotFound: Status.NOT_FOUND,
     AmbiguousAccount: Status.INVALID_ARGUMENT,  # the name fits several: it lists their ids
+    AliasConflict: Status.INVALID_ARGUMENT,  # an alias and another's login: it says what to do
     UnknownAlias: Status.NOT_FOUND,
     AliasHidesLogin: Status.FAILED_PRECONDITION,
     TooManyAliases: Status.RESOURCE_EXHAUSTED,

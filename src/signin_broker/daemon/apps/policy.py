@@ -69,6 +69,8 @@ def parse(text: str, source: str = "apps.toml") -> dict[str, AppRule]:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise PolicyError(f"{source} is not valid TOML: {error}") from None
+    except RecursionError:  # tomllib recurses once per level of nesting
+        raise PolicyError(f"{source} nests too deeply to be read") from None
     unknown = sorted(set(document) - {"apps"})
     if unknown:
         raise PolicyError(f"{source}: unknown key {unknown[0]!r}; only [[apps]] tables belong here")

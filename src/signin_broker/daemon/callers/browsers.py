@@ -9,14 +9,17 @@ the extension `browser:<browser>/<id>` only when both hold:
 - the caller's program is the broker's own host: the interpreter runs the host program
   (or `signin-broker native-host`) from a folder of this installation (locations.
   program_folders), named there by its absolute path;
-- its parent process is a browser executable the daemon knows (BUILT_IN, or one the
-  person added with the `browsers` setting), whose arguments have that browser's form.
+- its parent process runs a browser executable the daemon knows (BUILT_IN, or one the
+  person added with the `browsers` setting): the very file the daemon finds at that
+  path, not one a mount namespace of the caller's own put there (file_system_view);
+  and the host's arguments have that browser's form.
 
 A caller that claims to be the host otherwise (started from a shell, a script, or a
 browser the daemon does not know, or with arguments that name no extension) is refused
 with the reason, never taken for the program it runs. Like every unconfined caller's
 identity, this one is advisory against code already running as the user: see the
-README's threat model for what such a process can fake here and what it cannot.
+threat model (docs/explanation/threat-model.md) for what such a process can fake here
+and what it cannot.
 """
 
 from __future__ import annotations

@@ -14,7 +14,9 @@ What can be trusted, and how far:
   the same uid can ptrace, LD_PRELOAD, or exec another program between connect() and
   the daemon's look. What can be made sound is: the pid is the caller (pinned by a
   pidfd, else by its start time), a caller that cannot be identified has no app id and
-  never gets a default "allow", and a relative script path is not trusted for a pin.
+  never gets a default "allow", a relative script path is not trusted for a pin, and a
+  path read in /proc is taken only where it names the daemon's own file (a program of
+  a mount namespace of the caller's own is refused: file_system_view).
 - A browser extension is the broker's native host started by a known browser
   (browsers.py); a caller that claims to be the host otherwise is refused with the reason.
 """
@@ -37,14 +39,20 @@ from pathlib import Path
 from ...identities import AppId, AppKind
 from ..logs import Throttled
 from .browsers import BrowserHosts, NotFromABrowser, known_browsers
+from .file_system_view import DELETED, NotTheDaemonsFile, check_same_view, running_program
 from .forwarded import ForwardConnection, ForwardGrant
 from .peercred import open_peer_pidfd, read_peer_credentials
 
 log = logging.getLogger(__name__)
-# Whoever runs the host by hand decides how often: said a few times a minute at most.
-_NOT_FROM_A_BROWSER = Throttled(
-    log, "refused a caller that claims to be the native host of a browser extension"
-)
+# Whoever runs such callers decides how often: each said a few times a minute at most.
+_REFUSED = {
+    NotFromABrowser: Throttled(
+        log, "refused a caller that claims to be the native host of a browser extension"
+    ),
+    NotTheDaemonsFile: Throttled(
+        log, "refused a caller whose program's path names another file for the daemon"
+    ),
+}
 
 # Linux: the peer's LSM label at connect() (AppArmor, SELinux), e.g. "snap.app.cmd (enforce)".
 SO_PEERSEC = getattr(socket, "SO_PEERSEC", 31)
@@ -108,19 +116,20 @@ def identify_caller(
             os.close(pidfd)
     if program is None:
         return Caller(creds.uid, creds.gid, creds.pid, "", connection)
-    executable, script, sandbox, absolute, refusal = program
-    if refusal:
-        _NOT_FROM_A_BROWSER.warn(caller_pid=creds.pid, connection=connection, reason=refusal)
+    if program.refusal is not None:
+        _REFUSED[type(program.refusal)].warn(
+            caller_pid=creds.pid, connection=connection, reason=str(program.refusal)
+        )
     return Caller(
         creds.uid,
         creds.gid,
         creds.pid,
-        executable,
+        program.executable,
         connection,
-        script,
-        sandbox,
-        absolute,
-        refusal=refusal,
+        program.script,
+        program.sandbox,
+        program.absolute,
+        refusal=str(program.refusal or ""),
     )
 
 
@@ -132,7 +141,9 @@ def identify_forwarded(sock: socket.socket, connection: int, grant: ForwardGrant
     """
     creds = read_peer_credentials(sock)
     try:
-        hint = os.readlink(f"/proc/{creds.pid}/exe") if creds.pid else ""  # noqa: PTH115
+        hint = running_program(creds.pid) if creds.pid else ""
+    except NotTheDaemonsFile as error:
+        hint = f"{error.path} (as another mount namespace names it)"
     except OSError:
         hint = ""
     return Caller(
@@ -146,10 +157,21 @@ def identify_forwarded(sock: socket.socket, connection: int, grant: ForwardGrant
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Program:
+    """What a caller runs, as far as the daemon can tell (see Caller)."""
+
+    executable: str
+    script: str = ""
+    sandbox: AppId | None = None
+    absolute: bool = True
+    refusal: NotFromABrowser | NotTheDaemonsFile | None = None
+
+
 def _program_of(
     pid: int, pidfd: int | None, accepted_at_ticks: int, label: str, browsers: BrowserHosts
-) -> tuple[str, str, AppId | None, bool, str] | None:
-    """Executable, script, sandbox, script-is-absolute and a refusal; None unless pid is the caller.
+) -> _Program | None:
+    """What pid runs, or a refusal; None unless pid is the caller and could be read.
 
     The pid could be reused between connect() and this read. A pidfd pins the
     process: if it is still alive after the read, the pid was not reused. Without one
@@ -160,33 +182,49 @@ def _program_of(
         if pidfd is None and _start_ticks(pid) >= accepted_at_ticks:
             return None
         sandbox = _sandbox_of(pid, label)
-        executable = os.readlink(f"/proc/{pid}/exe")  # noqa: PTH115 - a str, not a Path, is kept
-        cmdline = _read_small(f"/proc/{pid}/cmdline").split(b"\0")
-        arguments = [part.decode("utf-8", "surrogateescape") for part in cmdline if part]
-        script, absolute, refusal = "", True, ""
-        if INTERPRETER.fullmatch(Path(executable).name):
-            script = script_of(arguments, os.readlink(f"/proc/{pid}/cwd"))  # noqa: PTH115
-            absolute = _named_absolutely(arguments)
-            passed = browsers.claimed(script, _after_script(arguments)) if sandbox is None else None
-            if passed is not None:
-                try:
-                    sandbox = browsers.extension(script, absolute, passed, _parent_of(pid))
-                except NotFromABrowser as error:
-                    refusal = str(error)
+        try:
+            program = _read_program(pid, sandbox, browsers)
+        except (NotTheDaemonsFile, NotFromABrowser) as refusal:
+            program = _Program("", refusal=refusal)
     except (OSError, ValueError, UnidentifiableSandbox) as error:
         log.debug("caller cannot be identified", extra={"pid": pid, "reason": str(error)})
         return None
     if pidfd is not None and not _is_alive(pidfd):
         return None
-    return executable.removesuffix(" (deleted)"), script, sandbox, absolute, refusal
+    return program
+
+
+def _read_program(pid: int, sandbox: AppId | None, browsers: BrowserHosts) -> _Program:
+    """The program and script of pid; a refusal (raised) where they are not what they say.
+
+    A sandbox's own paths are shown, never taken for an identity; an unconfined
+    process's must name the daemon's own files (file_system_view).
+    """
+    if sandbox is not None:
+        executable = os.readlink(f"/proc/{pid}/exe").removesuffix(DELETED)  # noqa: PTH115
+    else:
+        executable = running_program(pid)
+    if not INTERPRETER.fullmatch(Path(executable).name):
+        return _Program(executable, sandbox=sandbox)
+    cmdline = _read_small(f"/proc/{pid}/cmdline").split(b"\0")
+    arguments = [part.decode("utf-8", "surrogateescape") for part in cmdline if part]
+    script = script_of(arguments, os.readlink(f"/proc/{pid}/cwd"))  # noqa: PTH115
+    absolute = _named_absolutely(arguments)
+    if sandbox is None and script:
+        check_same_view(pid, script)
+        passed = browsers.claimed(script, _after_script(arguments))
+        if passed is not None:
+            sandbox = browsers.extension(script, absolute, passed, _parent_of(pid))
+    return _Program(executable, script, sandbox, absolute)
 
 
 def _parent_of(pid: int) -> str:
-    """The executable of pid's parent process, as the kernel names it ("" when it cannot).
+    """The program of pid's parent process, as the daemon finds it ("" when it cannot tell).
 
     The parent is pinned by a pidfd while its executable is read, and pid must still be
     its child afterwards: a parent that exited (the host then belongs to a reaper) or a
-    reused pid names nobody.
+    reused pid names nobody. A parent whose program is not the daemon's file at that
+    path is named with the reason, and is no browser.
     """
     parent = _parent_pid(pid)
     try:
@@ -194,14 +232,17 @@ def _parent_of(pid: int) -> str:
     except OSError:
         return ""
     try:
-        executable = os.readlink(f"/proc/{parent}/exe")  # noqa: PTH115
+        try:
+            executable = running_program(parent)
+        except NotTheDaemonsFile as error:
+            executable = f"{error.path} as another mount namespace names it"
         if _parent_pid(pid) != parent or not _is_alive(parent_fd):
             return ""
     except OSError:
         return ""
     finally:
         os.close(parent_fd)
-    return executable.removesuffix(" (deleted)")  # a browser upgraded while it runs
+    return executable
 
 
 def _parent_pid(pid: int) -> int:

@@ -2,7 +2,9 @@
 
 A native program is hashed through /proc/<pid>/exe, which opens the very file the
 kernel is running, even if the path now names another file. A script is hashed at
-the absolute path its command line names; a script named by a relative path (which
+the absolute path its command line names, which names the same file for the daemon
+(identity.py refuses a script's caller of another mount namespace or root); a script
+named by a relative path (which
 depends on a cwd the process may have changed since) or run as `-m module` cannot
 be pinned. Only regular files are read (never a FIFO or a device), at most
 MAX_PROGRAM_BYTES, in a worker thread so a slow disk never stalls the daemon; a hash
