@@ -7,8 +7,9 @@ folder is full or read-only), the vault keeps the sealed record in a journal ins
 - the reserved journal, a file in the state folder allocated in advance: written
   whole when it is made and synced, then only ever overwritten in place. Where a file
   system overwrites in place (ext4, xfs, tmpfs) that needs no new block, so a full
-  one still takes it; a copy-on-write one (btrfs, zfs) needs new blocks for every
-  write (docs/explanation/durability.md says where that leaves a full btrfs).
+  one still takes it. btrfs copies on write, and refuses every write when full,
+  unless the file is marked No_COW (`chattr +C`), as the journal asks when it is made;
+  zfs has no such mark (docs/explanation/durability.md).
 - the runtime journal, the same kind of file in `$XDG_RUNTIME_DIR/signin-broker/`:
   another file system (a tmpfs where systemd logs the user in), which a crash or a
   restart of the daemon leaves as it was and a reboot empties. It is made when first
@@ -25,8 +26,10 @@ both the account's file and its key store entry.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import errno
+import fcntl
 import hashlib
 import logging
 import os
@@ -48,6 +51,11 @@ ID_LENGTH = struct.Struct(">H")
 BLOB_LENGTH = struct.Struct(">I")
 RESERVED_NAME = "reserved.journal"  # in the vault's folder
 RUNTIME_NAME = "state.journal"  # in $XDG_RUNTIME_DIR/signin-broker
+# Linux's file attributes (chattr): FS_IOC_GETFLAGS and FS_IOC_SETFLAGS, and No_COW.
+_LONG = struct.calcsize("l")
+FS_IOC_GETFLAGS = (2 << 30) | (_LONG << 16) | (ord("f") << 8) | 1
+FS_IOC_SETFLAGS = (1 << 30) | (_LONG << 16) | (ord("f") << 8) | 2
+FS_NOCOW_FL = 0x00800000
 
 
 class JournalFull(OSError):
@@ -113,7 +121,7 @@ class Journal:
             info = os.lstat(self.path)
             if stat.S_ISREG(info.st_mode) and info.st_size == JOURNAL_BYTES:
                 return
-        write_atomically(self.path, bytes(JOURNAL_BYTES))
+        write_atomically(self.path, bytes(JOURNAL_BYTES), before_write=_overwritten_in_place)
         self._sequence = 0
 
     def empty(self) -> None:
@@ -249,6 +257,19 @@ class Journals:
             journal.empty()
         except OSError as error:  # its records are older than the files': they lose there
             log.info("a journal could not be emptied", extra={"reason": str(error)})
+
+
+def _overwritten_in_place(descriptor: int) -> None:
+    """Ask a copy-on-write file system to overwrite this empty file in place (`chattr +C`).
+
+    btrfs honours it (a full btrfs then still takes the journal's writes); file systems
+    that overwrite in place anyway refuse the flag, or have no attributes (tmpfs).
+    """
+    with contextlib.suppress(OSError):
+        flags = array.array("i", [0])
+        fcntl.ioctl(descriptor, FS_IOC_GETFLAGS, flags, True)
+        flags[0] |= FS_NOCOW_FL
+        fcntl.ioctl(descriptor, FS_IOC_SETFLAGS, flags, True)
 
 
 def _snapshot(descriptor: int, half: int) -> tuple[int, bytes] | None:
