@@ -83,6 +83,16 @@ KEPT_IN = {"full": "the journal reserved in", "read-only": "the runtime journal"
 JOURNAL_TTL = 3  # three lifetimes of renewals in each test: ~10 s
 
 
+def kept_in_a_journal(client: BrokerClient, fault: str) -> str:
+    """Status's storage problem while it says the state is kept in the fault's journal.
+
+    While the folder is full, the daemon's own audit database frees and takes blocks
+    there (SQLite's WAL): a save may find room in its file for a moment.
+    """
+    problem = client.status().storage_problem
+    return problem if f"sessions are kept in {KEPT_IN[fault]}" in problem else ""
+
+
 def accepted_token(client: BrokerClient, stub: StubProvider, account: str) -> str:
     """GetToken, answered (never refused) with a token the provider's userinfo accepts."""
     token = client.get_token()
@@ -108,13 +118,14 @@ def test_a_state_folder_that_cannot_be_written_keeps_renewals_and_restarts_going
                 while (now := time.monotonic()) < ends:  # bounded: three lifetimes
                     served.add(accepted_token(client, stub, account))
                     if not restarted and now > ends - 1.5 * JOURNAL_TTL:
-                        daemon.kill()  # mid-way, the state only in a journal
+                        problem = eventually(
+                            lambda: kept_in_a_journal(client, fault), "the state in a journal"
+                        )
+                        assert "renewals go on" in problem
+                        daemon.kill()  # mid-way, the newest state only in a journal
                         daemon = DaemonProcess(socket_path, "--issuer", stub.issuer).start()
                         restarted = True
                     time.sleep(0.2)
-                problem = client.status().storage_problem
-                assert f"sessions are kept in {KEPT_IN[fault]}" in problem, problem
-                assert "renewals go on" in problem
             assert len(served) >= 3, served  # renewed in each lifetime
             eventually(lambda: client.status().storage_problem == "", "the state in its file")
             last = accepted_token(client, stub, account)

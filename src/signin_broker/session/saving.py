@@ -110,7 +110,7 @@ class SavedStates:
 
     async def write_again(self) -> None:
         """Write again the states not in their files (the keeper calls this when due)."""
-        for account_id in [*self._unsaved, *self._elsewhere]:
+        for account_id in dict.fromkeys([*self._unsaved, *self._elsewhere]):
             account = self._accounts.get(account_id)
             if account is None:
                 self._unsaved.pop(account_id, None)

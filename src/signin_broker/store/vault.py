@@ -173,7 +173,7 @@ class Vault:
         kept = self._journals.kept(tenant_key(account_id))
         if kept is None:
             return ""
-        return f"{kept.journal.description}, as the state folder cannot take it ({kept.reason})"
+        return f"{kept.journal.description}, as the state folder cannot take them ({kept.reason})"
 
     def _recover_journals(self) -> None:
         """Take each account's newest state from the journals, where newer than its file.
