@@ -43,7 +43,7 @@ from .files import UnsafeStorage, check_private_folder, private_folder, write_at
 
 log = logging.getLogger(__name__)
 
-HALF_BYTES = 512 * 1024  # the state of a dozen accounts whose tokens are a few kB each
+HALF_BYTES = 512 * 1024  # the states of dozens of accounts whose tokens are a few kB each
 JOURNAL_BYTES = 2 * HALF_BYTES
 MAGIC = b"SBJ1"
 HEADER = struct.Struct(">4sQI32s")  # magic, sequence, body length, sha256 of the three
