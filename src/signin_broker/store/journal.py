@@ -35,6 +35,7 @@ import logging
 import os
 import stat
 import struct
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,7 +107,7 @@ class Journal:
         head = HEADER.pack(MAGIC, sequence, len(body), _digest(sequence, body))
         with self._opened() as descriptor:
             _write_at(descriptor, head + body, (sequence % 2) * HALF_BYTES)
-            os.fdatasync(descriptor)
+            _sync_data(descriptor)
         self._sequence = sequence
 
     def make(self) -> None:
@@ -131,7 +132,7 @@ class Journal:
         else:
             with self._opened() as descriptor:
                 _write_at(descriptor, bytes(JOURNAL_BYTES), 0)
-                os.fdatasync(descriptor)
+                _sync_data(descriptor)
         self._sequence = 0
 
     @contextlib.contextmanager
@@ -257,6 +258,14 @@ class Journals:
             journal.empty()
         except OSError as error:  # its records are older than the files': they lose there
             log.info("a journal could not be emptied", extra={"reason": str(error)})
+
+
+def _sync_data(descriptor: int) -> None:
+    """The data written on disk (an overwrite in place changes no size to sync as well)."""
+    if sys.platform == "darwin":  # it has no fdatasync
+        os.fsync(descriptor)
+    else:
+        os.fdatasync(descriptor)
 
 
 def _overwritten_in_place(descriptor: int) -> None:
