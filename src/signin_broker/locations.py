@@ -100,6 +100,16 @@ def program_folders() -> list[str]:
     return list(dict.fromkeys(folder for folder in folders if os.path.isabs(folder)))
 
 
+def runtime_folder() -> str | None:
+    """The broker's folder in the user's runtime folder ($XDG_RUNTIME_DIR/signin-broker).
+
+    None without an absolute XDG_RUNTIME_DIR: platformdirs' fallbacks may be on the same
+    disk as the state, which is no other place for it.
+    """
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    return os.path.join(runtime, APP_NAME) if os.path.isabs(runtime) else None
+
+
 def default_config_path() -> str:
     """The TOML file the daemon reads when no --config is given."""
     import platformdirs

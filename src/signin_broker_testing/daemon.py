@@ -72,7 +72,8 @@ class DaemonProcess:
             "127.0.0.1:0",
             *args,
         ]
-        # Never the developer's own config, state or keyring: all live beside the socket.
+        # Never the developer's own config, state, runtime folder or keyring: all live
+        # beside the socket.
         # The keyring is keyrings.alt's file backend there, unless a test picks another.
         folder = socket_path.parent
         self.env = {
@@ -81,6 +82,7 @@ class DaemonProcess:
             "XDG_CONFIG_DIRS": str(folder / "system-config"),  # no managed defaults but a test's
             "XDG_STATE_HOME": str(folder / "state"),
             "XDG_DATA_HOME": str(folder / "data"),
+            "XDG_RUNTIME_DIR": str(folder),  # the runtime journal's folder: signin-broker/
             "PYTHON_KEYRING_BACKEND": "keyrings.alt.file.PlaintextKeyring",
             "SIGNIN_BROKER_LOG_LEVEL": "debug",
             **(env or {}),

@@ -5,7 +5,8 @@ its k-th file system call (open, fsync, rename, close: every step that can leave
 trace), for every k until it finishes unharmed. After each kill a new vault on the
 same folder, as the restarted daemon opens it, must load the last saved record or the
 one being saved, never report a rollback or a missing key, and leave no temporary
-file behind (the key file's are swept at its next write).
+file behind (the key file's are swept at its next write). The same with the state
+folder full, where each save goes to the journal reserved in it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 
 from signin_broker.store.keys import FileKeyStore
 from signin_broker.store.vault import Vault
+from support.storage import filled, tmpfs
 
 SAVES = 3
 CHILD = """
@@ -41,7 +43,7 @@ def counted(real):
         return real(*args, **kwargs)
     return call
 
-for name in ("open", "fsync", "replace", "rename", "close", "unlink"):
+for name in ("open", "fsync", "fdatasync", "pwrite", "replace", "rename", "close", "unlink"):
     setattr(os, name, counted(getattr(os, name)))
 for n in range(start + 1, start + 1 + int(sys.argv[3])):
     vault.save(account, {"n": n, "refresh_token": f"rt-{n}"})
@@ -62,7 +64,25 @@ LONG_ID = "work/user:" + "%3A" * 255
 def test_a_kill_at_any_step_of_a_save_loses_nothing_and_leaves_nothing(
     tmp_path: Path, account: str
 ) -> None:
+    kill_at_every_step(tmp_path / "state", account)
+
+
+def test_a_kill_at_any_step_of_a_save_into_the_reserved_journal_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    """The state folder full: each save is kept in the journal reserved at the first."""
     state = tmp_path / "state"
+    with tmpfs(state, "2m"):
+        first = Vault(state / "accounts", FileKeyStore(state / "keys.json"))
+        first.save("user:1001", {"n": 0, "refresh_token": "rt-0"})
+        with filled(state):
+            kill_at_every_step(state, "user:1001")
+            kept = Vault(state / "accounts", FileKeyStore(state / "keys.json"))
+            assert "reserved" in kept.kept_elsewhere("user:1001")
+
+
+def kill_at_every_step(state: Path, account: str) -> None:
+    """Kill a child saving the account before each of its file system calls in turn."""
     kills = 0
     for kill_at in range(1, 400):  # bounded: a save is a few dozen calls
         before = Vault(state / "accounts", FileKeyStore(state / "keys.json"))

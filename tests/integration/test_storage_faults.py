@@ -1,15 +1,20 @@
 """A state folder that is full or read-only never signs anyone out, nor spends what it cannot keep.
 
 The state folder is a small tmpfs; the stub rotates refresh tokens and, as panva's
-oidc-provider does, ends the grant when a spent one comes back. While the folder cannot
-be written the daemon serves the valid token and says why in status, but does not
-renew: the new refresh token could not be stored, and the spent one left on disk would
-be sent at the next start. Once the token has expired apps are told to try again
-shortly; once the folder is writable the state is saved and the token renewed at once.
-A renewal already on its way when the folder fills up (its send was stored first) is
-kept in memory, said to be at risk, and saved the moment it can be.
-(tests/interop/test_interop_unsaved_renewals.py restarts the daemon meanwhile, against
-oidc-provider.)
+oidc-provider does, ends the grant when a spent one comes back. While the folder is
+full, the state goes to the journal reserved in it; while it is read-only, to the
+runtime journal (in the daemon's XDG_RUNTIME_DIR, beside its socket): renewals go on,
+a SIGKILL and a restart keep the session, status says where the state is, and it is
+back in its file once the folder can be written.
+
+Where no journal can take the state either (read-only, and no runtime folder), the
+daemon serves the valid token and says why in status, but does not renew: the new
+refresh token could not be stored, and the spent one left on disk would be sent at the
+next start. Once the token has expired apps are told to try again shortly; once the
+folder is writable the state is saved and the token renewed at once. A renewal already
+on its way when that happens (its send was stored first) is kept in memory, said to be
+at risk, and saved the moment it can be. (tests/interop/test_interop_unsaved_renewals.py
+restarts the daemon meanwhile, against oidc-provider.)
 """
 
 from __future__ import annotations
@@ -31,9 +36,11 @@ from signin_broker_testing.daemon import DaemonProcess
 from support.notifications import Notifications
 from support.signin import signed_in_daemon
 from support.storage import filled, read_only, tmpfs
+from support.tokens import userinfo_sub
 from support.waiting import eventually
 
-TTL = 8
+TTL = 4
+NO_RUNTIME_FOLDER = {"XDG_RUNTIME_DIR": ""}  # no runtime journal: nothing but the folder
 
 
 def presented(stub: StubProvider) -> list[str]:
@@ -67,22 +74,86 @@ def json_refusal(socket_path: Path) -> tuple[int, int, dict[str, Any]]:
     return int(lines[0].split()[1]), int(headers.get("retry-after", "0")), json.loads(body)
 
 
+def storage_fault(fault: str, state: Path) -> AbstractContextManager[None]:
+    return filled(state) if fault == "full" else read_only(state)
+
+
+# Where the state goes while the folder cannot take it, as status says.
+KEPT_IN = {"full": "the journal reserved in", "read-only": "the runtime journal"}
+JOURNAL_TTL = 3  # three lifetimes of renewals in each test: ~10 s
+
+
+def kept_in_a_journal(client: BrokerClient, fault: str) -> str:
+    """Status's storage problem while it says the state is kept in the fault's journal.
+
+    While the folder is full, the daemon's own audit database frees and takes blocks
+    there (SQLite's WAL): a save may find room in its file for a moment.
+    """
+    problem = client.status().storage_problem
+    return problem if f"sessions are kept in {KEPT_IN[fault]}" in problem else ""
+
+
+def accepted_token(client: BrokerClient, stub: StubProvider, account: str) -> str:
+    """GetToken, answered (never refused) with a token the provider's userinfo accepts."""
+    token = client.get_token()
+    assert userinfo_sub(stub.issuer, token.access_token) == account.removeprefix("user:")
+    return token.access_token
+
+
 @pytest.mark.parametrize("fault", ["full", "read-only"])
-def test_a_state_folder_that_cannot_be_written_postpones_renewal_until_it_can(
+def test_a_state_folder_that_cannot_be_written_keeps_renewals_and_restarts_going(
     socket_path: Path, fault: str
 ) -> None:
     state = socket_path.parent / "state"
     with (
         tmpfs(state, "4m"),
+        StubProvider(access_token_ttl=JOURNAL_TTL, refresh_reuse_ends_grant=True) as stub,
+    ):
+        daemon = signed_in_daemon(stub, socket_path)
+        with BrokerClient(socket_path, timeout=30) as client:
+            account = client.get_token().account
+            served, restarted = set(), False
+            with storage_fault(fault, state):
+                ends = time.monotonic() + 3 * JOURNAL_TTL
+                while (now := time.monotonic()) < ends:  # bounded: three lifetimes
+                    served.add(accepted_token(client, stub, account))
+                    if not restarted and now > ends - 1.5 * JOURNAL_TTL:
+                        problem = eventually(
+                            lambda: kept_in_a_journal(client, fault), "the state in a journal"
+                        )
+                        assert "renewals go on" in problem
+                        daemon.kill()  # mid-way, the newest state only in a journal
+                        daemon = DaemonProcess(socket_path, "--issuer", stub.issuer).start()
+                        restarted = True
+                    time.sleep(0.2)
+            assert len(served) >= 3, served  # renewed in each lifetime
+            eventually(lambda: client.status().storage_problem == "", "the state in its file")
+        daemon.stop()
+        assert not (socket_path.parent / "signin-broker" / "state.journal").exists()
+        with (
+            DaemonProcess(socket_path, "--issuer", stub.issuer),
+            BrokerClient(socket_path) as client,
+        ):
+            accepted_token(client, stub, account)  # restored from its file
+    spent = presented(stub)
+    assert len(spent) == len(set(spent)) >= 3 and stub.reuses == []
+
+
+def test_a_read_only_state_folder_without_a_runtime_folder_postpones_renewal_until_it_can(
+    socket_path: Path,
+) -> None:
+    """No journal can take the state: nothing is spent whose successor could not be stored."""
+    state = socket_path.parent / "state"
+    with (
+        tmpfs(state, "4m"),
         StubProvider(access_token_ttl=TTL, refresh_reuse_ends_grant=True) as stub,
     ):
-        daemon = signed_in_daemon(stub, socket_path, "--revalidate-seconds", "2")
+        daemon = signed_in_daemon(
+            stub, socket_path, "--revalidate-seconds", "2", env=NO_RUNTIME_FOLDER
+        )
         with BrokerClient(socket_path, timeout=30) as client:
             first = client.get_token()
-            fault_on: AbstractContextManager[None] = (
-                filled(state) if fault == "full" else read_only(state)
-            )
-            with fault_on:
+            with read_only(state):
                 assert client.get_token(refused=True).access_token == first.access_token
                 problem = eventually(lambda: client.status().storage_problem, "a storage problem")
                 assert "renewals wait until they can" in problem
@@ -100,7 +171,7 @@ def test_a_state_folder_that_cannot_be_written_postpones_renewal_until_it_can(
             assert client.status().storage_problem == ""
         daemon.stop()
         with (
-            DaemonProcess(socket_path, "--issuer", stub.issuer),
+            DaemonProcess(socket_path, "--issuer", stub.issuer, env=NO_RUNTIME_FOLDER),
             BrokerClient(socket_path) as client,
         ):
             assert client.get_token().access_token == renewed.access_token  # restored
@@ -108,7 +179,7 @@ def test_a_state_folder_that_cannot_be_written_postpones_renewal_until_it_can(
         assert len(spent) == len(set(spent)) == 1 and stub.reuses == []
 
 
-def test_a_renewal_answered_after_the_folder_filled_up_is_kept_said_at_risk_and_saved(
+def test_a_renewal_answered_once_nothing_can_store_it_is_kept_said_at_risk_and_saved(
     socket_path: Path,
 ) -> None:
     state = socket_path.parent / "state"
@@ -117,13 +188,14 @@ def test_a_renewal_answered_after_the_folder_filled_up_is_kept_said_at_risk_and_
         StubProvider(access_token_ttl=3600, refresh_reuse_ends_grant=True) as stub,
     ):
         notifications = Notifications(socket_path.parent)
-        daemon = signed_in_daemon(stub, socket_path, env=notifications.env)
+        env = notifications.env | NO_RUNTIME_FOLDER
+        daemon = signed_in_daemon(stub, socket_path, env=env)
         with BrokerClient(socket_path, timeout=30) as client:
             first = client.get_token()
             stub.delay_token_response(3, after_processing=True)  # the send is stored first
             assert client.get_token(refused=True).access_token == first.access_token
             eventually(lambda: presented(stub), "the refresh at the stub")
-            with filled(state):
+            with read_only(state):
                 renewed = eventually(lambda: renewed_since(client, first), "the late answer")
                 at_risk = client.status()
                 assert "a restart now would sign out user:1001" in at_risk.storage_problem

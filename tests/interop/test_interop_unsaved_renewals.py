@@ -1,13 +1,16 @@
-"""A renewal that cannot be stored is never spent, against panva's oidc-provider (rotation).
+"""A full or read-only state folder stops neither renewals nor restarts, against panva's
+oidc-provider (rotation).
 
 The provider rotates refresh tokens and ends the whole grant when a rotated one comes
 back (it prints each such reuse). The daemon's state folder is a small tmpfs, filled up
-or made read-only while the daemon runs. The daemon must not spend the refresh token
-then (its successor could not be stored, and the spent one left on disk would be sent
-at the next start): it serves the access token while it lasts, then tells apps to try
-again, says why in status, and renews once the folder can be written. Restarted while
-the folder is full or read-only, or at once after it is writable again: still signed in,
-and the provider never sees a refresh token twice.
+or made read-only while the daemon runs. The state goes to the journal reserved in the
+folder, or to the runtime journal: renewals go on through the fault, a restart while it
+lasts (or at once after the folder is writable again) keeps the session, and the
+provider never sees a refresh token twice. Where no journal can take the state
+(read-only, and no runtime folder), the daemon does not spend the refresh token (its
+successor could not be stored, and the spent one left on disk would be sent at the next
+start): it serves the access token while it lasts, then tells apps to try again, says
+why in status, and renews once the folder can be written.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ pytestmark = pytest.mark.external  # Node
 
 TTL = 5  # the provider's access tokens: expired within seconds of the fault
 CASES = ["restart-while-full", "restart-while-read-only", "restart-after-remount"]
+NO_RUNTIME_FOLDER = {"XDG_RUNTIME_DIR": ""}  # no runtime journal: nothing but the folder
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +50,7 @@ def provider() -> Iterator[NodeOidcProvider]:
 
 
 def storage_fault(case: str, state: Path) -> AbstractContextManager[None]:
-    return read_only(state) if case == "restart-while-read-only" else filled(state)
+    return filled(state) if case == "restart-while-full" else read_only(state)
 
 
 def refused_for_storage(client: BrokerClient) -> BrokerError:
@@ -70,8 +74,15 @@ def alive(provider: NodeOidcProvider, client: BrokerClient) -> Token | None:
     return token
 
 
+def served(provider: NodeOidcProvider, client: BrokerClient) -> Token:
+    """A token the provider accepts, at once: never refused."""
+    token = alive(provider, client)
+    assert token is not None
+    return token
+
+
 @pytest.mark.parametrize("case", CASES)
-def test_a_renewal_that_cannot_be_stored_is_never_spent_nor_its_token_sent_twice(
+def test_a_state_folder_that_cannot_be_written_keeps_renewals_going_and_no_token_sent_twice(
     provider: NodeOidcProvider, socket_path: Path, case: str
 ) -> None:
     state = socket_path.parent / "state"
@@ -80,28 +91,57 @@ def test_a_renewal_that_cannot_be_stored_is_never_spent_nor_its_token_sent_twice
         daemon = signed_in_daemon(provider, socket_path)
         with BrokerClient(socket_path, timeout=15) as client:
             first = client.get_token()
-            served = set()
+            tokens = set()
             with storage_fault(case, state):
                 while time.time() < first.expires_at_unix + 1:  # bounded: one lifetime
-                    if token := alive(provider, client):
-                        served.add(token.access_token)
+                    tokens.add(served(provider, client).access_token)
                     time.sleep(0.25)
                 if case != "restart-after-remount":
                     daemon.stop()
                     daemon = DaemonProcess(socket_path, *provider.daemon_args()).start()
-                    status = client.status()
-                    assert status.default is not None and status.default.id == first.account
-                    refused_for_storage(client)  # still signed in, nothing spent
+                    tokens.add(served(provider, client).access_token)
                     problem = client.status().storage_problem
-                    assert "renewals wait until they can" in problem, problem
+                    assert "sessions are kept in the" in problem, problem
             if case == "restart-after-remount":
                 daemon.stop()  # at once: before the state could have been saved again
                 daemon = DaemonProcess(socket_path, *provider.daemon_args()).start()
+            tokens.add(served(provider, client).access_token)
+            eventually(lambda: client.status().storage_problem == "", "the state in its file")
+        daemon.stop()
+    statuses = provider.refresh_statuses()[mark:]
+    assert provider.reuses() == 0 and statuses and set(statuses) == {200}
+    assert len(tokens) >= 2  # renewed while the folder could not be written
+
+
+def test_with_no_journal_a_renewal_that_cannot_be_stored_is_never_spent(
+    provider: NodeOidcProvider, socket_path: Path
+) -> None:
+    state = socket_path.parent / "state"
+    mark = len(provider.refresh_statuses())
+    with tmpfs(state, "4m"):
+        daemon = signed_in_daemon(provider, socket_path, env=NO_RUNTIME_FOLDER)
+        with BrokerClient(socket_path, timeout=15) as client:
+            first = client.get_token()
+            tokens = set()
+            with read_only(state):
+                while time.time() < first.expires_at_unix + 1:  # bounded: one lifetime
+                    if token := alive(provider, client):
+                        tokens.add(token.access_token)
+                    time.sleep(0.25)
+                daemon.stop()
+                daemon = DaemonProcess(
+                    socket_path, *provider.daemon_args(), env=NO_RUNTIME_FOLDER
+                ).start()
+                status = client.status()
+                assert status.default is not None and status.default.id == first.account
+                refused_for_storage(client)  # still signed in, nothing spent
+                problem = client.status().storage_problem
+                assert "renewals wait until they can" in problem, problem
             renewed = eventually(lambda: alive(provider, client), "a renewal", timeout=30)
         assert renewed.access_token != first.access_token
         daemon.stop()
     assert provider.reuses() == 0 and provider.refresh_statuses()[mark:] == [200]
-    assert served == {first.access_token}  # nothing was renewed while it could not be stored
+    assert tokens == {first.access_token}  # nothing was renewed while it could not be stored
 
 
 def test_the_providers_reuse_count_sees_a_rotated_refresh_token_sent_again(

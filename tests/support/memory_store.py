@@ -22,6 +22,9 @@ class MemoryStore:
             raise self.failure
         self.records[account_id] = record
 
+    def kept_elsewhere(self, account_id: str) -> str:
+        return ""
+
     def load(self, account_id: str) -> dict[str, Any] | None:
         return self.records.get(account_id)
 

@@ -27,6 +27,7 @@ from signin_broker.store.keys import FileKeyStore, KeyStore, KeyStoreUnavailable
 from signin_broker.store.vault import Vault
 from signin_broker_testing.daemon import short_temp_dir
 from support.secret_service import secret_service
+from support.storage import filled, tmpfs
 
 DATA_KEY = bytes(range(256))[:40]  # the vault's entry: a 32-byte key and a generation
 
@@ -291,6 +292,29 @@ def test_a_keyring_that_refuses_is_unavailable_not_a_crash() -> None:
             call()
     with pytest.raises(KeyStoreUnavailable):
         store.delete("user:1:k")
+
+
+@pytest.mark.usefixtures("the_keyring")
+def test_a_secret_service_whose_home_is_full_refuses_and_a_vault_keeps_its_save_in_the_journal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """gnome-keyring refuses every write while its home is full, and reads on: a refusal,
+    not a crash, and a vault whose own folder has room keeps the save in its journal."""
+    folder = short_temp_dir()
+    try:
+        with tmpfs(folder / "home", "4m") as home, secret_service(home) as env:
+            monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", env["DBUS_SESSION_BUS_ADDRESS"])
+            keyring.set_keyring(SecretService.Keyring())
+            vault = Vault(folder / "accounts", KeyringKeyStore())
+            vault.save("user:1001", {"n": 1})
+            with filled(home):
+                with pytest.raises(KeyStoreUnavailable, match="the keyring refused"):
+                    KeyringKeyStore().set("user:1001:another", DATA_KEY)
+                vault.save("user:1001", {"n": 2})  # the file written; its key entry refused
+                assert "reserved" in vault.kept_elsewhere("user:1001")
+                assert Vault(folder / "accounts", KeyringKeyStore()).load("user:1001") == {"n": 2}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_the_settings_choose_the_store(tmp_path: Path) -> None:

@@ -13,7 +13,9 @@ import asyncio
 import logging
 import os
 from dataclasses import replace
+from pathlib import Path
 
+from ..locations import runtime_folder
 from ..oidc.client_auth import ClientAuth
 from ..oidc.code_flow import DeterministicSecrets, RandomSecrets, SignInSecrets
 from ..oidc.metadata import is_acceptable_url
@@ -21,6 +23,7 @@ from ..oidc.provider import Provider
 from ..session.dpop_requirements import DpopRequirements
 from ..session.provider_flows import DeviceFlow, SignInFlow
 from ..session.providers import ProviderLink
+from ..store.journal import RUNTIME_NAME
 from ..store.keys import KeyStoreUnavailable, open_key_store, the_keyring
 from ..store.vault import Vault
 from .client_credentials import load_client_auth
@@ -34,10 +37,17 @@ DETERMINISTIC_SECRETS_ENV = "SIGNIN_BROKER_TEST_SECRETS_SEED"
 
 
 def open_store(settings: Settings) -> tuple[Vault | None, str]:
-    """The encrypted store, or why sessions stay in memory only (blocking: a worker thread)."""
+    """The encrypted store, or why sessions stay in memory only (blocking: a worker thread).
+
+    Its runtime journal, where the state goes while the state folder cannot be written at
+    all, is in the user's runtime folder (store/journal.py).
+    """
+    runtime = runtime_folder()
     try:
         vault = Vault(
-            settings.state_dir / "accounts", open_key_store(settings.key_store, settings.state_dir)
+            settings.state_dir / "accounts",
+            open_key_store(settings.key_store, settings.state_dir),
+            runtime_journal=None if runtime is None else Path(runtime) / RUNTIME_NAME,
         )
     except KeyStoreUnavailable as error:
         log.warning("sessions will not survive a restart", extra={"reason": str(error)})

@@ -37,7 +37,10 @@ class AccountStore(Protocol):
         """Where the state and its keys are, for status."""
 
     def save(self, account_id: str, record: dict[str, Any]) -> None:
-        """Write the account's record."""
+        """Write the account's record (in a journal, if its own place cannot take it)."""
+
+    def kept_elsewhere(self, account_id: str) -> str:
+        """Where its newest record is, and why, while its place cannot take it; else ""."""
 
     def load(self, account_id: str) -> dict[str, Any] | None:
         """Read the account's record."""

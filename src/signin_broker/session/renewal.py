@@ -333,7 +333,7 @@ class TokenKeeper:
         """
         now = self._clock()
         saving = self._registry.saving
-        if saving.failing and now >= saving.retry_at:
+        if saving.behind and now >= saving.retry_at:
             await saving.write_again()
         for account in self._registry.all():
             renewable = self._registry.renewable(account)
@@ -394,7 +394,7 @@ class TokenKeeper:
             elif not runtime.renewing:
                 moments.append(self._renewal_at(account))
         saving = self._registry.saving
-        if saving.failing:
+        if saving.behind:
             moments.append(saving.retry_at)
         return min(moments)
 

@@ -1,9 +1,12 @@
 """Each account's state written before anyone is handed it, and what a restart now would lose.
 
-A write that fails leaves the state in memory: the account is unsaved, status says so
-(`storage_problem`, an event when saving starts or stops failing), and the keeper
-writes it again every few seconds (schedule.SAVE_RETRY_SECONDS). A restart loses a
-session only when its newest refresh token is the one that could not be written.
+A state its file cannot take (the state folder is full or read-only) the store keeps in
+a journal (store/journal.py): it is saved, renewals go on, and status says where it is
+until the keeper, writing it again every few seconds (schedule.SAVE_RETRY_SECONDS),
+finds the folder writable. A write that fails even so leaves the state in memory: the
+account is unsaved, status says so (`storage_problem`, an event when saving starts or
+stops failing), and the keeper writes it again as often. A restart loses a session
+only when its newest refresh token is the one that could not be written.
 """
 
 from __future__ import annotations
@@ -37,11 +40,13 @@ class SavedStates:
         # Accounts whose state could not be written, with the reason; and the refresh
         # token each account last had stored, to tell what a restart now would lose.
         self._unsaved: dict[str, str] = {}
+        # Accounts whose state a journal keeps, not their file: where, and why.
+        self._elsewhere: dict[str, str] = {}
         self._stored_refresh: dict[str, str | None] = {}
         # The refresh token of each account's latest state, saved or not: every change of
         # tokens is saved before it is used, so one the store lacks is only in memory.
         self._latest_refresh: dict[str, str | None] = {}
-        self.retry_at = 0.0  # when the keeper writes the unsaved states again
+        self.retry_at = 0.0  # when the keeper writes again the states not in their files
 
     async def write(self, account: Account, tokens: TokenSet | None = None) -> bool:
         """Write the account (with these tokens, if given) before anyone is handed them.
@@ -71,36 +76,54 @@ class SavedStates:
         else:
             self._unsaved.pop(account.info.id, None)
             self._stored_refresh[account.info.id] = tokens.refresh_token
+            self._note_where(account.info.id)
             saved = True
         self._say_changed(before)
         return saved
+
+    def _note_where(self, account_id: str) -> None:
+        """Whether the store kept the account's state in its file, or elsewhere until it can."""
+        where = self.store.kept_elsewhere(account_id) if self.store is not None else ""
+        if not where:
+            self._elsewhere.pop(account_id, None)
+            return
+        if account_id not in self._elsewhere:
+            self.retry_at = self._clock() + SAVE_RETRY_SECONDS
+        self._elsewhere[account_id] = where
 
     def restored(self, account: Account) -> None:
         """The account came back from the store as it is: its refresh token is saved."""
         self._stored_refresh[account.info.id] = account.tokens.refresh_token
         self._latest_refresh[account.info.id] = account.tokens.refresh_token
+        before = self.problem()
+        self._note_where(account.info.id)
+        self._say_changed(before)
 
     def forget(self, account_id: str) -> None:
         """The account ended: nothing of it is left to save."""
         before = self.problem()
         self._unsaved.pop(account_id, None)
+        self._elsewhere.pop(account_id, None)
         self._stored_refresh.pop(account_id, None)
         self._latest_refresh.pop(account_id, None)
         self._say_changed(before)
 
     async def write_again(self) -> None:
-        """Write again the states that could not be written (the keeper calls this when due)."""
-        for account_id in list(self._unsaved):
+        """Write again the states not in their files (the keeper calls this when due)."""
+        for account_id in dict.fromkeys([*self._unsaved, *self._elsewhere]):
             account = self._accounts.get(account_id)
             if account is None:
                 self._unsaved.pop(account_id, None)
+                self._elsewhere.pop(account_id, None)
             else:
                 await self.write(account)
+        if self._elsewhere and not self._unsaved:
+            self.retry_at = self._clock() + SAVE_RETRY_SECONDS
 
     @property
-    def failing(self) -> bool:
-        """Whether the last attempt to save some account's state failed."""
-        return bool(self._unsaved)
+    def behind(self) -> bool:
+        """Whether some account's state is not in its file: unsaved, or kept in a journal."""
+        return bool(self._unsaved or self._elsewhere)
 
     def unsaved(self, account: Account) -> str:
         """Why this account's state could not be saved; "" when it could."""
@@ -111,11 +134,14 @@ class SavedStates:
 
         Accounts are named only as far as the caller may see them.
         """
+        fix = "free space in the state folder, or make it writable: it is saved at once then"
         if not self._unsaved:
-            return ""
+            if not self._elsewhere:
+                return ""
+            where = next(iter(self._elsewhere.values()))
+            return f"sessions are kept in {where}; renewals go on meanwhile; {fix}"
         reason = next(iter(self._unsaved.values()))
         at_risk = self.lost_at_a_restart()
-        fix = "free space in the state folder, or make it writable: it is saved at once then"
         if not at_risk:
             return (
                 f"sessions cannot be saved ({reason}); renewals wait until they can (a refresh"

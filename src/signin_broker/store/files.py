@@ -197,22 +197,29 @@ def versioned_json(field: str, version: int, value: object, **beside: object) ->
 
 
 def write_atomically(
-    path: Path, data: bytes, *, before_rename: Callable[[], None] | None = None
+    path: Path,
+    data: bytes,
+    *,
+    before_write: Callable[[int], None] | None = None,
+    before_rename: Callable[[], None] | None = None,
 ) -> None:
     """Write a private (0600) file by write, fsync, rename, fsync of the folder.
 
     The folder is checked to be private first. The temporary file has a random name
     and is created exclusively without following symlinks, so nothing planted at a
-    guessed name receives the data. `before_rename` runs once the data is on disk,
-    before it takes the file's place (the vault stores the file's key then); if it
-    fails, nothing is replaced. A crash leaves at most the temporary file, which
-    `leftover_writes` finds.
+    guessed name receives the data. `before_write` is given the empty file's
+    descriptor (the journal asks btrfs to overwrite it in place then). `before_rename`
+    runs once the data is on disk, before it takes the file's place (the vault stores
+    the file's key then); if it fails, nothing is replaced. A crash leaves at most the
+    temporary file, which `leftover_writes` finds.
     """
     private_folder(path.parent)
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     descriptor = os.open(temporary, flags, 0o600)
     try:
+        if before_write is not None:
+            before_write(descriptor)
         with os.fdopen(descriptor, "wb") as file:
             file.write(data)
             file.flush()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import keyring
 from keyring.backends import fail
-from keyring.errors import KeyringError, PasswordDeleteError
+from keyring.errors import PasswordDeleteError
 
 from .keys import KEY_FILE, FileKeyStore, KeyStore, KeyStoreUnavailable
 
@@ -81,7 +81,9 @@ class KeyringKeyStore:
             result = function(*args)  # type: ignore[operator]
         except absent:
             return None
-        except KeyringError as error:
+        except Exception as error:  # a refusal, whatever the backend calls it: KeyringError,
+            # or what it lets through: the Secret Service's D-Bus errors (gnome-keyring
+            # whose home is full or read-only refuses every write so)
             raise KeyStoreUnavailable(f"the keyring refused: {error}") from error
         return result if isinstance(result, str) else None
 

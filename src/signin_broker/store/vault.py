@@ -19,6 +19,14 @@ file decrypts with the account's key and is newer than the one in place (it may
 hold a rotated refresh token the provider already expects); other leftovers are
 removed. Only a file made with the account's key can be rolled forward this way, so
 a genuinely older copy put in place is still refused.
+
+A save its file cannot take (the state folder is full, or read-only) is kept, sealed
+the same way, in a journal (journal.py): room reserved in the state folder, else the
+user's runtime folder. Its generation is above the key store's and the file's, which
+neither could take; the copy with the highest generation is the account's state, and
+one below the key store's is still refused. Once the folder can be written, the next
+save (or the next start) puts the state in its file and the journal forgets it. An
+account whose key was never stored cannot be kept so: nothing could decrypt it.
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ from .files import (
     sync_folder,
     write_atomically,
 )
+from .journal import RESERVED_NAME, Journal, Journals, Kept
 from .keys import KeyStore, KeyStoreUnavailable
 from .tenants import tenant_key
 
@@ -80,15 +89,19 @@ class StateRolledBack(VaultError):
 class Vault:
     """Encrypted per-account records under one folder."""
 
-    def __init__(self, folder: Path, keys: KeyStore) -> None:
+    def __init__(self, folder: Path, keys: KeyStore, runtime_journal: Path | None = None) -> None:
         self._folder = folder
         self._keys = keys
         self._saving = threading.Lock()  # one save or delete at a time: generations stay in order
         self._generations: dict[str, int] = {}  # the newest each account is known to have
+        self._journals = Journals(folder / RESERVED_NAME, runtime_journal)
         self._complete_interrupted_saves()
+        self._recover_journals()
         self._rolled_back = [
             account for account in self.accounts() if self._is_rolled_back(account)
         ]
+        if self.accounts():
+            self._journals.reserve()
 
     @property
     def description(self) -> str:
@@ -132,10 +145,104 @@ class Vault:
             except (OSError, KeyStoreUnavailable) as error:  # the file is as it was
                 if stored_key:  # and so is its key, if the key store lets it be
                     self._put_back(name, previous)
-                raise VaultError(f"cannot write the state of {account_id}: {error}") from error
+                self._keep_elsewhere(account_id, header + sealed, error, first=previous is None)
+            else:
+                self._journals.release(account_id)
+                self._journals.reserve()
             self._generations[account_id] = generation
             if account_id in self._rolled_back:
                 self._rolled_back.remove(account_id)
+
+    def _keep_elsewhere(
+        self, account_id: str, blob: bytes, error: Exception, *, first: bool
+    ) -> None:
+        """Keep a save its file could not take in a journal; VaultError when none takes it."""
+        reason = f"cannot write the state of {account_id}: {error}"
+        if first:  # its key is not stored: no start could decrypt a journal's copy
+            raise VaultError(reason) from error
+        try:
+            where = self._journals.keep(account_id, blob, str(error))
+        except OSError as refusal:
+            raise VaultError(f"{reason}; nor keep it in a journal: {refusal}") from error
+        log.info(
+            "a state its file could not take is kept in a journal",
+            extra={"account": account_id, "journal": where, "reason": str(error)},
+        )
+
+    def kept_elsewhere(self, account_id: str) -> str:
+        """Where the account's newest state is, and why, while its file cannot take it; else ""."""
+        kept = self._journals.kept(tenant_key(account_id))
+        if kept is None:
+            return ""
+        return f"{kept.journal.description}, as the state folder cannot take them ({kept.reason})"
+
+    def _recover_journals(self) -> None:
+        """Take each account's newest state from the journals, where newer than its file.
+
+        Each is put in its file at once if the folder can be written (its key store entry
+        first, as an interrupted save is completed); else it stays in its journal, and
+        the next save puts it there. Journals holding only older copies are emptied,
+        unless the key store could not be read to tell.
+        """
+        judged = True
+        for account_id, blob, journal in self._journals.found():
+            try:
+                self._judge(account_id, blob, journal)
+            except (KeyStoreUnavailable, VaultError, ValueError) as error:
+                judged = False
+                log.warning(
+                    "a journal's copy of a state could not be judged",
+                    extra={"account": account_id, "reason": str(error)},
+                )
+        if judged:
+            self._journals.forget_stale()
+        for account_id in self._journals.accounts():
+            self._replay(account_id)
+
+    def _judge(self, account_id: str, blob: bytes, journal: Journal) -> None:
+        """Adopt a journal's copy of the account's state if it is the newest, and trusted."""
+        account_id = tenant_key(account_id)
+        entry = self._keys.get(self._key_name(account_id))
+        if entry is None:
+            return  # removed since: nothing can read it
+        key, stored = _split_entry(entry)
+        try:
+            _, generation = self._open(journal.path, blob, key, account_id)
+        except (VaultError, ValueError):
+            return  # not sealed with the account's key: not its state
+        newest = max(
+            self._generation_in_place(self._path(account_id), key, account_id),
+            self._generations.get(account_id, -1),
+            stored - 1,  # one below the key store's is rolled back, as a file would be
+        )
+        if generation > newest:
+            self._journals.adopt(account_id, Kept(blob, journal, "found at the start"))
+            self._generations[account_id] = generation
+
+    def _replay(self, account_id: str) -> None:
+        """Put an adopted journal copy in the account's file, if the folder takes it now."""
+        kept = self._journals.kept(account_id)
+        assert kept is not None  # noqa: S101 - adopted by the caller
+        name, generation = self._key_name(account_id), self._generations[account_id]
+
+        def store_key() -> None:
+            entry = self._keys.get(name)
+            if entry is not None and _split_entry(entry)[1] < generation:
+                self._keys.set(name, entry[:KEY_BYTES] + GENERATION.pack(generation))
+
+        try:
+            with self._lock(shared=True):
+                self._name_beside(account_id)
+                write_atomically(self._path(account_id), kept.blob, before_rename=store_key)
+        except (OSError, KeyStoreUnavailable) as error:
+            self._journals.adopt(account_id, Kept(kept.blob, kept.journal, str(error)))
+            log.warning(
+                "a state kept in a journal stays there: its file cannot be written",
+                extra={"account": account_id, "journal": kept.journal.description},
+            )
+            return
+        self._journals.release(account_id)
+        log.info("a state kept in a journal is in its file again", extra={"account": account_id})
 
     def _put_back(self, name: str, previous: bytes | None) -> None:
         """The key store entry as it was before a save that failed after storing it."""
@@ -229,13 +336,19 @@ class Vault:
             return -1
 
     def load(self, account_id: str) -> dict[str, Any] | None:
-        """The account's record, or None when there is none; StateRolledBack for an old copy."""
+        """The account's record, or None when there is none; StateRolledBack for an old copy.
+
+        Its newest copy: the one a journal keeps, if any, else its file.
+        """
         account_id = tenant_key(account_id)
         path = self._path(account_id)
+        kept = self._journals.kept(account_id)
         try:
-            blob = read_regular_file(path, STATE_FILE_BYTES)
+            blob = read_regular_file(path, STATE_FILE_BYTES) if kept is None else kept.blob
         except OSError as error:
             raise VaultError(f"cannot read the state of {account_id}: {error}") from error
+        if kept is not None:
+            path = kept.journal.path
         if blob is None:
             return None
         entry = self._keys.get(self._key_name(account_id))
@@ -265,17 +378,19 @@ class Vault:
                 self._beside(name).unlink(missing_ok=True)
             self._keys.delete(self._key_name(account_id))
             self._generations.pop(account_id, None)
+            self._journals.release(account_id)
 
     def accounts(self) -> list[str]:
-        """The ids of the accounts with a state file (names only: nothing is decrypted)."""
+        """The ids of the accounts with a state file or a journal's (nothing is decrypted)."""
+        kept = self._journals.accounts()
         if not self._folder.is_dir():
-            return []
+            return sorted(kept)
         named = (
             self._account_of(path.name)
             for path in self._folder.iterdir()
             if path.name.endswith(SUFFIX) and not path.name.startswith(".")
         )
-        return sorted(account_id for account_id in named if account_id)
+        return sorted({account_id for account_id in named if account_id} | set(kept))
 
     def _account_of(self, name: str) -> str:
         """The account a state file's name stands for; "" when it stands for none."""
