@@ -144,6 +144,10 @@ class ProviderUnreachable(RetryLater):
         super().__init__(f"the identity provider is unavailable ({reason})", retry_after)
 
 
+class ProviderDoesNotFit(SessionError):
+    """The provider does not fit the settings: no sign-in until one is mended (it says which)."""
+
+
 class StorageWaits(RetryLater):
     """The account's state cannot be written, so its refresh token is not spent (renewal waits).
 

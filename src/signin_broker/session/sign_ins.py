@@ -42,6 +42,7 @@ from ..oidc.errors import (
     IdTokenInvalid,
     NoDeviceGrant,
     OAuthError,
+    ProviderMisfit,
     ProviderUnavailable,
     SignInFailure,
     failure_of,
@@ -57,7 +58,13 @@ from .accounts import (
     provider_of,
     sign_in_facts,
 )
-from .errors import InvalidSignIn, NotConfigured, ProviderUnreachable, SignInNotTaken
+from .errors import (
+    InvalidSignIn,
+    NotConfigured,
+    ProviderDoesNotFit,
+    ProviderUnreachable,
+    SignInNotTaken,
+)
 from .events import EventBus, EventKind, SessionEvent
 from .overview import SessionOverview
 from .ports import AuditSink, daemon_actor
@@ -231,7 +238,8 @@ class SignIns:
 
         An app's sign-in (sign_in_id) goes where the app chose; one begun on the page,
         to the provider the page names. ValueError for a malformed provider name,
-        NotConfigured for an unknown one, ProviderUnavailable (the waiting app is told).
+        NotConfigured for an unknown one, ProviderUnreachable, or ProviderDoesNotFit when
+        a setting stands in the way (the waiting app is told either).
         `dpop_again`: begun again, with DPoP, after a DpopSignInAgain (SignInFlow.begin).
         Its failure is logged here; the page says it.
         """
@@ -257,7 +265,9 @@ class SignIns:
             _log_failure("authorize", failure)
             if sign_in_id:  # an app (`signin-broker login`) waits for this sign-in: tell it
                 self.failed(sign_in_id, str(failure))
-            raise
+            if isinstance(error, ProviderMisfit):  # a setting to mend: say exactly what
+                raise ProviderDoesNotFit(failure.message) from None
+            raise ProviderUnreachable(str(error)) from None
         self._forget_expired_browser_sign_ins()
         while len(self._browser) >= MAX_BROWSER_SIGN_INS:
             self._browser.popitem(last=False)  # the oldest abandoned one
@@ -427,7 +437,7 @@ class SignIns:
                 provider=name_of(pending.provider),
                 dpop_again=True,
             )
-        except (ProviderUnavailable, NotConfigured) as error:
+        except (ProviderUnreachable, ProviderDoesNotFit, NotConfigured) as error:
             message = (
                 f"The identity provider refused the sign-in code ({again}), and a new"
                 f" sign-in could not begin: {error}."

@@ -29,6 +29,7 @@ from ...session.errors import (
     IdTokenUnavailable,
     InvalidSignIn,
     NotConfigured,
+    ProviderDoesNotFit,
     ProviderRefused,
     ProviderUnreachable,
     RetryLater,
@@ -65,6 +66,7 @@ _STATUS_OF: dict[type[SessionError], Status] = {
     AliasHidesLogin: Status.FAILED_PRECONDITION,
     TooManyAliases: Status.RESOURCE_EXHAUSTED,
     NotConfigured: Status.FAILED_PRECONDITION,
+    ProviderDoesNotFit: Status.FAILED_PRECONDITION,
     ScopeNotGranted: Status.FAILED_PRECONDITION,
     TokenTooShortLived: Status.FAILED_PRECONDITION,
     # The account is signed in (UNAUTHENTICATED would say it is not, and other apps

@@ -27,8 +27,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from ...oidc.errors import ProviderMisfit, ProviderUnavailable, failure_of
-from ...session.errors import NotConfigured
+from ...session.errors import NotConfigured, ProviderDoesNotFit, ProviderUnreachable
 from ...session.logout_links import LINK_PATH as LOGOUT_LINK_PATH
 from ...session.manager import SessionManager
 from ...session.sign_ins import MAX_PARAMETER_LENGTH, SignInEnd
@@ -234,11 +233,9 @@ class SignInSite:
             return page("Not a provider", str(error), status=400)
         except NotConfigured as error:
             return page("No such identity provider", str(error), status=404)
-        except ProviderUnavailable as error:  # logged by the sign-ins: the page says it
-            if isinstance(error, ProviderMisfit):  # a setting to mend: the reason the CLI gets
-                return page(
-                    "The identity provider does not fit", failure_of(error).message, status=502
-                )
+        except ProviderDoesNotFit as error:  # logged by the sign-ins: the page says it
+            return page("The identity provider does not fit", str(error), status=502)
+        except ProviderUnreachable:
             return page(
                 "The identity provider cannot be reached",
                 "Check your network connection and try again.",
