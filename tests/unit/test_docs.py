@@ -8,12 +8,13 @@ from the code, and fail on any the generated pages leave out.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import re
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from support import site
 
 ROOT = Path(__file__).parents[2]
 DOCS = ROOT / "docs"
@@ -21,11 +22,7 @@ DOCS = ROOT / "docs"
 
 @pytest.fixture(scope="module")
 def hooks() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "scripts" / "docs_hooks.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return site.hooks()
 
 
 def built(hooks: ModuleType, page: str) -> str:
