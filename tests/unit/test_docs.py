@@ -145,4 +145,4 @@ def test_the_readme_is_a_landing_page_whose_links_all_resolve() -> None:
         assert path.is_relative_to(ROOT) and path.exists(), f"README links to missing {link}"
     # The two set-up commands it names exist and run as it says.
     for script in ("scripts/demo", "scripts/check"):
-        assert f"    {script} " in readme and (ROOT / script).stat().st_mode & 0o111
+        assert f"\n{script} " in readme and (ROOT / script).stat().st_mode & 0o111
