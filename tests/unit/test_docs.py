@@ -107,6 +107,28 @@ def test_every_cli_command_and_option_is_in_the_reference(hooks: ModuleType) -> 
             assert f"`{option}" in page or option in ("-h", "--help"), option
 
 
+def _helps(parser: argparse.ArgumentParser) -> list[str]:
+    found = [parser.format_help()]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found += [text for sub in action.choices.values() for text in _helps(sub)]
+    return found
+
+
+def test_every_variable_a_help_names_is_in_the_settings_reference(hooks: ModuleType) -> None:
+    from signin_broker.cli.table import full_parser
+    from signin_broker.daemon.settings import argument_parser
+
+    named = {
+        name
+        for text in [*_helps(argument_parser()), *_helps(full_parser())]
+        for name in re.findall(r"SIGNIN_BROKER_[A-Z_]*[A-Z]", text)
+    }
+    assert "SIGNIN_BROKER_CONFIG" in named
+    page = built(hooks, "reference/settings.md")
+    assert not [name for name in named if f"`{name}`" not in page]
+
+
 def test_every_exit_status_and_refusal_is_in_the_reference(hooks: ModuleType) -> None:
     from grpclib.const import Status
 
