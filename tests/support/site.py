@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -55,3 +56,58 @@ def html_of(site: Path, page: Path) -> Path:
 
 def pages() -> list[Path]:
     return sorted(DOCS.rglob("*.md"))
+
+
+# -- the command blocks of the pages (tests/integration/test_doc_commands.py) -------------
+
+SHELL = ("sh", "bash", "console")
+# Written on the line above a block that no test can run, with the reason:
+# <!-- not run: needs a real Kubernetes API server -->
+NOT_RUN = re.compile(r"<!-- not run: (?P<reason>.+?) -->\s*$")
+
+
+@dataclass(frozen=True)
+class Block:
+    """A shell block of a page: where it is, its text, and why it is not run ("" if it is)."""
+
+    page: Path
+    line: int
+    label: str
+    body: str
+    not_run: str
+
+    def __str__(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+    def commands(self) -> list[tuple[str, str]]:
+        """A console block's commands (after `$ `, continued by a final `\\`), each with the
+        output the page shows under it."""
+        found: list[tuple[str, str]] = []
+        lines = self.body.splitlines()
+        while lines:
+            line = lines.pop(0)
+            if not line.startswith("$ "):
+                raise ValueError(f"{self}: output before any `$ ` command: {line!r}")
+            command = [line[2:]]
+            while command[-1].endswith("\\") and lines:
+                command.append(lines.pop(0))
+            shown = []
+            while lines and not lines[0].startswith("$ "):
+                shown.append(lines.pop(0))
+            found.append(("\n".join(command), "".join(f"{text}\n" for text in shown)))
+        return found
+
+
+def shell_blocks(page: Path) -> list[Block]:
+    """The page's fenced shell blocks (```sh, ```bash, ```console), in order."""
+    text = page.read_text()
+    found = []
+    for fence in FENCE.finditer(text):
+        if fence["label"] not in SHELL:
+            continue
+        before = text[: fence.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        marker = NOT_RUN.search(before)
+        body = "\n".join(line[len(fence["indent"]) :] for line in fence["body"].splitlines())
+        line = text.count("\n", 0, fence.start()) + 1
+        found.append(Block(page, line, fence["label"], body, marker["reason"] if marker else ""))
+    return found
