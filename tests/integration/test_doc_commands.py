@@ -83,15 +83,26 @@ def served(text: str, env: dict[str, str]) -> str:
     return text.replace(API, env["API"]).replace(ISSUER, env["ISSUER"])
 
 
+# A failed signin-broker inside `$(...)` or `eval "$(...)"` leaves bash's status 0: every
+# one is written down, and an sh block in which one failed fails.
+RECORD_FAILURES = """failed=$(mktemp)
+signin-broker() {
+  command signin-broker "$@" || { s=$?; echo "signin-broker $* (exit $s)" >>"$failed"; return $s; }
+}
+"""
+NONE_FAILED = 'if [ -s "$failed" ]; then cat "$failed"; exit 1; fi'
+
+
 def script(blocks: list[site.Block], env: dict[str, str]) -> str:
     """One bash script of the page's blocks, in order, each announced by a mark line."""
-    lines = ["set -euo pipefail", "exec 2>&1"]
+    lines = ["set -euo pipefail", "exec 2>&1", RECORD_FAILURES]
     for n, block in enumerate(blocks):
         if block.label != "console":
-            lines += [f"printf '\\n{MARK} {n}\\n'", served(block.body, env)]
+            lines += [f"printf '\\n{MARK} {n}\\n'", served(block.body, env), NONE_FAILED]
             continue
-        for c, (command, _) in enumerate(block.commands()):
-            lines += [f"printf '\\n{MARK} {n} {c}\\n'", f"{{ {served(command, env)}\n}} || true"]
+        for c, (written, _) in enumerate(block.commands()):
+            command = served(written, env)
+            lines += [f"printf '\\n{MARK} {n} {c}\\n'", f"{{ {command}\n}} || true", ': >"$failed"']
     lines.append(f"printf '\\n{MARK} end\\n'")
     return "\n".join(lines) + "\n"
 
