@@ -1,7 +1,7 @@
 """The documentation site as tests read it: the build hook, each page's Markdown as built, the site.
 
 scripts/check builds the site before the tests (`mkdocs build --strict`) and names the
-folder in SIGNIN_BROKER_BUILT_SITE; without it the site is built here, once per module
+folder in SIGNIN_BROKER_TEST_BUILT_SITE; without it the site is built here, once per module
 that asks (a few seconds).
 """
 
@@ -18,7 +18,7 @@ from types import ModuleType
 
 ROOT = Path(__file__).parents[2]
 DOCS = ROOT / "docs"
-BUILT = "SIGNIN_BROKER_BUILT_SITE"
+BUILT = "SIGNIN_BROKER_TEST_BUILT_SITE"
 # An opening fence and its label: ```console, ```sh; indented inside a list item too.
 FENCE = re.compile(
     r"^(?P<indent> *)```(?P<label>[\w+-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```$", re.M | re.S
