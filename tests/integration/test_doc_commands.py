@@ -36,6 +36,7 @@ from support.commands import BIN
 from support.signin import signed_in_daemon
 
 PAGES = sorted([*(site.DOCS / "start").glob("*.md"), *(site.DOCS / "how-to").glob("*.md")])
+WITH_BLOCKS = [page for page in PAGES if site.shell_blocks(page)]
 API = "https://api.example.com/me"
 ISSUER = "https://id.example.com"
 RUNTIME = "/run/user/1000"
@@ -134,7 +135,7 @@ def outputs(printed: str) -> dict[str, str]:
     return {mark: text.strip("\n") + "\n" for mark, text in zip(marks, texts, strict=True)}
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(site.DOCS)))
+@pytest.mark.parametrize("page", WITH_BLOCKS, ids=lambda page: str(page.relative_to(site.DOCS)))
 def test_every_shell_block_of_the_page_runs_as_written(
     page: Path, person: tuple[DaemonProcess, dict[str, str]], tmp_path: Path
 ) -> None:
