@@ -3,6 +3,11 @@
 The generated code is never committed: a wheel, an sdist build and an editable
 install all run this hook, so `pip install .` on a fresh machine yields a working
 package. Run it directly (`python hatch_build.py`) after editing a .proto file.
+
+Beside the modules it writes `<name>.protoset`, the files compiled with their comments
+(protoc's source info, a FileDescriptorSet): the site's API reference is drawn from it,
+so `pip install '.[docs]'` builds the site with no protobuf compiler installed, and
+grpcurl takes it (`-protoset`) where a daemon's reflection cannot be reached.
 """
 
 from __future__ import annotations
@@ -53,10 +58,21 @@ def generate() -> list[Path]:
         ]
         if protoc.main(args) != 0:
             raise RuntimeError(f"protoc failed on {protos}")
+        for proto in protos:
+            described = [
+                "grpc_tools.protoc",
+                f"--proto_path={PROTO_ROOT}",
+                f"--proto_path={well_known}",
+                "--include_source_info",
+                f"--descriptor_set_out={OUT_ROOT / proto.removesuffix('.proto')}.protoset",
+                proto,
+            ]
+            if protoc.main(described) != 0:
+                raise RuntimeError(f"protoc failed on {proto}")
     generated = []
     for proto in protos:
         stem = OUT_ROOT / proto.removesuffix(".proto")
-        for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi"):
+        for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi", ".protoset"):
             generated.append(Path(f"{stem}{suffix}"))
         # The .proto itself ships beside its modules, for apps in other languages
         # (`signin-broker proto` prints where).

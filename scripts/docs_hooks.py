@@ -4,7 +4,8 @@ A page holds a marker such as `<!-- reference: settings -->` where a generated p
 goes; nothing generated is committed, so the reference cannot drift from the code:
 - settings: the daemon's parser and its table of settings (flag, variable, key, default);
 - cli: every command of `signin-broker`, from the parser completion and the man page use;
-- api: every RPC, message and enum of broker.proto, with the comments written there;
+- api: every RPC, message and enum of broker.proto, with the comments written there (from
+  the broker.protoset the package's build writes: no protobuf compiler needed);
 - statuses: the CLI's exit statuses, each refusal's gRPC status, each status's HTTP one;
 - chart: a benchmark's printed table (committed as the benchmark printed it) as an SVG;
 - output: such a file as it was printed.
@@ -53,8 +54,25 @@ def fill(markdown: str) -> str:
 
 
 def cell(text: object) -> str:
-    """Text made safe for one cell of a Markdown table."""
+    """Text made safe for one cell of a Markdown table (as it is, in a code span)."""
     return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+CODE_SPAN = re.compile(r"(`+).+?\1")
+
+
+def prose(text: object) -> str:
+    """Words from the code (help, comments, docstrings) as one cell or line of a page.
+
+    Markdown passes `<alias>` or `map<string, string>` to the browser as a tag, which
+    it swallows: outside code spans, `<`, `>` and `&` are written as entities; a code
+    span shows its text as it is.
+    """
+    text, shown, start = cell(text), [], 0
+    for span in CODE_SPAN.finditer(text):
+        shown += [html.escape(text[start : span.start()], quote=False), span.group()]
+        start = span.end()
+    return "".join([*shown, html.escape(text[start:], quote=False)])
 
 
 def code(text: object) -> str:
@@ -114,10 +132,10 @@ def settings_reference() -> str:
             rows.append(
                 f"| `{option.name}` | `{flags[option.name]} {option.metavar}` "
                 f"| `{env_name(option.name)}` | {code(cell(default)) or 'none'} "
-                f"| {cell(option.help)}.{where} |"
+                f"| {prose(option.help)}.{where} |"
             )
     others = [
-        f"- `{', '.join(action.option_strings)}`: {action.help}"
+        f"- `{', '.join(action.option_strings)}`: {prose(action.help)}"
         for action in argument_parser()._actions
         if action.option_strings and action.dest not in {o.name for o in OPTIONS}
     ]
@@ -158,13 +176,13 @@ def _options_table(parser: argparse.ArgumentParser) -> str:
             spelled = str(action.metavar or action.dest)
         if action.choices and not isinstance(action.choices, dict):
             spelled += " {" + ",".join(map(str, action.choices)) + "}"
-        rows.append(f"| `{cell(spelled)}` | {cell(action.help or '')} |")
+        rows.append(f"| `{cell(spelled)}` | {prose(action.help or '')} |")
     return "\n".join(rows) if len(rows) > 2 else ""
 
 
 def _usage(parser: argparse.ArgumentParser) -> str:
     usage = " ".join(parser.format_usage().removeprefix("usage: ").split())
-    return f"```\n{usage}\n```"
+    return f"```text\n{usage}\n```"
 
 
 def cli_reference() -> str:
@@ -180,17 +198,16 @@ def cli_reference() -> str:
         _options_table(top),
     ]
     for name, parser in _subparsers(top).items():
-        parts += ["", f"## `signin-broker {name}`", "", cell(_help_of(top, name)), ""]
+        parts += ["", f"## `signin-broker {name}`", "", prose(_help_of(top, name)), ""]
         parts += [_usage(parser), "", _options_table(parser)]
         for sub_name, sub in _subparsers(parser).items():
             parts += ["", f"### `signin-broker {name} {sub_name}`", ""]
-            parts += [cell(_help_of(parser, sub_name)), "", _usage(sub), "", _options_table(sub)]
+            parts += [prose(_help_of(parser, sub_name)), "", _usage(sub), "", _options_table(sub)]
     return "\n".join(parts) + "\n"
 
 
 # -- the API ------------------------------------------------------------------------------
 
-PROTO = ROOT / "proto" / "signin_broker" / "v1" / "broker.proto"
 TYPE_NAMES = {
     1: "double", 2: "float", 3: "int64", 4: "uint64", 5: "int32", 8: "bool", 9: "string",
     12: "bytes", 13: "uint32", 17: "sint32", 18: "sint64",
@@ -198,26 +215,22 @@ TYPE_NAMES = {
 
 
 def _descriptor_set() -> Any:
-    """broker.proto compiled with its comments (protoc's source info)."""
-    from google.protobuf import descriptor_pb2
-    from grpc_tools import protoc
+    """broker.proto as protoc compiled it with its comments, from the installed package.
 
-    with tempfile.TemporaryDirectory() as folder:
-        out = Path(folder) / "set.pb"
-        status = protoc.main(
-            [
-                "protoc",
-                f"--proto_path={ROOT / 'proto'}",
-                f"--proto_path={Path(protoc.__file__).parent / '_proto'}",
-                "--include_source_info",
-                f"--descriptor_set_out={out}",
-                str(PROTO.relative_to(ROOT / "proto")),
-            ]
+    The package's build writes broker.protoset (hatch_build.py) with protoc's source
+    info, so the site needs no protobuf compiler: `pip install '.[docs]'` is enough.
+    """
+    from importlib.resources import files
+
+    from google.protobuf import descriptor_pb2
+
+    shipped = files("signin_broker.v1") / "broker.protoset"
+    if not shipped.is_file():
+        raise RuntimeError(
+            f"{shipped} is missing: install the package again (pip install -e .), whose build"
+            " writes it"
         )
-        if status != 0:
-            raise RuntimeError(f"protoc failed on {PROTO}")
-        files = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
-    return files.file[0]
+    return descriptor_pb2.FileDescriptorSet.FromString(shipped.read_bytes()).file[0]
 
 
 def _comments(proto_file: Any) -> dict[tuple[int, ...], str]:
@@ -243,7 +256,8 @@ def _maps(proto: Any) -> dict[str, str]:
         for nested in message.nested_type:
             if nested.options.map_entry:
                 key, value = (_type_of(f, {}, set()) for f in nested.field)
-                maps[f".{proto.package}.{message.name}.{nested.name}"] = f"map<{key}, {value}>"
+                entry = f".{proto.package}.{message.name}.{nested.name}"
+                maps[entry] = prose(f"map<{key}, {value}>")
     return maps
 
 
@@ -254,32 +268,33 @@ def api_reference() -> str:
     documented = {m.name for m in proto.message_type} | {e.name for e in proto.enum_type}
     parts = []
     for s, service in enumerate(proto.service):
-        parts += [f"## Service `{proto.package}.{service.name}`", "", comments.get((6, s), ""), ""]
+        parts += [f"## Service `{proto.package}.{service.name}`", ""]
+        parts += [prose(comments.get((6, s), "")), ""]
         parts += ["| RPC | request | response | what it does |", "|---|---|---|---|"]
         for m, method in enumerate(service.method):
             request = method.input_type.rsplit(".", 1)[-1]
             response = method.output_type.rsplit(".", 1)[-1]
             stream = "stream " if method.server_streaming else ""
-            meaning = cell(comments.get((6, s, 2, m), ""))
+            meaning = prose(comments.get((6, s, 2, m), ""))
             parts.append(
                 f"| `{method.name}` | [{request}](#{request.lower()}) "
                 f"| {stream}[{response}](#{response.lower()}) | {meaning} |"
             )
     parts += ["", "## Messages"]
     for i, message in enumerate(proto.message_type):
-        parts += ["", f"### {message.name}", "", cell(comments.get((4, i), ""))]
+        parts += ["", f"### {message.name}", "", prose(comments.get((4, i), ""))]
         if message.field:
             parts += ["", "| field | type | meaning |", "|---|---|---|"]
             for f, field in enumerate(message.field):
-                meaning = cell(comments.get((4, i, 2, f), ""))
+                meaning = prose(comments.get((4, i, 2, f), ""))
                 shown = _type_of(field, maps, documented)
                 parts.append(f"| `{field.name}` | {shown} | {meaning} |")
     parts += ["", "## Enums"]
     for e, enum in enumerate(proto.enum_type):
-        parts += ["", f"### {enum.name}", "", cell(comments.get((5, e), ""))]
+        parts += ["", f"### {enum.name}", "", prose(comments.get((5, e), ""))]
         parts += ["", "| value | number | meaning |", "|---|---|---|"]
         for v, value in enumerate(enum.value):
-            meaning = cell(comments.get((5, e, 2, v), ""))
+            meaning = prose(comments.get((5, e, 2, v), ""))
             parts.append(f"| `{value.name}` | {value.number} | {meaning} |")
     return "\n".join(parts) + "\n"
 
@@ -307,12 +322,12 @@ def statuses_reference() -> str:
 
     rows = ["| status | name | meaning |", "|---|---|---|", "| 0 | | success |"]
     for name, value in sorted(exit_statuses().items(), key=lambda item: item[1]):
-        rows.append(f"| {value} | `{name}` | {EXIT_MEANINGS.get(name, '')} |")
+        rows.append(f"| {value} | `{name}` | {prose(EXIT_MEANINGS.get(name, ''))} |")
     rows += ["", "## Refusals and their gRPC status", ""]
     rows += ["| refusal | gRPC status | when |", "|---|---|---|"]
     for refusal, status in statuses._STATUS_OF.items():
         doc = " ".join((refusal.__doc__ or "").split("\n\n")[0].split())
-        rows.append(f"| `{refusal.__name__}` | `{status.name}` | {cell(doc)} |")
+        rows.append(f"| `{refusal.__name__}` | `{status.name}` | {prose(doc)} |")
     rows.append(
         '| anything unexpected | `INTERNAL` | the message is "internal"; details go to the log |'
     )

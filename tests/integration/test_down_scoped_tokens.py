@@ -1,10 +1,13 @@
 """Down-scoped tokens (fewer scopes, an audience): cached while valid, never over-granted.
 
 The tests share one signed-in daemon: each counts the provider's requests from its own
-start, and none changes the session.
+start, and none changes the session; the one whose daemon asks for other scopes at
+sign-in starts its own.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import grpc
 import pytest
@@ -12,6 +15,7 @@ import pytest
 from signin_broker.client import BrokerClient, BrokerError
 from signin_broker_testing import StubProvider
 from signin_broker_testing.daemon import DaemonProcess
+from support.signin import signed_in_daemon
 
 
 def test_down_scoped_tokens_come_from_the_cache_while_valid(
@@ -49,6 +53,7 @@ def test_a_scope_never_granted_is_refused_without_asking_the_provider(
         client.get_token(scopes=["openid", "admin:user"])
     assert caught.value.code == grpc.StatusCode.FAILED_PRECONDITION
     assert "admin:user was not granted" in caught.value.message
+    assert "add admin:user to the daemon's scopes setting" in caught.value.message
     assert len(stub.token_requests()) == asked
 
 
@@ -57,3 +62,22 @@ def test_a_bad_audience_is_invalid_argument(shared_broker: DaemonProcess) -> Non
     with BrokerClient(socket_path) as client, pytest.raises(BrokerError) as caught:
         client.get_token(audience="not a uri")
     assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_a_scope_asked_for_and_not_granted_says_what_the_provider_granted(folder: Path) -> None:
+    """The daemon asks for offline_access, which this stub grants only with a consent
+    prompt: no setting of the daemon's scopes can help, so the message names the grant."""
+    with StubProvider(offline_access_needs_consent=True) as stub:
+        daemon = signed_in_daemon(
+            stub, folder / "run" / "broker.sock",
+            "--scopes", "offline_access", "--authorize-params", "prompt=login",
+        )  # fmt: skip
+        with BrokerClient(daemon.socket_path) as client, pytest.raises(BrokerError) as caught:
+            client.get_token(scopes=["offline_access"])
+        daemon.stop()
+    assert caught.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert caught.value.message.endswith(
+        "offline_access was not granted to user:1001 at sign-in: the daemon asks for it, and"
+        " the provider granted only openid profile email; which scopes this client may have"
+        " is the provider's setting"
+    ), caught.value.message

@@ -36,6 +36,7 @@ from signin_broker.daemon.callers.identity import Caller, _after_script
 from signin_broker.daemon.refusals import AppDenied, NotABrowserApp
 from signin_broker.identities import AppId, AppKind
 from signin_broker.session.validation import check_origin
+from support.commands import BIN, signin_broker
 
 CHROMIUM_ID = _browsers.REFERENCE_IDS["chromium"]
 FIREFOX_ID = _browsers.REFERENCE_IDS["firefox"]
@@ -397,3 +398,22 @@ def test_the_user_folders_follow_the_browsers_own_rules(
         _browsers.user_folder("chrome")
         == tmp_path / "chrome-home/google-chrome/NativeMessagingHosts"
     )
+
+
+def test_uninstall_removes_every_manifest_written_with_no_browser_left_on_path(
+    tmp_path: Path,
+) -> None:
+    home = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "PATH": str(BIN)}
+    written = signin_broker(
+        "install-browser", "--browser", "chromium", "--browser", "firefox", "--json", env=home
+    )
+    assert written.returncode == 0, written.stderr
+    manifests = [Path(row["manifest"]) for row in json.loads(written.stdout)["manifests"]]
+    assert len(manifests) == 2 and all(m.is_file() for m in manifests)
+    other = tmp_path / "cfg" / "google-chrome" / "NativeMessagingHosts" / "other.json"
+    other.parent.mkdir(parents=True)
+    other.write_text("{}")
+    removed = signin_broker("install-browser", "--uninstall", env=home)  # no browser on PATH
+    assert removed.returncode == 0, removed.stderr
+    assert not any(m.exists() for m in manifests) and other.exists()
+    assert removed.stdout.count("removed ") == 2 and "chrome: none at" in removed.stdout

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import argparse
 import ast
-import importlib.util
 import re
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from support import site
 
 ROOT = Path(__file__).parents[2]
 DOCS = ROOT / "docs"
@@ -22,11 +23,7 @@ DOCS = ROOT / "docs"
 
 @pytest.fixture(scope="module")
 def hooks() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "scripts" / "docs_hooks.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return site.hooks()
 
 
 def built(hooks: ModuleType, page: str) -> str:
@@ -111,6 +108,28 @@ def test_every_cli_command_and_option_is_in_the_reference(hooks: ModuleType) -> 
             assert f"`{option}" in page or option in ("-h", "--help"), option
 
 
+def _helps(parser: argparse.ArgumentParser) -> list[str]:
+    found = [parser.format_help()]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found += [text for sub in action.choices.values() for text in _helps(sub)]
+    return found
+
+
+def test_every_variable_a_help_names_is_in_the_settings_reference(hooks: ModuleType) -> None:
+    from signin_broker.cli.table import full_parser
+    from signin_broker.daemon.settings import argument_parser
+
+    named = {
+        name
+        for text in [*_helps(argument_parser()), *_helps(full_parser())]
+        for name in re.findall(r"SIGNIN_BROKER_[A-Z_]*[A-Z]", text)
+    }
+    assert "SIGNIN_BROKER_CONFIG" in named
+    page = built(hooks, "reference/settings.md")
+    assert not [name for name in named if f"`{name}`" not in page]
+
+
 def test_every_exit_status_and_refusal_is_in_the_reference(hooks: ModuleType) -> None:
     from grpclib.const import Status
 
@@ -149,7 +168,7 @@ def test_the_readme_is_a_landing_page_whose_links_all_resolve() -> None:
         assert path.is_relative_to(ROOT) and path.exists(), f"README links to missing {link}"
     # The two set-up commands it names exist and run as it says.
     for script in ("scripts/demo", "scripts/check"):
-        assert f"    {script} " in readme and (ROOT / script).stat().st_mode & 0o111
+        assert f"\n{script} " in readme and (ROOT / script).stat().st_mode & 0o111
 
 
 TEST_NAMED = re.compile(r"`(tests/[\w/]+\.py)::(test_\w+)`")

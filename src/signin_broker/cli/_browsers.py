@@ -90,16 +90,16 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 def install_browser(args: argparse.Namespace) -> int:
     """Write (or remove) each browser's manifest; say where, and what comes next."""
-    browsers = args.browsers or installed_browsers()
+    browsers = chosen_browsers(args.browsers, args.uninstall)
     if not browsers:
         complain("no Chromium, Chrome or Firefox found: name one with --browser")
         return EXIT_USAGE
-    if args.manifest_dir is not None and len(set(browsers)) != 1:
+    if args.manifest_dir is not None and len(browsers) != 1:
         complain("--manifest-dir writes one browser's manifest: name exactly one --browser")
         return EXIT_USAGE
     done = []
     try:
-        for browser in dict.fromkeys(browsers):
+        for browser in browsers:
             folder = args.manifest_dir or user_folder(browser)
             target = folder / f"{NATIVE_HOST_NAME}.json"
             if args.uninstall:
@@ -126,6 +126,17 @@ def install_browser(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     _tell(done, args.json)
     return 0
+
+
+def chosen_browsers(named: list[str], uninstall: bool) -> list[str]:
+    """The browsers named; else every one to remove, and each one installed to write.
+
+    A manifest outlives its browser (uninstalled, or run from elsewhere than PATH), so
+    removing looks wherever any browser reads one.
+    """
+    if named:
+        return list(dict.fromkeys(named))
+    return list(BROWSERS) if uninstall else installed_browsers()
 
 
 def installed_browsers() -> list[str]:

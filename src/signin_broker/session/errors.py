@@ -6,6 +6,8 @@ business: signin_broker.oidc.errors.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class SessionError(Exception):
     """Base of the errors a caller may see; the message is safe to show (no secrets)."""
@@ -165,13 +167,27 @@ class StorageWaits(RetryLater):
 
 
 class ScopeNotGranted(SessionError):
-    """A caller asked for a scope the account was never granted: no up-scoping."""
+    """A caller asked for a scope the account was never granted: no up-scoping.
 
-    def __init__(self, missing: list[str], account: str) -> None:
-        super().__init__(
-            f"scope {' '.join(missing)} was not granted to {account} at sign-in;"
-            " add it to the daemon's scopes setting and sign in again"
-        )
+    The advice depends on why: a scope the daemon does not ask for at sign-in goes into
+    its `scopes` setting; one it asks for and the provider left out is the provider's
+    to grant, and the message says what it granted instead.
+    """
+
+    def __init__(
+        self, missing: list[str], account: str, granted: Sequence[str], asked: Sequence[str]
+    ) -> None:
+        not_asked = [scope for scope in missing if scope not in asked]
+        said = f"scope {' '.join(missing)} was not granted to {account} at sign-in"
+        if not_asked:
+            advice = f"; add {' '.join(not_asked)} to the daemon's scopes setting and sign in again"
+        else:
+            advice = (
+                f": the daemon asks for it, and the provider granted only"
+                f" {' '.join(granted) or 'no scope'}; which scopes this client may have is"
+                " the provider's setting"
+            )
+        super().__init__(said + advice)
 
 
 class ProviderRefused(SessionError):

@@ -71,7 +71,7 @@ class SignInFlow:
     ) -> None:
         self.alias = alias  # of the provider (session.providers)
         self._provider = provider
-        self._scopes = scopes
+        self.scopes = scopes  # what it asks for: the provider's `scopes` setting
         self._source = source
         self._authorize_params = dict(authorize_params or {})  # the daemon's setting
         self._requirements = requirements or DpopRequirements()
@@ -110,7 +110,7 @@ class SignInFlow:
         request = AuthorizationRequest.new(self._source, redirect_uri, metadata, workspace_id, key)
         url = request.url(
             self._provider.client_id,
-            self._scopes,
+            self.scopes,
             {**self._authorize_params, **(authorize_params or {})},
         )
         pending = PendingSignIn(

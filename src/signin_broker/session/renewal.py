@@ -56,6 +56,13 @@ log = logging.getLogger(__name__)
 ARRIVED_DEAD = "the provider's answer took longer to arrive than its token lives; renewing again"
 
 
+def _not_granted(missing: list[str], account: Account) -> ScopeNotGranted:
+    """The refusal of scopes the account lacks, with what the sign-in asked for and got."""
+    link = account.runtime.link
+    asked = link.sign_in.scopes if link is not None else ()
+    return ScopeNotGranted(missing, account.info.id, account.tokens.scopes, asked)
+
+
 class TokenKeeper:
     """Hands out the accounts' tokens, renewing and re-validating them at the provider."""
 
@@ -146,10 +153,10 @@ class TokenKeeper:
         if entitlement.scopes is not None and not scopes:
             scopes = sorted(entitlement.scopes & frozenset(granted))
             if not scopes:  # never the whole sign-in's token for want of a common scope
-                raise ScopeNotGranted(sorted(entitlement.scopes), account.info.id)
+                raise _not_granted(sorted(entitlement.scopes), account)
         missing = [scope for scope in scopes if scope not in granted]
         if missing:
-            raise ScopeNotGranted(missing, account.info.id)
+            raise _not_granted(missing, account)
         return account, frozenset(scopes), audience
 
     async def dpop_proof(
