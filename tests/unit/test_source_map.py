@@ -7,15 +7,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
 PACKAGE = ROOT / "src" / "signin_broker"
-ENTRY = re.compile(r"^ {6}(\S+) {2,}(.*)$")  # "      daemon/       the process: ..."
-MORE = re.compile(r"^ {20}(\S.*)$")  # its continuation lines
+ENTRY = re.compile(r"^ {2}(\S+) {2,}(.*)$")  # "  daemon/       the process: ..."
+MORE = re.compile(r"^ {16}(\S.*)$")  # its continuation lines
 MODULE = re.compile(r"\b\w+\.py\b")
 
 
 def source_map() -> dict[str, str]:
     """Each entry under `src/signin_broker/` in the source map, with its whole description."""
     lines = (ROOT / "docs" / "explanation" / "architecture.md").read_text().splitlines()
-    start = next(n for n, line in enumerate(lines) if line.startswith("    src/signin_broker/"))
+    start = next(n for n, line in enumerate(lines) if line.startswith("src/signin_broker/"))
     entries: dict[str, str] = {}
     name = ""
     for line in lines[start + 1 :]:
