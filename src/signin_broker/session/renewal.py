@@ -288,6 +288,19 @@ class TokenKeeper:
         self._publish(EventKind.REFRESHED, account.info.id, "the access token was renewed")
         return renewed
 
+    def under_way(self) -> int:
+        """How many accounts have a renewal, a grant or a confirmation under way now.
+
+        A refresh token is spent under the account's lock (refresh_grant.py), down-scoped
+        grants too: a lock held is a grant in flight.
+        """
+        return sum(
+            runtime.renewing
+            or runtime.lock.locked()
+            or (runtime.confirmation is not None and not runtime.confirmation.done())
+            for runtime in (account.runtime for account in self._registry.all())
+        )
+
     async def finish_renewals(self, grace: float) -> None:
         """Give the renewals under way up to grace seconds to be answered and stored (a stop)."""
         running = [
