@@ -43,6 +43,7 @@ OTHER_VARIABLES = frozenset(
         ENV_PREFIX + "BROWSER",  # the browser `signin-broker login` opens
         ENV_PREFIX + "CONFORMANCE_ADMIN_TOKEN",  # the conformance runner's provider admin
         locations.AUTOSTARTED_ENV,  # a client started the daemon (autostart)
+        locations.AUTOSTART_ENV,  # whether clients start the daemon
     }
 )
 
