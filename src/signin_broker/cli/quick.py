@@ -262,18 +262,7 @@ def json_call(
     connection = unix_socket(AF_UNIX, SOCK_STREAM)  # _socket's: `socket` costs enum
     try:
         connection.settimeout(timeout)
-        try:
-            connection.connect(path)
-        except OSError as error:
-            from .. import autostart  # only when nothing serves: subprocess costs ~5 ms
-
-            if not autostart.unavailable(error) or not autostart.enabled():
-                raise
-            try:
-                autostart.ensure_started(path, timeout)
-            except autostart.AutostartRefused as refusal:
-                raise NotStarted(str(refusal)) from None
-            connection.connect(path)
+        _connect(connection, path, timeout)
         head = (
             f"POST {method} HTTP/1.1\r\nHost: broker\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
@@ -311,6 +300,22 @@ def json_call(
         len(rest),
     )
     return status, rest[:length]
+
+
+def _connect(connection: unix_socket, path: str, timeout: float) -> None:
+    """Connect; where nothing serves the socket, start the daemon (autostart.py) first."""
+    try:
+        connection.connect(path)
+    except OSError as error:
+        from .. import autostart  # only when nothing serves: subprocess costs ~5 ms
+
+        if not autostart.unavailable(error) or not autostart.enabled():
+            raise
+        try:
+            autostart.ensure_started(path, timeout)
+        except autostart.AutostartRefused as refusal:
+            raise NotStarted(str(refusal)) from None
+        connection.connect(path)
 
 
 def fetch(
