@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from signin_broker.locations import AUTOSTART_ENV
 from signin_broker_testing import forks
 from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
 from signin_broker_testing.ledger import SecretLedger
 from support.leaks import leaks
 
 pytest_plugins = ["support.portability", "support.signin", "support.accounts"]
+
+# A client that finds no daemon says so, as the tests expect, rather than starting one
+# (autostart.py); the autostart tests turn it on for their own clients.
+os.environ[AUTOSTART_ENV] = "0"
 
 
 # The folders whose modules wait longest on real processes come first: xdist hands the

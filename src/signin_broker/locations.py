@@ -14,6 +14,11 @@ import sys
 APP_NAME = "signin-broker"
 SOCKET_ENV = "SIGNIN_BROKER_SOCKET"
 SOCKET_NAME = "broker.sock"
+# Set by a client that starts the daemon because nothing serves the socket (autostart):
+# the daemon then exits when idle by default (daemon/idle_exit.py).
+AUTOSTARTED_ENV = "SIGNIN_BROKER_AUTOSTARTED"
+# "0": clients never start the daemon themselves (autostart.py).
+AUTOSTART_ENV = "SIGNIN_BROKER_AUTOSTART"
 CONFIG_NAME = "config.toml"
 APP_POLICY_NAME = "apps.toml"
 

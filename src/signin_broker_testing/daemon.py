@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -94,14 +95,17 @@ class DaemonProcess:
         self._parsing = threading.Lock()
         self.process: subprocess.Popen[str] | ForkedProcess | None = None
 
-    def start(self, wait: bool = True) -> DaemonProcess:
+    def start(self, wait: bool = True, listening: socket.socket | None = None) -> DaemonProcess:
         """Start the process; with wait, return once it logged "ready".
 
         It is forked from this test process's fork server (forks.py) where a fork can be
-        what exec'ing `python -m signin_broker.daemon.main` would start.
+        what exec'ing `python -m signin_broker.daemon.main` would start. `listening`: a
+        socket it is passed as by socket activation (forked daemons only).
         """
+        if listening is not None and not self._forkable():
+            raise RuntimeError("a listening socket is passed to forked daemons only")
         if self._forkable():
-            self.process = ForkServer.shared().start(self.args, self.env)
+            self.process = ForkServer.shared().start(self.args, self.env, listening)
         else:
             self.process = subprocess.Popen(  # noqa: S603 - our own daemon, no shell
                 self.args,

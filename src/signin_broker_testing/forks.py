@@ -147,13 +147,22 @@ class ForkServer:
         names = {name for name in (*env, *self.environ) if _read_at_start(name)}
         return all(env.get(name) == self.environ.get(name) for name in names)
 
-    def start(self, args: list[str], env: Mapping[str, str]) -> ForkedProcess:
-        """Fork a daemon with args[3:] as its flags; its stderr is a pipe, as Popen's."""
+    def start(
+        self, args: list[str], env: Mapping[str, str], listening: socket.socket | None = None
+    ) -> ForkedProcess:
+        """Fork a daemon with args[3:] as its flags; its stderr is a pipe, as Popen's.
+
+        `listening`: a socket passed to it as a service manager passes one (fd 3, with
+        LISTEN_FDS and LISTEN_PID), for a test that stands in for the socket unit.
+        """
         request = json.dumps({"argv": args[3:], "env": dict(env), "cwd": str(Path.cwd())})
         read_end, write_end = os.pipe()
         devnull = os.open(os.devnull, os.O_RDWR)  # stdin and stdout, as Popen's DEVNULL
+        fds = [devnull, devnull, write_end]
+        if listening is not None:
+            fds.append(listening.fileno())
         with self._request:
-            socket.send_fds(self._control, [request.encode()], [devnull, devnull, write_end])
+            socket.send_fds(self._control, [request.encode()], fds)
             os.close(write_end)
             os.close(devnull)
             started = self._started.get()
@@ -214,7 +223,7 @@ def serve(control: socket.socket) -> None:
                 code = os.waitstatus_to_exitcode(status)
                 control.send(json.dumps({"ended": pid, "returncode": code}).encode())
                 continue
-            message, fds, _, _ = socket.recv_fds(control, _MESSAGE_BYTES, 3)
+            message, fds, _, _ = socket.recv_fds(control, _MESSAGE_BYTES, 4)
             if not message:
                 return  # the test process has gone
             pid = os.fork()
@@ -243,6 +252,8 @@ def _become_daemon(request: dict[str, Any], fds: list[int]) -> NoReturn:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        if len(fds) > 3:  # a listening socket, passed on as socket activation does
+            os.environ.update({"LISTEN_FDS": "1", "LISTEN_PID": str(os.getpid())})
         sys.argv = [ENTRY, *request["argv"]]  # runpy puts the module's file first
         runpy.run_module(ENTRY, run_name="__main__", alter_sys=True)
         code = 0

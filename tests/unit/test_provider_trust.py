@@ -118,3 +118,11 @@ def test_a_failure_says_the_tls_or_os_reason_and_nothing_of_the_request() -> Non
         reason = failure_reason(outer)
         assert reason.startswith(expected), reason
         assert "secret" not in reason
+
+
+def test_a_loopback_http_issuer_reads_no_ca_and_its_context_trusts_no_certificate() -> None:
+    context = verifying_context("http://127.0.0.1:8080")
+    assert isinstance(context, ssl.SSLContext)
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    assert context.cert_store_stats()["x509_ca"] == 0
+    assert context.get_ca_certs() == []

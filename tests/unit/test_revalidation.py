@@ -13,6 +13,7 @@ import pytest
 
 from signin_broker.oidc.dpop import DpopKey
 from signin_broker.session import schedule
+from signin_broker.session.errors import SignInRequired
 from signin_broker.session.tokens import TokenSet
 from support.clocks import FakeClock
 from support.refreshing import ScriptedProvider, settle, signed_in, stored_account
@@ -69,5 +70,35 @@ def test_a_renewal_counts_as_a_re_validation() -> None:
             await settle()
         assert len(provider.refreshes) >= 8
         assert provider.userinfo_calls <= 1  # only the restored session's first check
+
+    asyncio.run(run())
+
+
+def test_a_restored_session_is_confirmed_once_before_its_first_token_however_many_ask() -> None:
+    """I2 across a gap (an idle exit, a restart): the first requests wait for one confirmation."""
+
+    async def run() -> None:
+        clock, provider = FakeClock(), ScriptedProvider()
+        session, _ = await signed_in(clock, provider, revalidate_seconds=60)
+        tokens = await asyncio.gather(*(session.tokens.get_token("", (), 0) for _ in range(50)))
+        assert {token.access_token for token in tokens} == {"at-0"}
+        assert provider.userinfo_calls == 1
+        clock.now += 59  # within the interval: nothing owed
+        await session.tokens.get_token("", (), 0)
+        assert provider.userinfo_calls == 1
+        assert provider.refreshes == []
+
+    asyncio.run(run())
+
+
+def test_a_session_revoked_while_the_daemon_was_away_is_refused_at_the_first_request() -> None:
+    async def run() -> None:
+        clock, provider = FakeClock(), ScriptedProvider()
+        provider.revoked += ["at-0", "rt-0"]  # revoked at the provider before this start
+        session, _ = await signed_in(clock, provider, revalidate_seconds=60)
+        with pytest.raises(SignInRequired):
+            await session.tokens.get_token("", (), 0)
+        assert provider.userinfo_calls == 1
+        assert provider.refreshes == ["rt-0"]  # the refresh decided, and was refused
 
     asyncio.run(run())

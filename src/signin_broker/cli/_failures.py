@@ -41,11 +41,15 @@ def complain(message: str) -> None:
     print(f"signin-broker: {message}", file=sys.stderr)
 
 
-def not_running(socket_path: str) -> int:
-    """Nothing serves the socket: say how to start the daemon."""
-    complain(
-        f"the signin-broker daemon is not running (nothing serves {socket_path}). {HOW_TO_START}"
-    )
+def not_running(socket_path: str, why_not_started: str = "") -> int:
+    """Nothing serves the socket (and it was not started: why): say how to start the daemon."""
+    if why_not_started:
+        complain(f"the signin-broker daemon is not running: {why_not_started}")
+    else:
+        complain(
+            f"the signin-broker daemon is not running (nothing serves {socket_path})."
+            f" {HOW_TO_START}"
+        )
     return EXIT_DAEMON_NOT_RUNNING
 
 

@@ -28,7 +28,7 @@ from typing import BinaryIO
 from ..json_depth import MAX_DEPTH, TooDeep, within_depth
 from ..locations import STEP_UP_TIMEOUT_SECONDS, resolve_socket
 from ._failures import EXIT_FAILED, HostRefusal, ProtocolError, complain
-from .quick import GET_TOKEN, SIGN_DPOP_PROOF, json_call
+from .quick import GET_TOKEN, SIGN_DPOP_PROOF, NotStarted, json_call
 
 LENGTH = struct.Struct("=I")  # native byte order, as the browsers write it
 # What the host reads from the browser: the daemon takes no larger request anyway
@@ -205,6 +205,10 @@ def _ask_daemon(socket_path: str, kind: str, body: dict[str, object]) -> dict[st
     except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
         raise HostRefusal(
             "unavailable", f"the signin-broker daemon is not running ({socket_path})"
+        ) from None
+    except NotStarted as refusal:
+        raise HostRefusal(
+            "unavailable", f"the signin-broker daemon is not running: {refusal}"
         ) from None
     except (OSError, ValueError, IndexError) as error:
         raise HostRefusal(

@@ -246,6 +246,10 @@ def shell_name(name: str) -> bool:
     return name.isascii() and name.isidentifier()
 
 
+class NotStarted(Exception):
+    """Nothing serves the socket, and the daemon was not started there: the message says why."""
+
+
 def json_call(
     path: str, method: str, body: bytes, timeout: float, notice: str = ""
 ) -> tuple[int, bytes]:
@@ -258,7 +262,7 @@ def json_call(
     connection = unix_socket(AF_UNIX, SOCK_STREAM)  # _socket's: `socket` costs enum
     try:
         connection.settimeout(timeout)
-        connection.connect(path)
+        _connect(connection, path, timeout)
         head = (
             f"POST {method} HTTP/1.1\r\nHost: broker\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
@@ -298,6 +302,22 @@ def json_call(
     return status, rest[:length]
 
 
+def _connect(connection: unix_socket, path: str, timeout: float) -> None:
+    """Connect; where nothing serves the socket, start the daemon (autostart.py) first."""
+    try:
+        connection.connect(path)
+    except OSError as error:
+        from .. import autostart  # only when nothing serves: subprocess costs ~5 ms
+
+        if not autostart.unavailable(error) or not autostart.enabled():
+            raise
+        try:
+            autostart.ensure_started(path, timeout)
+        except autostart.AutostartRefused as refusal:
+            raise NotStarted(str(refusal)) from None
+        connection.connect(path)
+
+
 def fetch(
     args: TokenRequest, *, tool: str = "", call: str = GET_TOKEN, **request: object
 ) -> dict[str, object]:
@@ -325,6 +345,8 @@ def fetch(
         issued = loads(answer or b"{}")
     except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
         raise Refused(not_running(path)) from None
+    except NotStarted as refusal:
+        raise Refused(not_running(path, str(refusal))) from None
     except (OSError, ValueError, IndexError) as error:
         complain(f"unavailable: the daemon did not answer ({error})")
         raise Refused(EXIT_FAILED) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Coroutine
 from types import TracebackType
@@ -11,8 +12,14 @@ import grpc
 
 from ..v1 import broker_pb2_grpc as pb_grpc
 from ._api import AwaitableApi, Stream, Unary
-from ._channel import CHANNEL_OPTIONS, DEFAULT_TIMEOUT_SECONDS, resolve_socket, target
-from ._errors import translate
+from ._channel import (
+    CHANNEL_OPTIONS,
+    DEFAULT_TIMEOUT_SECONDS,
+    resolve_socket,
+    start_daemon,
+    target,
+)
+from ._errors import DaemonNotRunning, translate
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -56,10 +63,18 @@ class AsyncBrokerClient(AwaitableApi):
 
         async def method(*args: P.args, **kwargs: P.kwargs) -> R:
             request = row.build(*args, **kwargs)
+            timeout = self.timeout + row.wait(request)
             try:
-                response = await call(request, timeout=self.timeout + row.wait(request))
+                response = await call(request, timeout=timeout)
             except grpc.RpcError as error:
-                raise translate(error, self.socket_path) from None
+                failure = translate(error, self.socket_path)
+                if not isinstance(failure, DaemonNotRunning):
+                    raise failure from None
+                await asyncio.to_thread(start_daemon, self.socket_path, self.timeout)
+                try:
+                    response = await call(request, timeout=timeout, wait_for_ready=True)
+                except grpc.RpcError as again:
+                    raise translate(again, self.socket_path) from None
             return row.convert(response)
 
         return row.present(method, type(self))

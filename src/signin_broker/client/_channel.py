@@ -6,7 +6,13 @@ import os
 
 from ..locations import DEFAULT_TIMEOUT_SECONDS, resolve_socket
 
-__all__ = ["CHANNEL_OPTIONS", "DEFAULT_TIMEOUT_SECONDS", "resolve_socket", "target"]
+__all__ = [
+    "CHANNEL_OPTIONS",
+    "DEFAULT_TIMEOUT_SECONDS",
+    "resolve_socket",
+    "start_daemon",
+    "target",
+]
 CHANNEL_OPTIONS = (
     # A restarted daemon is found again quickly: the first retry comes after 0.1 s.
     ("grpc.initial_reconnect_backoff_ms", 100),
@@ -24,3 +30,19 @@ CHANNEL_OPTIONS = (
 def target(socket_path: str) -> str:
     """The grpcio target for a Unix socket path."""
     return f"unix:{os.path.abspath(socket_path)}"  # noqa: PTH100 - pathlib costs the CLI ~7 ms
+
+
+def start_daemon(socket_path: str, timeout: float) -> None:
+    """Start the daemon, as nothing serves its socket (autostart.py); DaemonNotRunning if not.
+
+    Blocking: the asyncio client runs it in a worker thread.
+    """
+    from .. import autostart  # only when nothing serves: it costs a one-shot app ~5 ms
+    from ._errors import DaemonNotRunning
+
+    if not autostart.enabled():
+        raise DaemonNotRunning(socket_path)
+    try:
+        autostart.ensure_started(socket_path, timeout)
+    except (autostart.AutostartRefused, OSError) as error:
+        raise DaemonNotRunning(socket_path, str(error)) from None

@@ -30,10 +30,11 @@ class BrokerError(Exception):
 class DaemonNotRunning(BrokerError):
     """Nothing serves the socket: the daemon is not running (or not at this path)."""
 
-    def __init__(self, socket_path: str) -> None:
+    def __init__(self, socket_path: str, why_not_started: str = "") -> None:
         super().__init__(
             grpc.StatusCode.UNAVAILABLE,
-            f"the signin-broker daemon is not running (nothing serves {socket_path})",
+            f"the signin-broker daemon is not running (nothing serves {socket_path})"
+            + (f", and was not started: {why_not_started}" if why_not_started else ""),
         )
         self.socket_path = socket_path
 

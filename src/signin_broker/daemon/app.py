@@ -22,6 +22,7 @@ from grpclib.health.check import ServiceStatus
 from grpclib.health.service import Health
 
 from ..identities import name_of
+from ..locations import AUTOSTARTED_ENV
 from ..session.clock import SteadyClock
 from ..session.dpop_requirements import DpopRequirements
 from ..session.events import EventKind, WatcherDropped
@@ -52,6 +53,7 @@ from .host.desktop import notify
 from .host.instance import LISTEN_BACKLOG, Instance, loopback_base_url
 from .host.memory import FreedMemory
 from .host.systemd import Notifier, watchdog_seconds
+from .idle_exit import STARTED_BY_ACTIVATION, STARTED_BY_AUTOSTART, IdleExit, Work, seconds_for
 from .settings import Settings
 from .stopping import stop
 from .web.on_demand import PageOnDemand
@@ -67,6 +69,9 @@ SERVICE = broker_pb2.DESCRIPTOR.services_by_name["TokenBroker"]
 # A test hook that shortens how long a refresh's answer may stay silent (it may only
 # shorten it), so a test sees a stalled answer given up in seconds.
 ANSWER_IDLE_ENV = "SIGNIN_BROKER_TEST_REFRESH_IDLE_SECONDS"
+# At an idle exit from a socket of its own: after removing it, how long callers that
+# were already queued on it are taken in before it closes.
+QUEUED_CALLERS_SECONDS = 0.05
 
 
 async def serve(settings: Settings, instance: Instance, web_socket: socket.socket) -> None:
@@ -108,6 +113,10 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
     auditing = loop.create_task(audit.run())
     keeper, page = await _start_sessions(settings, session, web_socket)
     notices = loop.create_task(_tell_the_person(session))
+    idle = IdleExit(
+        seconds_for(settings.idle_exit_seconds, info.started_by), _work_of_its_own(api, session)
+    )
+    idling = loop.create_task(_exit_when_idle(idle, api, instance, keeper, stopping))
     await stopping.wait()
 
     notifier.send(STOPPING="1", STATUS="stopping")
@@ -115,7 +124,7 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
     log.info("stopping", extra={"connections": len(api.connections)})
     api.serving.set(False)
     await api.forwards.close_all()  # their connections are refused at once, their sockets gone
-    await stop(session, api.server, api.connections, page, [keeper, auditing, notices])
+    await stop(session, api.server, api.connections, page, [keeper, auditing, notices, idling])
     notifier.close()
     log.info("stopped")
 
@@ -151,6 +160,43 @@ class _Api:
         self.server = CheckedServer(
             with_reflection([broker, health]), gate, JsonCalls(broker.unary), FreedMemory()
         )
+
+
+def _work_of_its_own(api: _Api, session: SessionManager) -> list[Work]:
+    """Everything that keeps the daemon from exiting when idle, asked in this one place.
+
+    Apps connected (a watcher too), forwards open, and the sessions' own: sign-ins and
+    step-ups under way, renewals and confirmations at the provider, watchers.
+    """
+    return [
+        Work("connections", lambda: len(api.connections)),
+        Work("forwards", lambda: len(api.forwards.listed())),
+        *(Work(kind, count) for kind, count in session.work_counters().items()),
+    ]
+
+
+async def _exit_when_idle(
+    idle: IdleExit,
+    api: _Api,
+    instance: Instance,
+    keeper: asyncio.Task[None],
+    stopping: asyncio.Event,
+) -> None:
+    """Once idle for the setting's seconds: stop taking callers and stop (daemon/idle_exit.py).
+
+    In the same step as the last look found nothing under way, no renewal may begin
+    (the keeper ends) and the socket stops taking callers: one the service manager
+    holds keeps those who come next for the next daemon; one of the daemon's own is
+    removed first, so they start the next one (autostart), and what was already queued
+    on it is taken and answered.
+    """
+    await idle.idle()
+    keeper.cancel()
+    if not instance.activated:
+        instance.withdraw()
+        await asyncio.sleep(QUEUED_CALLERS_SECONDS)
+    api.server.stop_listening()
+    stopping.set()
 
 
 def _say_ready(settings: Settings, instance: Instance, info: DaemonInfo) -> None:
@@ -219,7 +265,7 @@ async def _tell_the_person(session: SessionManager) -> None:
     the same until they sign in again, or until the state is saved. An app's token request
     that waits for a stronger sign-in says so once per app.
     """
-    with session.subscribe() as events:
+    with session.subscribe(own=True) as events:
         while True:
             try:
                 event = await events.next()
@@ -241,8 +287,10 @@ async def _tell_the_person(session: SessionManager) -> None:
 
 def _started_by(instance: Instance, notifier: Notifier) -> str:
     if instance.activated:
-        return "socket activation"
-    return "service manager" if notifier.enabled else "manual"
+        return STARTED_BY_ACTIVATION
+    if notifier.enabled:
+        return "service manager"
+    return STARTED_BY_AUTOSTART if os.environ.pop(AUTOSTARTED_ENV, "") else "manual"
 
 
 async def _watchdog(notifier: Notifier, stopping: asyncio.Event) -> None:

@@ -20,6 +20,7 @@ from .. import locations
 from ..identities import MAIN_NAME
 from ..oidc import client_auth, credentials, dpop
 from ..session.validation import check_authorize_params, check_provider, check_scope
+from . import idle_exit
 from .browser_setting import BROWSERS_HELP, parse_browsers
 
 ENV_PREFIX = "SIGNIN_BROKER_"
@@ -186,6 +187,12 @@ def _revalidate_seconds(value: object) -> int:
         raise ValueError(
             f"{error}: revocation must take effect within {MAX_REVALIDATE_SECONDS} s"
         ) from None
+
+
+def _idle_exit_seconds(value: object) -> int | None:
+    if isinstance(value, str) and not value.strip():
+        return None
+    return _whole_number(value, "seconds", 0, idle_exit.MAX_SECONDS)
 
 
 def _key_store(value: object) -> str:
@@ -424,6 +431,19 @@ OPTIONS: tuple[Option, ...] = (
         " the sign-in is begun and the person told all the same)",
         _step_up_timeout_seconds,
         lambda: str(int(locations.STEP_UP_TIMEOUT_SECONDS)),
+        "SECONDS",
+    ),
+    Option(
+        "idle_exit_seconds",
+        "exit after this many seconds without work of its own (no app connected, no"
+        " sign-in, step-up, renewal, watcher or forward under way); the next call starts"
+        " it again (0: never). Unset: "
+        + ", ".join(
+            f"{s} s when started by {mode}" for mode, s in idle_exit.DEFAULT_SECONDS.items()
+        )
+        + ", else never",
+        _idle_exit_seconds,
+        lambda: "",
         "SECONDS",
     ),
     Option(

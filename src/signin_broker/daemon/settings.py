@@ -42,6 +42,8 @@ OTHER_VARIABLES = frozenset(
         ENV_PREFIX + "TOKEN_TYPE",  # and `exec` its type: Bearer, or DPoP (a proof per request)
         ENV_PREFIX + "BROWSER",  # the browser `signin-broker login` opens
         ENV_PREFIX + "CONFORMANCE_ADMIN_TOKEN",  # the conformance runner's provider admin
+        locations.AUTOSTARTED_ENV,  # a client started the daemon (autostart)
+        locations.AUTOSTART_ENV,  # whether clients start the daemon
     }
 )
 
@@ -88,6 +90,7 @@ class Settings:
     new_apps: str
     ask_timeout_seconds: int
     step_up_timeout_seconds: int
+    idle_exit_seconds: int | None  # None: the default of the start mode (idle_exit.py)
     audit_retention_days: int
     audit_keep_days: int
     log_level: str

@@ -86,7 +86,7 @@ class Provider:
             timeout=HTTP_TIMEOUT_SECONDS,
             follow_redirects=False,
             headers={"User-Agent": f"signin-broker/{__version__}"},
-            verify=verifying_context(),
+            verify=verifying_context(issuer),
         )
         self._clock = clock
         self._metadata: ProviderMetadata | None = None

@@ -171,6 +171,11 @@ class AccountRuntime:
     failures: int = 0
     refusal: str = ""  # why the last refresh was refused ("" if it was not)
     revalidate_at: float = 0.0
+    # When a confirmation with the provider is owed before a token is served (I2): a
+    # confirmation's time plus the interval. A sign-in here is one (inf: none owed until
+    # the keeper's first); a restored session's last one was before this start (0.0).
+    confirm_by: float = math.inf
+    confirmation: asyncio.Task[bool] | None = None  # under way, shared by whoever waits
     early_fraction: float = field(default_factory=refresh_early_fraction)
     scoped: ScopedTokens = field(default_factory=ScopedTokens)
 

@@ -107,13 +107,14 @@ class Subscription:
     watcher four deques and an Event (about 3 KB), and a daemon may have a thousand.
     """
 
-    __slots__ = ("_ended", "_events", "_waiter", "dropped_because")
+    __slots__ = ("_ended", "_events", "_waiter", "dropped_because", "own")
 
-    def __init__(self) -> None:
+    def __init__(self, own: bool = False) -> None:
         self._events: list[SessionEvent] = []  # at most WATCHER_QUEUE_SIZE, oldest first
         self._waiter: asyncio.Future[None] | None = None
         self._ended = False
         self.dropped_because = ""
+        self.own = own  # the daemon's own (its notices), no app's: no work of its own
 
     def offer(self, event: SessionEvent) -> bool:
         """Queue an event; False when the queue is full."""
@@ -163,9 +164,9 @@ class EventBus:
                 subscription.end("the watcher fell behind; watch again to catch up")
 
     @contextmanager
-    def subscribe(self) -> Iterator[Subscription]:
-        """Receive every event published while the block runs."""
-        subscription = Subscription()
+    def subscribe(self, own: bool = False) -> Iterator[Subscription]:
+        """Receive every event published while the block runs (`own`: the daemon itself)."""
+        subscription = Subscription(own)
         if self._closed_because:
             subscription.end(self._closed_because)
         self._subscribers.add(subscription)
@@ -183,3 +184,8 @@ class EventBus:
 
     def __len__(self) -> int:
         return len(self._subscribers)
+
+    @property
+    def watchers(self) -> int:
+        """The subscribers that watch for an app (the daemon's own not counted)."""
+        return sum(not subscription.own for subscription in self._subscribers)

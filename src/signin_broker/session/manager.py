@@ -89,9 +89,25 @@ class SessionManager:
             self.ready.set()
             self._registry.changed.set()
 
-    def subscribe(self) -> AbstractContextManager[Subscription]:
-        """Hear every event of the sessions from now on, while the context lasts."""
-        return self._events.subscribe()
+    def subscribe(self, own: bool = False) -> AbstractContextManager[Subscription]:
+        """Hear every event of the sessions from now on, while the context lasts.
+
+        `own`: the daemon's own subscription (its notices), which is no app's watch.
+        """
+        return self._events.subscribe(own)
+
+    def work_counters(self) -> dict[str, Callable[[], int]]:
+        """What counts the sessions' work that keeps the daemon running (daemon/idle_exit.py).
+
+        Sign-ins and step-ups a person is completing, renewals, grants and confirmations
+        at the provider (never cut by an exit), apps watching the events.
+        """
+        return {
+            "sign-ins": self.sign_ins.pending,
+            "step-ups": lambda: len(self.step_ups.waiting()),
+            "renewals": self.tokens.under_way,
+            "watchers": lambda: self._events.watchers,
+        }
 
     async def keep(self) -> None:
         """Renew and re-validate in the background until cancelled (after start)."""

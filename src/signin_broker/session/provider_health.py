@@ -90,10 +90,19 @@ class ProviderHealth:
         runtime.revalidate_at = next_revalidation(
             asked_at, self._revalidate_seconds, link.answer_seconds
         )
+        self.confirmed(account, asked_at)
         if link.degraded_reason:
             link.degraded_reason = ""
             log.info(f"{link.name} answers again", extra={"provider": link.alias})
             self._publish(EventKind.RECOVERED, f"{link.name} answers again")
+
+    def confirmed(self, account: Account, asked_at: float) -> None:
+        """The provider took the session as of asked_at: no confirmation owed for an interval."""
+        account.runtime.confirm_by = asked_at + self._revalidate_seconds
+
+    def unconfirmed(self, account: Account) -> None:
+        """No answer to a confirmation: the token serves until the next try, as in an outage."""
+        account.runtime.confirm_by = account.runtime.retry_at
 
     def contacted(self, link: ProviderLink) -> None:
         """The provider answered (a sign-in's code, a refusal): status shows when it last did."""

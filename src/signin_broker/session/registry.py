@@ -206,6 +206,7 @@ class AccountRegistry:
                 account.runtime.revalidate_at = first_revalidation(
                     self._clock(), self._revalidate_seconds
                 )
+                account.runtime.confirm_by = 0.0  # confirmed before this start: owed now
                 self._accounts[account.info.id] = account
                 self.saving.restored(account)
         if self._accounts and not self.default_id:

@@ -119,6 +119,10 @@ class TokenKeeper:
         if id_token and not entitlement.id_token:
             raise IdTokenNotAllowed(actor.app if actor is not None else "APP")
         account, wanted, audience = self._asked(account_id, scopes, audience, entitlement)
+        if self._clock() >= account.runtime.confirm_by and await self._confirm(account):
+            if not self._registry.is_current(account):
+                raise self._registry.sign_in_required(account.info.id)
+            refused = True  # the provider rejects the token: its renewal decides
         if audience or (wanted and wanted != frozenset(account.tokens.scopes)):
             app = actor.app if actor is not None else ""
             tokens = await self._scoped.token(account, (wanted, audience), min_ttl, app, refused)
@@ -291,6 +295,19 @@ class TokenKeeper:
         self._publish(EventKind.REFRESHED, account.info.id, "the access token was renewed")
         return renewed
 
+    def under_way(self) -> int:
+        """How many accounts have a renewal, a grant or a confirmation under way now.
+
+        A refresh token is spent under the account's lock (refresh_grant.py), down-scoped
+        grants too: a lock held is a grant in flight.
+        """
+        return sum(
+            runtime.renewing
+            or runtime.lock.locked()
+            or (runtime.confirmation is not None and not runtime.confirmation.done())
+            for runtime in (account.runtime for account in self._registry.all())
+        )
+
     async def finish_renewals(self, grace: float) -> None:
         """Give the renewals under way up to grace seconds to be answered and stored (a stop)."""
         running = [
@@ -352,7 +369,7 @@ class TokenKeeper:
             elif renewable and now >= self._renewal_at(account) and not runtime.renewing:
                 self._start_renewal(account)
             elif now >= runtime.revalidate_at:
-                await self._revalidate(account)
+                await self._confirm(account)
         return self._next_due() - self._clock()
 
     def _renewal_at(self, account: Account) -> float:
@@ -366,26 +383,47 @@ class TokenKeeper:
             return math.inf
         return account.refresh_at
 
-    async def _revalidate(self, account: Account) -> None:
-        """Ask the provider whether the session still stands (within 60 s: docs/contract.md §8)."""
+    async def _confirm(self, account: Account) -> bool:
+        """Re-validate the session, once however many wait (the keeper, callers); True: rejected.
+
+        A caller waits for it when a confirmation is owed (AccountRuntime.confirm_by): a
+        running daemon's keeper confirms ahead of that, so a caller waits only after a
+        gap, the first request after a start (an idle exit, a restart) above all.
+        """
+        runtime = account.runtime
+        task = runtime.confirmation
+        if task is None or task.done():
+            task = asyncio.get_running_loop().create_task(self._revalidate(account))
+            runtime.confirmation = task
+        return await asyncio.shield(task)
+
+    async def _revalidate(self, account: Account) -> bool:
+        """Ask the provider whether the session still stands (within 60 s: docs/contract.md §8).
+
+        True when the provider rejects the access token (a renewal then decides).
+        """
         client, asked_at = account.client, self._clock()
         self._health.next_revalidation(account)
         if client is None:
-            return  # a provider no longer configured: its accounts are not restored
+            return False  # a provider no longer configured: its accounts are not restored
         started = time.perf_counter()
         try:
             await client.userinfo(account.tokens.access_token, account.dpop_for(account.tokens))
             rejected = False
         except ProviderUnavailable as error:
             self._health.failed(account, str(error))
-            return
+            self._health.unconfirmed(account)
+            return False
         except OAuthError:
             rejected = True
         self._health.revalidated(account, asked_at, time.perf_counter() - started)
-        if rejected and self._registry.renewable(account):
+        if not rejected:
+            self._health.confirmed(account, asked_at)
+        elif self._registry.renewable(account):
             self._start_renewal(account)  # the refresh decides
-        elif rejected:
+        else:
             await self._grant.provider_ended(account, "it rejects the access token")
+        return rejected
 
     def _next_due(self) -> float:
         now = self._clock()

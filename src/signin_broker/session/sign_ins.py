@@ -282,6 +282,11 @@ class SignIns:
                 return self._browser.pop(known)
         return None
 
+    def pending(self) -> int:
+        """How many sign-ins are under way: in a browser (till they expire), on a device."""
+        self._forget_expired_browser_sign_ins()
+        return len(self._browser) + len(self._devices)
+
     def _forget_expired_browser_sign_ins(self) -> None:
         cutoff = self._clock() - SIGN_IN_SECONDS
         for state in [s for s, (_, p) in self._browser.items() if p.created_at < cutoff]:

@@ -296,6 +296,11 @@ class CheckedServer(Server):
         self._json_calls = json_calls
         self._freed = freed  # told of each connection let go, and of the calls it cut off
 
+    def stop_listening(self) -> None:
+        """Take no more connections (an idle exit); those taken go on until `close`."""
+        if self._server is not None:
+            self._server.close()
+
     def _protocol_factory(self) -> H2Protocol:
         plain = super()._protocol_factory()
         made = cast(ConnectionHandler, plain.handler)

@@ -47,6 +47,16 @@ class Instance:
     _lock_fd: int
     activated: bool = False  # the socket came from the service manager, which keeps it
 
+    def withdraw(self) -> None:
+        """Remove the socket file of the daemon's own (an idle exit): new callers find none.
+
+        What is queued on the listening socket already is still taken in; the lock is
+        kept until `release`, so the next daemon starts only once this one is gone.
+        """
+        if not self.activated:
+            with contextlib.suppress(FileNotFoundError):
+                self.socket_path.unlink()
+
     def release(self) -> None:
         """Remove the sockets and drop the lock; the socket path is free for a new daemon."""
         self.listening.close()
