@@ -361,8 +361,8 @@ def test_the_wheel_works_in_a_fresh_venv_without_the_source_tree(
     assert proto.read_bytes() == (REPO / "proto/signin_broker/v1/broker.proto").read_bytes()
     for helper in ("git-credential-signin-broker", "docker-credential-signin-broker"):
         assert (venv / "bin" / helper).exists()
-    for page in ("signin-broker.1", "signin-brokerd.1"):  # `man signin-broker` finds them
-        assert (venv / "share" / "man" / "man1" / page).is_file()
+    for page in ("man1/signin-broker.1", "man1/signin-brokerd.1", "man5/signin-broker.toml.5"):
+        assert (venv / "share" / "man" / page).is_file()  # `man signin-broker` finds them
     socket_path = tmp_path / "run" / "broker.sock"
     daemon = DaemonProcess(socket_path)
     daemon.args[0] = str(venv / "bin" / "python")  # the installed daemon, not this tree's
