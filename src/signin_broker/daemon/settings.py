@@ -42,6 +42,7 @@ OTHER_VARIABLES = frozenset(
         ENV_PREFIX + "TOKEN_TYPE",  # and `exec` its type: Bearer, or DPoP (a proof per request)
         ENV_PREFIX + "BROWSER",  # the browser `signin-broker login` opens
         ENV_PREFIX + "CONFORMANCE_ADMIN_TOKEN",  # the conformance runner's provider admin
+        ENV_PREFIX + "TRY_ISSUER",  # `signin-broker try`'s stub provider, in its shell
     }
 )
 
