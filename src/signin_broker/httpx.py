@@ -17,7 +17,7 @@ request is sent once more with it (BrokerError FAILED_PRECONDITION when no sign-
 came). `BrokerAuth(acr_values=..., max_age_seconds=...)` asks for one always. A
 DPoP-bound token (RFC 9449) goes with a proof for each request, signed by the broker,
 and a server's `use_dpop_nonce` challenge is answered once with its nonce. Works with
-`httpx.Client` and `httpx.AsyncClient`; install with `pip install signin-broker[httpx]`.
+`httpx.Client` and `httpx.AsyncClient`; install it with the `httpx` extra (or `pip install httpx`).
 For httpx2, Pydantic's fork, the same is signin_broker.httpx2.BrokerAuth.
 """
 

@@ -11,7 +11,7 @@ more with the new token (the way requests' own digest auth answers a 401); a ste
 challenge gets a token of a sign-in that meets it first. A DPoP-bound token goes with a
 proof for each request, and a `use_dpop_nonce` challenge is answered once with the
 server's nonce. Install
-with `pip install signin-broker[requests]`.
+with the `requests` extra (or `pip install requests`).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import ssl
+import sys
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qs, urljoin, urlsplit
 
@@ -88,3 +89,19 @@ def location(response: httpx2.Response) -> str:
 def query_of(url: str) -> dict[str, str]:
     """A URL's query parameters, one value each."""
     return {k: v[0] for k, v in parse_qs(urlsplit(url).query, keep_blank_values=True).items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m signin_broker_testing.browser URL`: open URL and follow where it leads.
+
+    A person's browser, for a stub that approves without asking: a command to give
+    `signin-broker login` (SIGNIN_BROKER_BROWSER) where no person clicks.
+    """
+    (url,) = sys.argv[1:] if argv is None else argv
+    with Browser() as browser:
+        landed = browser.follow(browser.get(url))
+    return 0 if landed.is_success else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

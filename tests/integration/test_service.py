@@ -24,6 +24,7 @@ from signin_broker.client import BrokerClient
 from signin_broker_testing import StubProvider
 from signin_broker_testing.browser import Browser
 from signin_broker_testing.daemon import DaemonProcess
+from support import five_minutes
 from support.commands import BIN
 from support.installer import new_venv, pip
 from support.real import unavailable
@@ -360,8 +361,8 @@ def test_the_wheel_works_in_a_fresh_venv_without_the_source_tree(
     assert proto.read_bytes() == (REPO / "proto/signin_broker/v1/broker.proto").read_bytes()
     for helper in ("git-credential-signin-broker", "docker-credential-signin-broker"):
         assert (venv / "bin" / helper).exists()
-    for page in ("signin-broker.1", "signin-brokerd.1"):  # `man signin-broker` finds them
-        assert (venv / "share" / "man" / "man1" / page).is_file()
+    for page in ("man1/signin-broker.1", "man1/signin-brokerd.1", "man5/signin-broker.toml.5"):
+        assert (venv / "share" / "man" / page).is_file()  # `man signin-broker` finds them
     socket_path = tmp_path / "run" / "broker.sock"
     daemon = DaemonProcess(socket_path)
     daemon.args[0] = str(venv / "bin" / "python")  # the installed daemon, not this tree's
@@ -397,22 +398,31 @@ def test_the_wheel_works_in_a_fresh_venv_without_the_source_tree(
     installed_names = {p["name"].lower() for p in json.loads(listed.stdout)}
     assert "joserfc" in installed_names
     assert not installed_names & {"pyjwt", "python-jose", "jwcrypto", "jwt"}
-    # Without the test tooling, both of its commands say what to install.
-    for command, extra in (
-        ([str(venv / "bin" / "python"), "-m", "signin_broker.testing"], "[testing]"),
-        (
-            [str(venv / "bin" / "signin-broker"), "conformance", "--surface", "desktop"],
-            "[conformance]",
-        ),
+    # Without the test tooling, its commands say what to install, as it can be installed.
+    for command in (
+        [str(venv / "bin" / "python"), "-m", "signin_broker.testing"],
+        [str(venv / "bin" / "signin-broker"), "conformance", "--surface", "desktop"],
+        [str(venv / "bin" / "signin-broker"), "try"],
     ):
         missing = subprocess.run(
             command, cwd=tmp_path, env=elsewhere, capture_output=True, text=True, timeout=30
         )
         assert missing.returncode == 2, missing
-        assert f"pip install 'signin-broker{extra}'" in missing.stderr, missing.stderr
+        assert "pip install signin_broker_testing-" in missing.stderr, missing.stderr
         assert "Traceback" not in missing.stderr
     installed = pip(python, "install", str(test_tooling))
     assert installed.returncode == 0, installed.stderr
+    # The start page's five minutes, from the two wheels alone.
+    trying = subprocess.run(
+        [str(venv / "bin" / "signin-broker"), "try", "sh", "-c", five_minutes.script()],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,
+        env=elsewhere | {
+            "PATH": f"{venv / 'bin'}:{os.environ['PATH']}",
+            "SIGNIN_BROKER_BROWSER": five_minutes.BROWSER,
+        },
+    )  # fmt: skip
+    assert trying.returncode == 0, trying.stdout
+    assert not five_minutes.mismatch(trying.stdout), five_minutes.mismatch(trying.stdout)
     # The conformance cases are package code: the installed wheels run them by themselves.
     registry = tmp_path / "registry.jsonl"
     conformance = subprocess.run(

@@ -201,5 +201,5 @@ def test_without_a_terminal_or_prompt_toolkit_it_says_what_is_needed(socket_path
         capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert missing.returncode == 1
-    assert "pip install 'signin-broker[tui]'" in missing.stderr
+    assert "pip install prompt_toolkit" in missing.stderr
     assert json.dumps(missing.stderr).count("Traceback") == 0

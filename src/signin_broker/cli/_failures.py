@@ -22,12 +22,16 @@ HOW_TO_START = (
 )
 
 
-CONFORMANCE_MISSING = (
-    "the conformance runner is test tooling, not part of the base install: install the"
-    " signin-broker-testing wheel of the same version (pip install"
-    " 'signin-broker[conformance]'; in the source tree: python -m pip wheel --no-deps -w dist"
-    " packaging/testing)"
-)
+def tooling_missing(what: str) -> str:
+    """What to install for a command of the test tooling (signin-broker-testing)."""
+    from .._version import __version__
+
+    return (
+        f"{what} is test tooling, not part of the base install: install the"
+        f" signin-broker-testing wheel of this version beside it (pip install"
+        f" signin_broker_testing-{__version__}-py3-none-any.whl; in the source tree,"
+        " python -m pip wheel --no-deps -w dist packaging/testing builds it)"
+    )
 
 
 def missing_package(error: ModuleNotFoundError, package: str) -> bool:

@@ -22,10 +22,10 @@ from typing import Any
 
 from .._version import __version__
 from ..locations import DEFAULT_TIMEOUT_SECONDS
-from ._failures import CONFORMANCE_MISSING, EXIT_FAILED, EXIT_USAGE, complain, missing_package
+from ._failures import EXIT_FAILED, EXIT_USAGE, complain, missing_package, tooling_missing
 from ._globals import global_options
 
-TUI_MISSING = "the terminal UI needs prompt_toolkit: pip install 'signin-broker[tui]'"
+TUI_MISSING = "the terminal UI needs prompt_toolkit (the tui extra): pip install prompt_toolkit"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +44,12 @@ def _sdk(name: str, help_text: str, run: str = "_commands") -> Command:
     return Command(help_text, f"_options:{name}", f"{run}:{name}", client=True)
 
 
-TESTING = ("signin_broker_testing", EXIT_USAGE, CONFORMANCE_MISSING)
+# The tui surface's cases read the screen with pyte and drive prompt_toolkit's UI.
+TESTING = (
+    "signin_broker_testing",
+    EXIT_USAGE,
+    tooling_missing("the conformance runner") + ", and pyte and prompt_toolkit for --surface tui",
+)
 COMMANDS: dict[str, Command] = {
     "status": Command(
         "show whether the daemon runs and who is signed in",
@@ -129,6 +134,12 @@ COMMANDS: dict[str, Command] = {
         "_conformance:add_options",
         "_conformance:conformance",
         extra=TESTING,
+    ),
+    "try": Command(
+        "try it with no provider of your own: a stub provider and a daemon of their own,"
+        " with your shell (or COMMAND) beside them",
+        "_try:add_options",
+        "_try:try_it",
     ),
     "client-secret": Command(
         "store the provider's client secret in the keyring, read from stdin (or delete it)",

@@ -44,6 +44,7 @@ OTHER_VARIABLES = frozenset(
         ENV_PREFIX + "CONFORMANCE_ADMIN_TOKEN",  # the conformance runner's provider admin
         locations.AUTOSTARTED_ENV,  # a client started the daemon (autostart)
         locations.AUTOSTART_ENV,  # whether clients start the daemon
+        ENV_PREFIX + "TRY_ISSUER",  # `signin-broker try`'s stub provider, in its shell
     }
 )
 

@@ -3,7 +3,7 @@
 `signin_broker.testing` and every submodule under it (`signin_broker.testing.daemon`,
 `.browser`, ...) are the very module objects of `signin_broker_testing`, not copies, so
 classes and module state are shared whichever name imported them. The tooling is the
-signin-broker-testing distribution (`pip install 'signin-broker[testing]'`); without it
+signin-broker-testing distribution, a wheel of its own; without it
 this package says what to install. Write `signin_broker_testing` in new code.
 """
 
@@ -19,8 +19,9 @@ from typing import Any
 
 MISSING_HINT = (
     "the stub provider is test tooling, not part of the base install: install the"
-    " signin-broker-testing wheel of the same version (pip install 'signin-broker[testing]';"
-    " in the source tree: python -m pip wheel --no-deps -w dist packaging/testing)"
+    " signin-broker-testing wheel of the same version beside it (pip install"
+    " signin_broker_testing-VERSION-py3-none-any.whl; in the source tree, python -m pip"
+    " wheel --no-deps -w dist packaging/testing builds it)"
 )
 OLD = __name__
 NEW = "signin_broker_testing"

@@ -39,7 +39,7 @@ class Tui(Surface):
                 import pyte  # noqa: F401 - what reads its screen
             except ImportError as error:
                 raise AssertionError(
-                    f"the tui surface needs {error.name}: pip install 'signin-broker[conformance]'"
+                    f"the tui surface needs {error.name}: pip install pyte prompt_toolkit"
                 ) from None
             command = [
                 sys.executable,
