@@ -29,6 +29,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
+from ..json_depth import within_depth
 from ..locations import MAX_SOCKET_PATH_BYTES, SOCKET_ENV, SOCKET_NAME
 from ._failures import EXIT_FAILED, EXIT_USAGE, complain, tooling_missing
 from ._service import daemon_path
@@ -147,7 +148,7 @@ def _provider(folder: Path, port: int) -> Iterator[str]:
         first = _first_line(stub.stdout) if stub.stdout else b""
         if not first:
             raise TryFailed(f"the stub provider did not start: {_last_line(log)}")
-        yield str(json.loads(first)["issuer"])
+        yield str(json.loads(within_depth(first))["issuer"])
     finally:
         _stop(stub)
 
