@@ -61,9 +61,13 @@ class DaemonProcess:
         *args: str,
         env: dict[str, str] | None = None,
         user: str | None = None,
+        open_files: int | None = None,
     ) -> None:
+        """`open_files`: a limit on its descriptors, soft and hard (prlimit(1): it then execs)."""
         self.socket_path = socket_path
+        limited = ["prlimit", f"--nofile={open_files}:{open_files}", "--"] if open_files else []
         self.args = [
+            *limited,
             sys.executable,
             "-m",
             "signin_broker.daemon.main",

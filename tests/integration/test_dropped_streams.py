@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from signin_broker.client import BrokerClient
+from signin_broker.daemon.api.transport import MAX_CALLS_PER_CONNECTION
 from signin_broker_testing.daemon import short_temp_dir
 from support.daemon_objects import CountedDaemon
 
@@ -116,20 +117,20 @@ def drop(holders: list[subprocess.Popen[str]]) -> None:
 
 def test_streams_of_killed_apps_leave_nothing_behind(daemon: CountedDaemon) -> None:
     holders = [hold(daemon, 50, "own", "watching") for _ in range(2)]  # 64 a process at most
-    holders.append(hold(daemon, 100, "shared", "watching"))
+    holders.append(hold(daemon, MAX_CALLS_PER_CONNECTION, "shared", "watching"))
     try:
         held = daemon.objects()
     finally:
         drop(holders)
     streams = beyond(daemon, held, PER_STREAM)
-    assert streams == dict.fromkeys(PER_STREAM, 200), streams
+    assert streams == dict.fromkeys(PER_STREAM, 100 + MAX_CALLS_PER_CONNECTION), streams
     nothing_left(daemon, (*PER_STREAM, *PER_CONNECTION), "no stream's or connection's objects")
 
 
 def test_streams_cancelled_on_a_connection_that_stays_leave_nothing_behind(
     daemon: CountedDaemon,
 ) -> None:
-    holder = hold(daemon, 100, "cancel", "cancelled")
+    holder = hold(daemon, MAX_CALLS_PER_CONNECTION, "cancel", "cancelled")
     try:
         nothing_left(daemon, PER_CALL, "no call's objects, its connection still open")
         assert beyond(daemon, daemon.objects(), ("h2.stream.H2Stream",)) in (

@@ -32,8 +32,9 @@ from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
 from signin_broker_testing.ledger import SecretLedger
 from support.accounts import ALICE, ALICE_ID, BOB, BOB_ID, daemon_with_accounts
 from support.commands import BIN, curl_json, signin_broker
-from support.identity import namespaces_available
+from support.identity import Script, namespaces_available
 from support.leaks import SecretIndex
+from support.memory import MB, resident_bytes
 from support.other_user import other_user, run_as
 from support.real import unavailable
 from support.waiting import eventually
@@ -407,17 +408,87 @@ def test_another_user_is_refused_by_a_forward_as_by_the_daemon(daemon: DaemonPro
 
 
 def test_a_call_a_forward_refuses_is_forbidden_whatever_its_body(host: DaemonProcess) -> None:
-    """A refused call is 403 whatever its body: with an unknown field it once got 400."""
+    """A refused call is 403 whatever its body: with an unknown field it once got 400, over
+    64 KiB 413, and with none sent it waited for it (no answer in 3 s). It is refused on its
+    head now, before a byte of the body is read."""
     forward = open_forward(host, "json")
     try:
-        for body in ("{}", '{"no_such_field": 1}', "not json"):
+        for body in ("{}", '{"no_such_field": 1}', "not json", "x" * (70 * 1024)):
             code, answer = curl_json(forward, "ListAccounts", body)
-            assert (code, answer["code"]) == (403, "permission_denied"), (body, answer)
+            assert (code, answer["code"]) == (403, "permission_denied"), (body[:20], answer)
             assert REFUSED in answer["error"]
+        with socket.socket(socket.AF_UNIX) as caller:
+            caller.settimeout(2)  # bounded: it once waited for the body for good
+            caller.connect(str(forward))
+            caller.sendall(
+                b"POST /signin_broker.v1.TokenBroker/ListAccounts HTTP/1.1\r\nHost: b\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+            )
+            assert caller.recv(12) == b"HTTP/1.1 403"
         code, answer = curl_json(forward, "GetToken", '{"no_such_field": 1}')
         assert (code, answer["code"]) == (400, "invalid_argument")  # a call it serves: read
     finally:
         on_host(host, "forward", "--close", "json")
+
+
+FLOOD_PROCESSES, EACH = 16, 64  # 1,024 connections, each with most of a 64 KiB body
+
+
+def test_memory_a_flood_took_through_a_forward_is_given_back(
+    host: DaemonProcess, folder: Path
+) -> None:
+    """The daemon gives back what a burst of connections freed (host/memory.py), on a
+    forward's socket as on its own: a forward once kept it (58 MB became 343 MB for good)."""
+    forward = open_forward(host, "flooded")
+    try:
+        before = resident_bytes(host.pid)
+        flood = Script(folder / "apps", "flood", JSON_FLOOD)
+        flood.run(str(forward), str(FLOOD_PROCESSES), str(EACH))
+        eventually(
+            lambda: resident_bytes(host.pid) < before + 15 * MB,
+            f"memory given back to {before // MB} MB + 15 (now {resident_bytes(host.pid) // MB})",
+            timeout=15,
+        )
+    finally:
+        on_host(host, "forward", "--close", "flooded")
+
+
+# Processes of connections, each sending a token request's head and all but the end of a
+# 64 KiB body (so the daemon holds it), then, once all are sent, closing them all.
+JSON_FLOOD = r"""
+import json, os, socket, sys
+
+socket_path, processes, each = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+head = (b"POST /signin_broker.v1.TokenBroker/GetToken HTTP/1.1\r\nHost: b\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 65536\r\n\r\n")
+sent_read, sent_write = os.pipe()
+go_read, go_write = os.pipe()
+children = []
+for _ in range(processes):
+    pid = os.fork()
+    if pid == 0:
+        os.close(go_write)  # only the parent's end: its close is the signal
+        held = []
+        for _ in range(each):
+            conn = socket.socket(socket.AF_UNIX)
+            try:
+                conn.connect(socket_path)
+                conn.sendall(head + b" " * 65000)
+            except OSError:
+                conn.close()
+                continue
+            held.append(conn)
+        os.write(sent_write, b"x")
+        os.read(go_read, 1)  # until the parent says so: every child has sent
+        os._exit(0)
+    children.append(pid)
+for _ in children:
+    os.read(sent_read, 1)
+os.close(go_write)
+for pid in children:
+    os.waitpid(pid, 0)
+print(json.dumps({"processes": len(children)}))
+"""
 
 
 def test_a_relative_forward_socket_is_where_the_shell_names_it_from_the_commands_folder(

@@ -1,12 +1,14 @@
-"""Who may call each RPC: every method of the proto, called as each class of caller, on both paths.
+"""Who may call each RPC: every method of the proto and of the stock services beside it,
+called as each class of caller, on both paths.
 
 The daemon's access table (daemon/api/access.py) is applied by the transport, never by
 the handlers: here a real checked server on a Unix socket serves stand-in handlers that
-record being reached, the real app gate decides on a real policy file, and a gRPC
-client and an HTTP/1.1 JSON client call every RPC of broker.proto as each kind of
-caller. EXPECTED below is written out on its own, not derived from the table: weaken
-one entry and the test names the RPC and the caller that got through. (Another user's
-connection is closed at accept: tests/attacks/test_identity_other_uid.py.)
+record being reached, and stand-ins for the stock services (health, reflection) at
+their paths; the real app gate decides on a real policy file, and a gRPC client and an
+HTTP/1.1 JSON client call every RPC of broker.proto (gRPC alone the stock services') as
+each kind of caller. EXPECTED below is written out on its own, not derived from the
+table: weaken one entry and the test names the RPC and the caller that got through.
+(Another user's connection is closed at accept: tests/attacks/test_identity_other_uid.py.)
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,12 +27,13 @@ from typing import Any
 import pytest
 from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import MethodDescriptor
-from grpclib.client import Channel, UnaryStreamMethod, UnaryUnaryMethod
-from grpclib.const import Status
+from google.protobuf.wrappers_pb2 import StringValue
+from grpclib.client import Channel, StreamStreamMethod, UnaryStreamMethod, UnaryUnaryMethod
+from grpclib.const import Cardinality, Handler, Status
 from grpclib.exceptions import GRPCError
 
-from signin_broker.daemon.api.access import ACCESS, Admitted
-from signin_broker.daemon.api.dispatch import ServiceHandlers
+from signin_broker.daemon.api.access import ACCESS
+from signin_broker.daemon.api.dispatch import ServiceHandlers, StockService
 from signin_broker.daemon.api.json_calls import JsonCalls
 from signin_broker.daemon.api.transport import CheckedServer, ConnectionTable, TransportGate
 from signin_broker.daemon.apps.gate import AppGate
@@ -39,6 +42,7 @@ from signin_broker.daemon.callers.forwarded import ForwardConnection, ForwardGra
 from signin_broker.daemon.callers.identity import Caller
 from signin_broker.identities import AppId, AppKind
 from signin_broker.v1 import broker_pb2 as pb
+from support.stand_ins import StandIns
 
 SERVICE = pb.DESCRIPTOR.services_by_name["TokenBroker"]
 UID, GID = os.getuid(), os.getgid()
@@ -93,34 +97,38 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "OpenForward": MANAGES,
     "CloseForward": MANAGES,
     "ListForwards": MANAGES,
+    # The stock services: any app not denied (nobody is asked), never a forward or a browser.
+    "grpc.health.v1.Health/Check": READS,
+    "grpc.health.v1.Health/Watch": READS,
+    "grpc.reflection.v1.ServerReflection/ServerReflectionInfo": READS,
+    "grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": READS,
+}
+# The stock services' RPCs, as grpclib's Health and ServerReflection serve them (their
+# own messages would clash in this process with grpcio's, which tests/integration use).
+STOCK = {
+    "/grpc.health.v1.Health/Check": Cardinality.UNARY_UNARY,
+    "/grpc.health.v1.Health/Watch": Cardinality.UNARY_STREAM,
+    "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo": Cardinality.STREAM_STREAM,
+    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": Cardinality.STREAM_STREAM,
 }
 
 
-def test_every_rpc_of_the_proto_has_an_expectation_and_an_access_entry() -> None:
-    assert sorted(EXPECTED) == sorted(SERVICE.methods_by_name) == sorted(ACCESS)
+class StockStandIns:
+    """The stock services' RPCs, each answering its first request with it."""
+
+    def __mapping__(self) -> dict[str, Handler]:
+        return {
+            path: Handler(self._echo, cardinality, StringValue, StringValue)
+            for path, cardinality in STOCK.items()
+        }
+
+    async def _echo(self, stream: Any) -> None:
+        await stream.send_message(await stream.recv_message())
 
 
-class StandIns:
-    """Every RPC of the service, answering an empty response and noting who reached it."""
-
-    def __init__(self) -> None:
-        self.reached: list[tuple[str, Admitted]] = []
-
-    def __getattr__(self, name: str) -> Any:
-        if name not in SERVICE.methods_by_name:
-            raise AttributeError(name)
-        method = SERVICE.methods_by_name[name]
-        response = message_factory.GetMessageClass(method.output_type)
-
-        async def unary(request: object, admitted: Admitted) -> Any:
-            self.reached.append((name, admitted))
-            return response()
-
-        async def streaming(request: object, admitted: Admitted) -> AsyncIterator[Any]:
-            self.reached.append((name, admitted))
-            yield response()
-
-        return streaming if method.server_streaming else unary
+def test_every_rpc_served_has_an_expectation_and_an_access_entry() -> None:
+    served = [*SERVICE.methods_by_name, *(path.lstrip("/") for path in STOCK)]
+    assert sorted(EXPECTED) == sorted(served) == sorted(ACCESS)
 
 
 @pytest.fixture
@@ -150,7 +158,9 @@ def test_each_caller_gets_what_the_table_says_of_every_rpc_on_both_paths(
         gate_of_connections = TransportGate(
             frozenset({UID}), ConnectionTable(), lambda s, n: caller
         )
-        server = CheckedServer([handlers], gate_of_connections, JsonCalls(handlers.unary))
+        stock = StockService(StockStandIns(), gate)
+        json_calls = JsonCalls(handlers.unary)
+        server = CheckedServer([handlers, stock], gate_of_connections, json_calls)
         await server.start(path=str(socket_path))
         try:
             got: dict[str, list[str]] = {}
@@ -160,6 +170,8 @@ def test_each_caller_gets_what_the_table_says_of_every_rpc_on_both_paths(
                     await _outcome(gate, stand_ins, caller, method, partial(call, socket_path))
                     for call in paths
                 ]
+            for path in STOCK:
+                got[path.lstrip("/")] = [await _stock_outcome(socket_path, path)]
             return got
         finally:
             server.close()
@@ -220,6 +232,23 @@ async def _grpc(socket_path: Path, method: MethodDescriptor, request: Any) -> St
     finally:
         channel.close()
     return Status.OK
+
+
+async def _stock_outcome(socket_path: Path, path: str) -> str:
+    """OK or NO: a stock RPC's answer, or its refusal (never asked: none waits)."""
+    channel = Channel(path=str(socket_path))
+    try:
+        async with StreamStreamMethod(channel, path, StringValue, StringValue).open() as stream:
+            await stream.send_message(StringValue(value="hello"), end=True)
+            answer = await asyncio.wait_for(stream.recv_message(), 10)
+            assert answer == StringValue(value="hello")
+            await stream.recv_trailing_metadata()
+    except GRPCError as error:
+        assert error.status is Status.PERMISSION_DENIED, (path, error.status)
+        return NO
+    finally:
+        channel.close()
+    return OK
 
 
 async def _json(socket_path: Path, method: MethodDescriptor, request: Any) -> Status:

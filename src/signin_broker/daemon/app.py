@@ -34,23 +34,29 @@ from ..store.audit_log import AuditTrail
 from ..store.dpop_requirements import REQUIREMENTS_FILE, RequirementFile
 from ..v1 import broker_pb2
 from .api.account_calls import AccountCalls
-from .api.dispatch import ServiceHandlers
+from .api.dispatch import ServiceHandlers, StockService
 from .api.dpop_calls import DpopCalls
 from .api.forward_calls import ForwardCalls
 from .api.forwards import Forwards
 from .api.json_calls import JsonCalls
 from .api.manager_calls import ManagerCalls
-from .api.reflection import with_reflection
+from .api.reflection import reflection_on
 from .api.service_info import DaemonInfo
 from .api.servicer import TokenBrokerServicer
-from .api.transport import CheckedServer, ConnectionTable, TransportGate
+from .api.transport import (
+    CheckedServer,
+    ConnectionTable,
+    DescriptorBudget,
+    TransportGate,
+    quiet_accept_errors,
+)
 from .apps.gate import AppGate
 from .apps.policy import Decision, PolicyFile
 from .callers.browsers import BrowserHosts
 from .callers.identity import identify_caller
 from .config_files import managed_problems
 from .host.desktop import notify
-from .host.instance import LISTEN_BACKLOG, Instance, loopback_base_url
+from .host.instance import Instance, loopback_base_url
 from .host.memory import FreedMemory
 from .host.systemd import Notifier, watchdog_seconds
 from .idle_exit import STARTED_BY_ACTIVATION, STARTED_BY_AUTOSTART, IdleExit, Work, seconds_for
@@ -100,10 +106,11 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
         config_warnings=_managed_config(settings),
     )
     api = _Api(settings, session, info, audit)
-    await api.server.start(sock=instance.listening, backlog=LISTEN_BACKLOG)
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(quiet_accept_errors)
+    await api.server.start(sock=instance.listening, backlog=api.backlog)
     api.serving.set(True)
     stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     _say_ready(settings, instance, info)
@@ -140,7 +147,13 @@ class _Api:
             Decision(settings.new_apps),
             settings.ask_timeout_seconds,
         )
-        self.forwards = Forwards(info.socket_path, apps, os.geteuid())
+        budget = DescriptorBudget.of_this_process()
+        self.backlog = budget.backlog
+        self.connections = ConnectionTable(budget.connections)  # every socket's
+        freed = FreedMemory()  # given back after a burst of ended connections, on any socket
+        self.forwards = Forwards(
+            info.socket_path, apps, os.geteuid(), connections=self.connections, freed=freed
+        )
         forward_calls = ForwardCalls(session, self.forwards, audit)
         servicers = [
             TokenBrokerServicer(session, info, apps, audit),
@@ -152,14 +165,14 @@ class _Api:
         broker = ServiceHandlers(servicers, SERVICE, apps=apps, ready=session.ready)
         reduced = broker.replacing({"GetStatus": forward_calls.reduced_status})
         self.forwards.start(reduced, forward_calls.closed)
-        self.connections = ConnectionTable()
         self.serving = ServiceStatus()
         identify = functools.partial(identify_caller, browsers=BrowserHosts(settings.browsers))
         gate = TransportGate(frozenset({os.geteuid()}), self.connections, identify)
         health = Health({broker: [self.serving]})
-        self.server = CheckedServer(
-            with_reflection([broker, health]), gate, JsonCalls(broker.unary), FreedMemory()
-        )
+        stock = [
+            StockService(service, apps) for service in [health, *reflection_on([broker, health])]
+        ]
+        self.server = CheckedServer([broker, *stock], gate, JsonCalls(broker.unary), freed)
 
 
 def _work_of_its_own(api: _Api, session: SessionManager) -> list[Work]:

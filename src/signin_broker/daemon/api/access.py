@@ -1,20 +1,22 @@
 """Who may call each RPC of the API: one table, applied by the transport before any handler runs.
 
-Every RPC of the service has one entry in ACCESS: which of the user's apps may call it,
-by what their app policy says of them (Callers), and whether a forward or a browser
-extension may too. The dispatch (dispatch.py) applies an RPC's entry to each of its
-calls, over gRPC and JSON alike: a caller of a class the entry leaves out (a forward,
-a browser extension) is refused before a byte of its request is read; the app policy
-is asked once the request is read (a browser extension's request names the web origin
-it is for), before the handler runs. The handler is given what the policy lets the
-caller see and get (Admitted) and never decides who may call it. An RPC without an
-entry, or an entry without an RPC, stops the daemon at its start.
+Every RPC the daemon serves has one entry in ACCESS: the broker's own by their names,
+the stock services beside it (health, reflection) by their full names. An entry says
+which of the user's apps may call the RPC, by what their app policy says of them
+(Callers), and whether a forward or a browser extension may too. The dispatch
+(dispatch.py) applies an RPC's entry to each of its calls, over gRPC and JSON alike: a
+caller of a class the entry leaves out (a forward, a browser extension) is refused
+before a byte of its request is read; the app policy is asked once the broker's
+request is read (a browser extension's request names the web origin it is for), and
+before a stock service's is, before the handler runs. The handler is given what the
+policy lets the caller see and get (Admitted) and never decides who may call it. An
+RPC without an entry, or an entry without an RPC, stops the daemon at its start.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -85,8 +87,21 @@ ACCESS: Mapping[str, Access] = MappingProxyType(
         "OpenForward": Access(Callers.MANAGERS),
         "CloseForward": Access(Callers.MANAGERS),
         "ListForwards": Access(Callers.MANAGERS),
+        # The stock services, by their full names: any app not denied, refused before
+        # its request is read. A forward serves none of them.
+        "grpc.health.v1.Health/Check": Access(Callers.READERS),
+        "grpc.health.v1.Health/Watch": Access(Callers.READERS),
+        "grpc.reflection.v1.ServerReflection/ServerReflectionInfo": Access(Callers.READERS),
+        "grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": Access(Callers.READERS),
     }
 )
+BROKER = "signin_broker.v1.TokenBroker"  # the service whose RPCs the table names alone
+
+
+def entry_name(path: str) -> str:
+    """The name of an RPC's entry: the method's for the broker's, `service/method` for others."""
+    service, _, method = path.lstrip("/").partition("/")
+    return method if service == BROKER else f"{service}/{method}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,17 +172,25 @@ def web_origin_of(request: Any, caller: Caller) -> str | None:
 
 
 def guards(
-    methods: Mapping[str, object], apps: AppGate, table: Mapping[str, Access] = ACCESS
+    paths: Iterable[str], apps: AppGate, table: Mapping[str, Access] = ACCESS
 ) -> dict[str, Guard]:
-    """Each method's guard; TypeError (the daemon does not start) for a method without an entry.
+    """The guard of each of a service's RPCs, by path; TypeError for one without an entry.
 
-    An entry naming no method of the service is one too: a renamed RPC must not leave
-    its old entry behind while the new name has none.
+    The daemon does not start then. An entry naming no RPC of the service is one too: a
+    renamed RPC must not leave its old entry behind while the new name has none.
     """
-    unlisted = sorted(set(methods) - set(table))
+    names = {path: entry_name(path) for path in paths}
+    unlisted = sorted(set(names.values()) - set(table))
     if unlisted:
         raise TypeError(f"no access entry for {', '.join(unlisted)} (daemon/api/access.py)")
-    stale = sorted(set(table) - set(methods))
+    served = set(names.values())
+    services = {_service_of(name) for name in served}
+    stale = sorted(name for name in table if _service_of(name) in services and name not in served)
     if stale:
         raise TypeError(f"access entries for no RPC of the service: {', '.join(stale)}")
-    return {name: Guard(name, table[name], apps) for name in methods}
+    return {path: Guard(name, table[name], apps) for path, name in names.items()}
+
+
+def _service_of(name: str) -> str:
+    service, slash, _ = name.rpartition("/")
+    return service if slash else BROKER

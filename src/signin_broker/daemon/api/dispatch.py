@@ -5,11 +5,13 @@ by exactly one of them and have exactly one entry in the access table (access.py
 the daemon does not start. Each call, over gRPC here and over JSON in json_calls.py,
 goes the same way: a caller the entry leaves out is refused before its request is
 read; a request over MAX_REQUEST_BYTES is RESOURCE_EXHAUSTED and one that does not
-parse INVALID_ARGUMENT, both without a traceback in the log (a caller controls them);
-then, once the sessions are ready (the daemon serves while it loads them), the entry's
-app policy check, and only then the handler, given the request and what the caller
-was admitted to (access.Admitted). A refusal becomes its gRPC status (statuses.py);
-anything unexpected is INTERNAL "internal", its details in the log only.
+parse (or ends inside a message) INVALID_ARGUMENT, both without a traceback in the log
+(a caller controls them); then, once the sessions are ready (the daemon serves while it
+loads them), the entry's app policy check, and only then the handler, given the request
+and what the caller was admitted to (access.Admitted). A refusal becomes its gRPC status
+(statuses.py); anything unexpected is INTERNAL "internal", its details in the log only.
+The stock services beside the API (health, reflection: StockService) have entries in
+the same table and read each message through the same bound.
 """
 
 from __future__ import annotations
@@ -33,11 +35,16 @@ from ..callers.identity import Caller
 from .access import ACCESS, Access, Admitted, Guard, guards
 from .retry_hints import RetryHinted
 from .statuses import InvalidRequest, grpc_error
-from .transport import active_call, current_caller
+from .transport import active_call, current_caller, current_connection
 
 log = logging.getLogger(__name__)
 
 MAX_REQUEST_BYTES = 64 * 1024  # requests are a few hundred bytes; more is an attack or a bug
+# What one connection's larger requests may hold at once while their bytes come: each
+# call's are acknowledged as read (the receive window opens again), so 100 calls of
+# 64 KiB never ended held 6.4 MB. A token request is a few hundred bytes: not counted.
+SMALL_REQUEST_BYTES = 1024
+MAX_RECEIVING_BYTES = 2 * MAX_REQUEST_BYTES
 
 Unary = Callable[[Any, Admitted], Awaitable[Message]]
 Streaming = Callable[[Any, Admitted], AsyncIterator[Message]]
@@ -112,7 +119,8 @@ class ServiceHandlers:
         replaced: Mapping[str, Unary] | None = None,
     ) -> None:
         self._made = (servicers, service, apps, ready, access)
-        checked = guards(service.methods_by_name, apps, access)
+        paths = {method.name: f"/{service.full_name}/{method.name}" for method in service.methods}
+        checked = guards(paths.values(), apps, access)
         self._mapping: dict[str, Handler] = {}
         self.unary: dict[str, Rpc] = {}  # by path, for json_calls
         for method in service.methods:
@@ -121,8 +129,8 @@ class ServiceHandlers:
             behavior = _served_once(servicers, method.name)
             if replaced and method.name in replaced:
                 behavior = replaced[method.name]
-            rpc = Rpc(checked[method.name], behavior, request_type, ready)
-            path = f"/{service.full_name}/{method.name}"
+            path = paths[method.name]
+            rpc = Rpc(checked[path], behavior, request_type, ready)
             if method.server_streaming:
                 run, cardinality = _streaming(rpc), Cardinality.UNARY_STREAM
             else:
@@ -142,6 +150,80 @@ class ServiceHandlers:
         )
 
 
+class StockService:
+    """A stock grpclib service (health, reflection), behind the same table and bound as the API.
+
+    grpclib's own receive reads a message of any length: six health checks of 190 MiB
+    took the daemon from 58 MB to 1.6 GB, for an app its policy denies. Here each call
+    is refused or admitted by its entry (access.py) before a byte of its request is
+    read (a stock request names no web origin to wait for), and each of its messages
+    is read as the API's are, bounded and parsed without a traceback.
+    """
+
+    def __init__(self, service: Any, apps: AppGate, access: Mapping[str, Access] = ACCESS) -> None:
+        served: dict[str, Handler] = service.__mapping__()
+        checked = guards(served, apps, access)
+        self._mapping = {
+            path: handler._replace(func=_stock(handler, checked[path]))
+            for path, handler in served.items()
+        }
+
+    def __mapping__(self) -> dict[str, Handler]:
+        """The guarded handlers by path, as grpclib's Server asks for them."""
+        return self._mapping
+
+
+def _stock(handler: Handler, guard: Guard) -> Callable[[Stream[Any, Any]], Awaitable[None]]:
+    """A stock handler behind its entry, reading its messages through the bound."""
+    if guard.access.browsers:  # a browser's admission needs its request's origin
+        raise TypeError(f"{guard.rpc}: a stock service is not for browser extensions")
+    streaming = handler.cardinality.client_streaming
+
+    async def handle(stream: Stream[Any, Any]) -> None:
+        caller = current_caller()
+        refused = guard.refusal(caller)
+        if refused is not None:
+            raise refused
+        try:
+            await guard.admit(caller, None)
+        except (SessionError, InvalidRequest) as error:
+            raise grpc_error(error) from None
+        await handler.func(BoundedStream(stream, handler.request_type, streaming))
+
+    return handle
+
+
+class BoundedStream:
+    """A call's stream as a stock handler reads it: each message through the bound.
+
+    Sending, metadata and the rest are grpclib's stream's own.
+    """
+
+    def __init__(
+        self, stream: Stream[Any, Any], request_type: type[Message], streaming: bool
+    ) -> None:
+        self._stream = stream
+        self._request_type = request_type
+        self._streaming = streaming  # a stream of requests may end; a single request must come
+
+    async def recv_message(self) -> Message | None:
+        """The next message, or None where a stream of requests ended."""
+        request = await _next_message(self._stream, self._request_type)
+        return request if self._streaming else _required(request)
+
+    def __aiter__(self) -> BoundedStream:
+        return self
+
+    async def __anext__(self) -> Message:
+        message = await self.recv_message()
+        if message is None:
+            raise StopAsyncIteration
+        return message
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def _unary(rpc: Rpc) -> Callable[[Stream[Any, Any]], Awaitable[None]]:
     """A grpclib handler that serves a unary RPC: the caller checked, the request read, answered."""
 
@@ -150,7 +232,7 @@ def _unary(rpc: Rpc) -> Callable[[Stream[Any, Any]], Awaitable[None]]:
         refused = rpc.refusal(caller)
         if refused is not None:
             raise refused
-        request = await _receive(stream, rpc.request_type)
+        request = _required(await _next_message(stream, rpc.request_type))
         with active_call():
             try:
                 response = await rpc.call(caller, request)
@@ -172,7 +254,7 @@ def _streaming(rpc: Rpc) -> Callable[[Stream[Any, Any]], Awaitable[None]]:
         refused = rpc.refusal(caller)
         if refused is not None:
             raise refused
-        request = await _receive(stream, rpc.request_type)
+        request = _required(await _next_message(stream, rpc.request_type))
         with active_call():
             admitted = await rpc.admitted(caller, request)
             async for response in rpc.stream(request, admitted):
@@ -181,20 +263,33 @@ def _streaming(rpc: Rpc) -> Callable[[Stream[Any, Any]], Awaitable[None]]:
     return handle
 
 
-async def _receive(stream: Stream[Any, Any], request_type: type[Message]) -> Message:
-    """The one request message of a call, bounded in size, parsed or refused."""
-    h2_stream = stream._stream  # grpclib's own receive reads a message of any length
-    prefix = await h2_stream.recv_data(5)
-    if len(prefix) < 5:
+def _required(request: Message | None) -> Message:
+    """The one request message of a call; INVALID_ARGUMENT when its requests ended without it."""
+    if request is None:
         raise GRPCError(Status.INVALID_ARGUMENT, "the request has no message")
-    compressed, size = struct.unpack(">?I", prefix)
-    if compressed:
-        raise GRPCError(Status.UNIMPLEMENTED, "compressed requests are not supported")
-    if size > MAX_REQUEST_BYTES:
-        raise GRPCError(
-            Status.RESOURCE_EXHAUSTED, f"the request is larger than {MAX_REQUEST_BYTES} bytes"
-        )
-    body = await h2_stream.recv_data(size)
+    return request
+
+
+async def _next_message(stream: Stream[Any, Any], request_type: type[Message]) -> Message | None:
+    """A call's next request message, bounded in size, parsed or refused; None at their end."""
+    h2_stream = stream._stream  # grpclib's own receive reads a message of any length
+    try:
+        prefix = await h2_stream.recv_data(5)
+        if not prefix:
+            return None
+        compressed, size = struct.unpack(">?I", prefix)
+        if compressed:
+            raise GRPCError(Status.UNIMPLEMENTED, "compressed requests are not supported")
+        if size > MAX_REQUEST_BYTES:
+            raise GRPCError(
+                Status.RESOURCE_EXHAUSTED, f"the request is larger than {MAX_REQUEST_BYTES} bytes"
+            )
+        if size <= SMALL_REQUEST_BYTES:
+            body = await h2_stream.recv_data(size)
+        else:
+            body = await _counted(h2_stream, size)
+    except AssertionError:  # grpclib's word for a stream that ended inside a message
+        raise GRPCError(Status.INVALID_ARGUMENT, "the request ends inside a message") from None
     request = request_type()
     try:
         request.ParseFromString(body)
@@ -204,6 +299,22 @@ async def _receive(stream: Stream[Any, Any], request_type: type[Message]) -> Mes
             Status.INVALID_ARGUMENT, f"the request is not a valid {request_type.__name__}"
         ) from None
     return request
+
+
+async def _counted(h2_stream: Any, size: int) -> bytes:
+    """A larger request's bytes, counted against its connection's MAX_RECEIVING_BYTES."""
+    connection = current_connection()
+    if connection.receiving + size > MAX_RECEIVING_BYTES:
+        raise GRPCError(
+            Status.RESOURCE_EXHAUSTED,
+            f"more than {MAX_RECEIVING_BYTES} bytes of requests come at once on this connection",
+        )
+    connection.receiving += size
+    try:
+        body: bytes = await h2_stream.recv_data(size)
+    finally:
+        connection.receiving -= size
+    return body
 
 
 def _served_once(servicers: Sequence[object], name: str) -> Any:

@@ -179,7 +179,7 @@ class ForwardCalls:
             expires_at_unix=int(forward.expires_at),
             tokens_issued=use.tokens_issued - forward.tokens_before if used and use else 0,
             last_used_unix=int(use.last_used) if used and use else 0,
-            connections=len(forward.gate.table),
+            connections=len(forward.gate),
             connections_total=forward.gate.admitted,
             host=self._forwards.host,
         )

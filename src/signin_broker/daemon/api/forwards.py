@@ -28,6 +28,7 @@ from ..apps.gate import AppGate
 from ..callers.forwarded import ForwardGrant, forward_uids
 from ..callers.identity import identify_forwarded
 from ..host.forward_sockets import ForwardSocket, default_forward_path
+from ..host.memory import FreedMemory
 from ..refusals import ForwardExists, ForwardNotFound
 from .dispatch import ServiceHandlers
 from .json_calls import JsonCalls
@@ -63,7 +64,7 @@ class LiveForward:
         if self.expiry is not None:
             self.expiry.cancel()
         self.server.close()
-        self.gate.table.close_all()
+        self.gate.close_all()
         self.listener.remove()
 
 
@@ -75,9 +76,21 @@ class Forwards:
 
     Made before the service's handlers exist (a forward's handlers are built from
     them); `start` gives it those handlers, and what to do when a forward closes.
+    Their connections count in the daemon's table (`connections`) beside the main
+    socket's, and their ends in its memory given back (`freed`), as the main socket's.
     """
 
-    def __init__(self, daemon_socket: Path, apps: AppGate, owner_uid: int) -> None:
+    def __init__(
+        self,
+        daemon_socket: Path,
+        apps: AppGate,
+        owner_uid: int,
+        *,
+        connections: ConnectionTable,
+        freed: FreedMemory,
+    ) -> None:
+        self._connections = connections
+        self._freed = freed
         self._handlers: ServiceHandlers | None = None
         self._json = JsonCalls({})
         self._closed: Closed = lambda forward, why, actor: None
@@ -113,8 +126,8 @@ class Forwards:
             path or default_forward_path(self._daemon_socket, grant.name), own_folder=path is None
         )
         identify = functools.partial(identify_forwarded, grant=grant)
-        gate = TransportGate(self._uids, ConnectionTable(), identify)
-        server = CheckedServer([self._handlers], gate, self._json)
+        gate = TransportGate(self._uids, self._connections, identify)
+        server = CheckedServer([self._handlers], gate, self._json, self._freed)
         try:
             await server.start(sock=listener.listening)
         except OSError:

@@ -84,21 +84,30 @@ class JsonCalls:
     """The unary RPCs of the service, by path.
 
     A caller the RPC's access entry leaves out (a forward, a browser extension) is
-    refused before the body is read, so a body that does not parse is still
-    PERMISSION_DENIED, as over gRPC, never INVALID_ARGUMENT.
+    refused on the request's head, before its body is read (JsonConnection asks
+    `refusal`), so a body that does not parse, or is too long, or never comes, is
+    still PERMISSION_DENIED, as over gRPC, never INVALID_ARGUMENT.
     """
 
     def __init__(self, rpcs: Mapping[str, UnaryRpc]) -> None:
         self._rpcs = dict(rpcs)
 
-    async def answer(self, path: str, content_type: str, body: bytes, caller: Caller) -> Answer:
-        """The HTTP status and JSON body that answer one call."""
+    def refusal(self, path: str, caller: Caller) -> Answer | None:
+        """The answer to a call refused on its head: no such method, or not for this caller."""
         rpc = self._rpcs.get(path)
         if rpc is None:
             return _error(Status.NOT_FOUND, f"no unary method {path!r} (streams are gRPC only)")
         refused = rpc.refusal(caller)
         if refused is not None:
             return _error(refused.status, refused.message or "")
+        return None
+
+    async def answer(self, path: str, content_type: str, body: bytes, caller: Caller) -> Answer:
+        """The HTTP status and JSON body that answer one call."""
+        refused = self.refusal(path, caller)
+        if refused is not None:
+            return refused
+        rpc = self._rpcs[path]
         if content_type.split(";", maxsplit=1)[0].strip().lower() != JSON:
             return _error(Status.INVALID_ARGUMENT, f"the body must be {JSON}")
         request = rpc.request_type()
@@ -183,7 +192,7 @@ class JsonConnection:
             try:
                 event = self._http.next_event()
             except h11.RemoteProtocolError as error:
-                self._refuse(error.error_status_hint, "the request is not valid HTTP/1.1")
+                self._refuse(_invalid(error.error_status_hint, "the request is not valid HTTP/1.1"))
                 return
             if event is h11.NEED_DATA or event is h11.PAUSED:
                 return
@@ -193,7 +202,7 @@ class JsonConnection:
             elif isinstance(event, h11.Data):
                 self._body += event.data
                 if len(self._body) > MAX_BODY_BYTES:
-                    self._refuse(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
+                    self._refuse(_invalid(413, f"the body is larger than {MAX_BODY_BYTES} bytes"))
                     return
             elif isinstance(event, h11.EndOfMessage):
                 self._busy, self._waiting = True, 0
@@ -205,11 +214,15 @@ class JsonConnection:
     def _start(self, request: h11.Request) -> bool:
         """Take a request's head; False when it was refused (and the connection closed)."""
         if request.method != b"POST":
-            self._refuse(405, "calls are POST /<service>/<method> with a JSON body")
+            self._refuse(_invalid(405, "calls are POST /<service>/<method> with a JSON body"))
+            return False
+        refused = self._calls.refusal(_path_of(request), self._caller)
+        if refused is not None:
+            self._refuse(refused)
             return False
         length = dict(request.headers).get(b"content-length", b"0")
         if length.isdigit() and int(length) > MAX_BODY_BYTES:
-            self._refuse(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
+            self._refuse(_invalid(413, f"the body is larger than {MAX_BODY_BYTES} bytes"))
             return False
         self._request, self._body = request, bytearray()
         return True
@@ -218,7 +231,7 @@ class JsonConnection:
         request = self._request
         assert request is not None  # noqa: S101 - set by _start before its body
         content_type = dict(request.headers).get(b"content-type", b"").decode("latin-1")
-        path = request.target.decode("latin-1").split("?")[0]
+        path = _path_of(request)
         try:
             with self._on_call():
                 answer = await self._calls.answer(
@@ -245,19 +258,30 @@ class JsonConnection:
         self._transport.write(self._http.send(h11.Data(data=body)))
         self._transport.write(self._http.send(h11.EndOfMessage()))
 
-    def _refuse(self, status: int, message: str) -> None:
-        """Answer an unusable request and close: the connection cannot be trusted to resync.
+    def _refuse(self, answer: Answer) -> None:
+        """Answer a request refused unread, and close: the connection cannot be trusted to resync.
 
         The answer goes first, with the end of what the daemon sends; the close follows
-        when the caller stops sending, or after LINGER_SECONDS or LINGER_BYTES more.
+        when the caller stops sending, or after LINGER_SECONDS or LINGER_BYTES more. What
+        the caller sent with the refused head (up to 256 KiB a read) is let go at once.
         """
-        log.debug("refused a JSON call", extra={"status": status, "reason": message})
+        log.debug("refused a JSON call", extra={"status": answer.status, "answer": answer.body})
         if self._http.our_state in (h11.IDLE, h11.SEND_RESPONSE):
             with contextlib.suppress(h11.LocalProtocolError):
-                self._send(status, _error(Status.INVALID_ARGUMENT, message).body)
+                self._send(*answer)
+        self._http, self._body = h11.Connection(h11.SERVER), bytearray()  # nothing more is read
         if not self._transport.can_write_eof():
             self._transport.close()
             return
         self._lingering = LINGER_BYTES
         self._transport.write_eof()
         asyncio.get_running_loop().call_later(LINGER_SECONDS, self._transport.close)
+
+
+def _invalid(status: int, message: str) -> Answer:
+    """A request refused for its form, with an HTTP status of its own (405, 413)."""
+    return Answer(status, _error(Status.INVALID_ARGUMENT, message).body)
+
+
+def _path_of(request: h11.Request) -> str:
+    return request.target.decode("latin-1").split("?")[0]

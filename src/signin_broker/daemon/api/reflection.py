@@ -17,10 +17,10 @@ from grpclib.reflection.v1alpha.reflection_grpc import (
 )
 
 
-def with_reflection(services: Sequence[Any]) -> list[Any]:
-    """The services and reflection on them, as grpclib's ServerReflection.extend gives."""
+def reflection_on(services: Sequence[Any]) -> list[Any]:
+    """Reflection on the services (v1 and v1alpha), as grpclib's ServerReflection.extend adds."""
     built = _Built(services)
-    return [*services, _V1(built), _V1Alpha(built)]
+    return [_V1(built), _V1Alpha(built)]
 
 
 class _Built:

@@ -10,8 +10,9 @@ closed at once, and every other connection carries its verified caller for its w
 life, set as the current caller of each call it makes. There is no second socket and
 no address to borrow.
 
-Also here: the connection limits that keep one caller from locking the others out.
-What a call does once its connection is in is dispatch.py's.
+Also here: the connection limits that keep one caller from locking the others out,
+sized from the descriptors the process may open, and what a caller may send before
+the daemon reads it. What a call does once its connection is in is dispatch.py's.
 """
 
 from __future__ import annotations
@@ -21,17 +22,21 @@ import contextlib
 import contextvars
 import itertools
 import logging
+import resource
 import socket
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, cast
 
-from grpclib.protocol import H2Protocol
+from grpclib.protocol import Connection, EventsProcessor, H2Protocol
 from grpclib.server import Handler as ConnectionHandler
 from grpclib.server import Server
 from h2.connection import H2Connection
+from h2.settings import SettingCodes, Settings
 
 from ..callers.identity import Caller, identify_caller
+from ..host.instance import LISTEN_BACKLOG
 from ..host.memory import FreedMemory
 from ..logs import Throttled
 from .connection_calls import ConnectionCalls
@@ -50,10 +55,53 @@ _BUSY = Throttled(log, "a process holds too many busy connections: refusing anot
 _OTHER_UID = Throttled(log, "refused a caller of another user")
 _UNTOLD = Throttled(log, "refused a connection whose caller the kernel cannot tell")
 _FULL = Throttled(log, "connection limit reached: closing one to make room")
+_NO_DESCRIPTORS = Throttled(
+    log, "out of file descriptors: new connections wait in the kernel's queue until some close"
+)
 
-MAX_CONNECTIONS = 4096  # all callers together
+# All callers together, on every socket, however many descriptors: one person's apps
+# need far fewer, and each connection may hold up to ~300 KB (16 calls at once:
+# benchmarks/bench_floods.py), so this bounds the daemon's memory under any flood to
+# about 350 MB (the unit's MemoryHigh; 1.25 GB at 4,096).
+MAX_CONNECTIONS = 1024
 MAX_CONNECTIONS_PER_PROCESS = 64  # one process: a few channels are plenty
+# The daemon's own descriptors, beside its callers': its listeners, the page's 64
+# connections, a provider's pool of 100, the audit DB, the key store, state files
+# (about 30 of them at rest).
+OWN_DESCRIPTORS = 256
 H2_PREFACE_START = b"PRI * HTTP/2.0"  # how every HTTP/2 client opens (RFC 9113 3.4)
+# What a caller may send on a connection before the daemon reads it: HTTP/2's initial
+# window (grpclib's own is 4 MiB on each connection and each call). A request is at
+# most dispatch.MAX_REQUEST_BYTES and is read as it comes.
+RECEIVE_WINDOW_BYTES = 2**16 - 1
+# Calls at once on one connection (h2's default is 100): a call waiting for its request
+# or its answer holds some 19 KB. A client queues more until one ends.
+MAX_CALLS_PER_CONNECTION = 16
+
+
+@dataclass(frozen=True)
+class DescriptorBudget:
+    """How the process's open-file limit is shared, so that accept() never runs out.
+
+    asyncio accepts up to `backlog` waiting connections at once, before any is checked
+    or makes room: those, and the daemon's own, are kept aside, and the connections of
+    every socket (the main one and the forwards') share the rest. At 4096 descriptors,
+    70 processes of 64 idle connections otherwise took them all: accept() failed, and
+    a token request waited 5 s.
+    """
+
+    connections: int
+    backlog: int  # connections accepted at once, and the kernel's queue of them
+
+    @classmethod
+    def of_this_process(cls) -> DescriptorBudget:
+        """The budget of the soft limit on open files (main raised it to the hard one)."""
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft == resource.RLIM_INFINITY:
+            soft = 2**20
+        backlog = min(LISTEN_BACKLOG, soft // 8)
+        own = min(OWN_DESCRIPTORS, soft // 2)
+        return cls(max(1, min(MAX_CONNECTIONS, soft - own - backlog)), max(1, backlog))
 
 
 class CallerConnection:
@@ -62,6 +110,7 @@ class CallerConnection:
     def __init__(self, caller: Caller, transport: asyncio.BaseTransport) -> None:
         self.caller = caller
         self.active_calls = 0
+        self.receiving = 0  # bytes of larger requests being read (dispatch)
         self._transport = transport
 
     def close(self) -> None:
@@ -71,7 +120,7 @@ class CallerConnection:
 
 
 class ConnectionTable:
-    """The open connections, with the limits that keep any one caller from starving the rest.
+    """The connections of every socket, with limits that keep any one caller from starving the rest.
 
     Over a limit, the newest connection still gets in and an older one is closed for
     it: over the process's own limit, its oldest idle connection (if all are busy, the
@@ -196,13 +245,33 @@ class CheckedProtocol(H2Protocol):
             data, self._first = self._first + data, b""
             if data.startswith(H2_PREFACE_START):
                 self._h2 = True
-                super().connection_made(self._transport)
+                self._speak_http2(self._transport)
                 super().data_received(data)
             else:
                 self._json = JsonConnection(
                     self._transport, self._json_calls, active_call, self._connection.caller
                 )
                 self._json.data_received(data)
+
+    def _speak_http2(self, transport: asyncio.Transport) -> None:
+        """Start HTTP/2 as grpclib's H2Protocol does, with the daemon's limits in its settings.
+
+        A setting sent later binds only a caller that acknowledges it.
+        """
+        http = H2Connection(config=self.h2_config)
+        http.local_settings = Settings(
+            client=False,
+            initial_values={
+                SettingCodes.MAX_CONCURRENT_STREAMS: MAX_CALLS_PER_CONNECTION,
+                SettingCodes.INITIAL_WINDOW_SIZE: RECEIVE_WINDOW_BYTES,
+                SettingCodes.MAX_HEADER_LIST_SIZE: http.DEFAULT_MAX_HEADER_LIST_SIZE,
+            },
+        )
+        http.initiate_connection()  # the connection's own window is HTTP/2's initial one too
+        self.connection = Connection(http, transport, config=self.config)
+        self.connection.flush()
+        self.connection.initialize()
+        self.processor = EventsProcessor(self.handler, self.connection)
 
     # Flow control: the transport pauses writing when an answer outgrows its buffer. An
     # HTTP/2 connection waits for the reader then; a JSON call has written its one
@@ -217,7 +286,7 @@ class CheckedProtocol(H2Protocol):
 
     def connection_lost(self, exc: BaseException | None) -> None:
         if self._connection is not None:
-            self._gate.table.remove(self._connection)
+            self._gate.forget(self._connection)
             if self._h2:
                 super().connection_lost(exc)  # cancels its calls
             elif self._json is not None:
@@ -244,10 +313,14 @@ class TransportGate:
         identify: Identify = identify_caller,
     ) -> None:
         self._allowed_uids = allowed_uids
-        self.table = table
+        self._table = table  # the daemon's: shared by every socket
         self._identify = identify
         self._numbers = itertools.count(1)
+        self._open: set[CallerConnection] = set()  # this socket's
         self.admitted = 0  # connections let in so far
+
+    def __len__(self) -> int:
+        return len(self._open)
 
     def check(self, transport: asyncio.BaseTransport) -> CallerConnection | None:
         """The new connection, admitted with its caller; None when it must be closed unread."""
@@ -261,10 +334,21 @@ class TransportGate:
             _OTHER_UID.warn(caller_uid=caller.uid, caller_pid=caller.pid, connection=number)
             return None
         connection = CallerConnection(caller, transport)
-        if not self.table.admit(connection):
+        if not self._table.admit(connection):
             return None
+        self._open.add(connection)
         self.admitted += 1
         return connection
+
+    def forget(self, connection: CallerConnection) -> None:
+        """A connection of this socket closed."""
+        self._open.discard(connection)
+        self._table.remove(connection)
+
+    def close_all(self) -> None:
+        """Close every connection of this socket now."""
+        for connection in list(self._open):
+            connection.close()
 
 
 _CURRENT_CONNECTION: contextvars.ContextVar[CallerConnection] = contextvars.ContextVar("connection")
@@ -275,13 +359,20 @@ def current_caller() -> Caller:
     return _CURRENT_CONNECTION.get().caller
 
 
+def current_connection() -> CallerConnection:
+    """The connection of the call being served."""
+    return _CURRENT_CONNECTION.get()
+
+
 class CheckedServer(Server):
     """grpclib's server whose every connection goes through the gate first.
 
-    Each connection's calls are handled by ConnectionCalls, forgotten as soon as the
-    connection is gone and its calls have ended: 500 event streams dropped at once
-    left 500 calls' worth of objects in the daemon before (its HTTP/2 streams, queues,
-    tracebacks), until new connections came.
+    A caller may send no more than RECEIVE_WINDOW_BYTES ahead of what it reads, and make
+    MAX_CALLS_PER_CONNECTION calls at once (CheckedProtocol). Each connection's calls are
+    handled by ConnectionCalls, forgotten as soon as the connection is gone and its
+    calls have ended: 500 event streams dropped at once left 500 calls' worth of
+    objects in the daemon before (its HTTP/2 streams, queues, tracebacks), until new
+    connections came.
     """
 
     def __init__(
@@ -332,3 +423,20 @@ def active_call() -> Iterator[None]:
         yield
     finally:
         connection.active_calls -= 1
+
+
+def quiet_accept_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The event loop's error handler: accept() out of descriptors is counted, not logged each time.
+
+    asyncio logs each failed accept() with its traceback and tries again a second later,
+    a thousand times over with Python 3.11: 69,710 records (51 MB) in 20 s when the
+    descriptors ran out. A retry that comes after its listener closed (a forward's, the
+    daemon's at its stop) fails too, silently here. Anything else is logged as asyncio
+    would.
+    """
+    error = context.get("exception")
+    message = str(context.get("message", ""))
+    if isinstance(error, OSError) and message.startswith("socket.accept()"):
+        _NO_DESCRIPTORS.warn(reason=error.strerror)
+    elif not (isinstance(error, (OSError, ValueError)) and "._start_serving(" in message):
+        loop.default_exception_handler(context)
