@@ -20,7 +20,8 @@ from signin_broker.client import (
     TokenRevocation,
     _models,
 )
-from signin_broker.session import events
+from signin_broker.daemon.api import messages
+from signin_broker.session import events, overview
 from signin_broker.v1 import broker_pb2 as pb
 
 # Fields of a message its model does not read by name, and why.
@@ -124,8 +125,12 @@ def test_each_sdk_enum_is_the_api_enum(ours: type[enum.Enum], api: Any) -> None:
     assert _models.ENUMS[api.DESCRIPTOR.name] is ours
 
 
-def test_the_daemon_has_an_api_event_kind_for_each_of_its_own() -> None:
-    """The session's kinds are the API's but for the two only the API has."""
-    assert {kind.name for kind in events.EventKind} == {
-        kind.name for kind in EventKind if kind not in (EventKind.UNSPECIFIED, EventKind.SNAPSHOT)
-    }
+def test_the_daemon_speaks_the_sdks_states_and_kinds_and_maps_each_to_the_apis() -> None:
+    """One home (states.py) for both sides; the API's value for each the session uses."""
+    assert events.EventKind is EventKind and overview.SignInState is SignInState
+    assert set(messages.EVENT_KIND) == set(EventKind) - {EventKind.UNSPECIFIED, EventKind.SNAPSHOT}
+    assert set(messages.SIGN_IN_STATE) == set(SignInState) - {SignInState.UNSPECIFIED}
+    for kind, value in messages.EVENT_KIND.items():
+        assert pb.EventKind.Name(value) == f"EVENT_KIND_{kind.name}"
+    for state, number in messages.SIGN_IN_STATE.items():
+        assert pb.SignInState.Name(number) == f"SIGN_IN_STATE_{state.name}"

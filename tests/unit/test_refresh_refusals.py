@@ -13,9 +13,8 @@ import pytest
 
 from signin_broker.oidc.errors import OAuthError
 from signin_broker.session import renewal, schedule
-from signin_broker.session.accounts import SignInState
 from signin_broker.session.errors import ProviderUnreachable, SignInRequired
-from signin_broker.session.events import EventKind
+from signin_broker.states import EventKind, SignInState
 from support.clocks import FakeClock
 from support.refreshing import ACCOUNT, ScriptedProvider, settle, signed_in
 

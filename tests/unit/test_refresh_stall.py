@@ -18,11 +18,11 @@ import pytest
 
 from signin_broker.oidc.errors import AnswerLost, OAuthError, ProviderUnavailable
 from signin_broker.session import schedule
-from signin_broker.session.accounts import Account, SignInState
+from signin_broker.session.accounts import Account
 from signin_broker.session.errors import ProviderUnreachable
-from signin_broker.session.events import EventKind
 from signin_broker.session.manager import SessionManager
 from signin_broker.session.tokens import TokenSet
+from signin_broker.states import EventKind, SignInState
 from support.clocks import FakeClock
 from support.memory_store import MemoryStore
 from support.refreshing import ACCOUNT, ScriptedProvider, settle, signed_in, stored_account

@@ -9,6 +9,7 @@ with BrokerClient() as broker:
 
 from typing import TYPE_CHECKING, Any
 
+from ..states import EventKind, SignInState
 from ._errors import BrokerError, DaemonNotRunning, NotSignedIn
 from ._models import (
     Account,
@@ -20,11 +21,9 @@ from ._models import (
     DpopProof,
     EndedSession,
     Event,
-    EventKind,
     Forward,
     ProviderStatus,
     SignInStart,
-    SignInState,
     SignOutResult,
     Status,
     Token,

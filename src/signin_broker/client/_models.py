@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
+from ..states import EventKind, SignInState
 from ..v1 import broker_pb2 as pb
 from ._record import Record
 
@@ -26,30 +27,6 @@ if TYPE_CHECKING:
     # protobuf describes messages with its own descriptors or, compiled, with upb's
     FieldDescriptor = descriptor.FieldDescriptor | upb.FieldDescriptor
     EnumDescriptor = descriptor.EnumDescriptor | upb.EnumDescriptor
-
-
-class SignInState(enum.Enum):
-    """Where sign-in stands."""
-
-    UNSPECIFIED = "unspecified"
-    NOT_CONFIGURED = "not_configured"
-    SIGNED_OUT = "signed_out"
-    SIGNED_IN = "signed_in"
-
-
-class EventKind(enum.Enum):
-    """What happened to a session (the API's EventKind; a test keeps them equal)."""
-
-    UNSPECIFIED = "unspecified"
-    SNAPSHOT = "snapshot"
-    SIGNED_IN = "signed_in"
-    SIGNED_OUT = "signed_out"
-    REFRESHED = "refreshed"
-    REVOKED = "revoked"
-    SIGN_IN_FAILED = "sign_in_failed"
-    DEGRADED = "degraded"
-    RECOVERED = "recovered"
-    SIGN_IN_PROGRESS = "sign_in_progress"
 
 
 class AppDecision(enum.Enum):

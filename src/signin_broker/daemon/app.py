@@ -25,10 +25,11 @@ from ..identities import name_of
 from ..locations import AUTOSTARTED_ENV
 from ..session.clock import SteadyClock
 from ..session.dpop_requirements import DpopRequirements
-from ..session.events import EventKind, WatcherDropped
+from ..session.events import WatcherDropped
 from ..session.manager import SessionManager
 from ..session.providers import Providers
 from ..session.schedule import REFRESH_ANSWER_SECONDS
+from ..states import EventKind
 from ..store.aliases import AliasFile
 from ..store.audit_log import AuditTrail
 from ..store.dpop_requirements import REQUIREMENTS_FILE, RequirementFile

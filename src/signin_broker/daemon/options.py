@@ -20,6 +20,7 @@ from .. import locations
 from ..identities import MAIN_NAME
 from ..oidc import client_auth, credentials, dpop
 from ..session.validation import check_authorize_params, check_provider, check_scope
+from ..store.keys import KEY_STORES
 from . import idle_exit
 from .browser_setting import BROWSERS_HELP, parse_browsers
 
@@ -42,7 +43,6 @@ PROVIDER_KEYS = (
 REQUIRED_SCOPES = ("openid", "profile", "email")
 MAX_REVALIDATE_SECONDS = 60
 LOG_LEVELS = ("debug", "info", "warn", "error")
-KEY_STORES = ("keyring", "file")
 NEW_APP_DECISIONS = ("allow", "ask", "deny")
 
 

@@ -23,14 +23,6 @@ if TYPE_CHECKING:
 RECORD_VERSION = 1
 
 
-class SignInState(enum.Enum):
-    """Where sign-in stands (mirrors the API's SignInState)."""
-
-    NOT_CONFIGURED = "not_configured"
-    SIGNED_OUT = "signed_out"
-    SIGNED_IN = "signed_in"
-
-
 @dataclass(frozen=True, slots=True)
 class AppUse:
     """An app (by executable) that got tokens of an account, for the dashboard."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .schedule import steady_min_ttl
+
 
 class SessionError(Exception):
     """Base of the errors a caller may see; the message is safe to show (no secrets)."""
@@ -224,7 +226,7 @@ class TokenLifetimeTooShort(SessionError):
         else:  # see TokenSet.renewal_would_hammer
             why = (
                 f"min_ttl_seconds {min_ttl} would renew them every few seconds; ask for at"
-                f" most {int(lifetime // 2)} s"
+                f" most {int(steady_min_ttl(lifetime))} s"
             )
         super().__init__(f"the provider issues tokens valid for {round(lifetime)} s; {why}")
 

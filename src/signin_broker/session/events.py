@@ -8,32 +8,19 @@ one stuck app cannot hold the daemon's memory or its other watchers hostage.
 from __future__ import annotations
 
 import asyncio
-import enum
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..states import EventKind
 from .accounts import RECORD_VERSION
 
 if TYPE_CHECKING:
     from .accounts import Entitlement
 
 WATCHER_QUEUE_SIZE = 256
-
-
-class EventKind(enum.Enum):
-    """What happened to a session (mirrors the API's EventKind)."""
-
-    SIGNED_IN = "signed_in"
-    SIGNED_OUT = "signed_out"
-    REFRESHED = "refreshed"
-    REVOKED = "revoked"
-    SIGN_IN_FAILED = "sign_in_failed"
-    DEGRADED = "degraded"
-    RECOVERED = "recovered"
-    SIGN_IN_PROGRESS = "sign_in_progress"
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from urllib.parse import urlencode
 
 from ..oidc.errors import ProviderUnavailable
+from ..states import EventKind
 from ..store import audit_rows
 from ..store.audit_rows import Actor
 from .accounts import EVERYTHING, AccountInfo, Entitlement, SignOutResult
 from .errors import AliasNotSaved
-from .events import EventKind
 from .logout_links import LogoutLinks
 from .names import AccountNames
 from .overview import SessionOverview

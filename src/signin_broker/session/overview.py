@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from .accounts import EVERYTHING, Account, AccountInfo, AppUse, Entitlement, SignInState
+from ..states import SignInState
+from .accounts import EVERYTHING, Account, AccountInfo, AppUse, Entitlement
 from .clock import to_wall
 from .errors import AliasConflict
 from .events import EndedSession

@@ -15,8 +15,9 @@ import logging
 import time
 from collections.abc import Callable
 
+from ..states import EventKind
 from .accounts import Account
-from .events import EventBus, EventKind, SessionEvent
+from .events import EventBus, SessionEvent
 from .providers import ProviderLink
 from .schedule import RENEWAL_RETRY_SECONDS, next_revalidation, retry_after_failure
 

@@ -29,10 +29,10 @@ from typing import NoReturn
 
 from ..oidc.answers import TokenResponse
 from ..oidc.errors import AnswerLost, AnswerUnusable, OAuthError, ProviderUnavailable
+from ..states import EventKind
 from .accounts import Account
 from .clock import to_wall
 from .errors import ProviderRefused, SignInRequired, StorageWaits
-from .events import EventKind
 from .ports import daemon_actor
 from .provider_health import ProviderHealth
 from .registry import AccountRegistry

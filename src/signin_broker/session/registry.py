@@ -15,12 +15,13 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
+from ..states import EventKind
 from ..store import audit_rows
 from ..store.audit_rows import Actor
 from .accounts import Account, Entitlement
 from .clock import Moment, since_stored, to_wall
 from .errors import AccountNotFound, SignInRequired
-from .events import EndedSession, EventBus, EventKind, SessionEvent
+from .events import EndedSession, EventBus, SessionEvent
 from .ports import AccountStore, AuditSink
 from .providers import Providers
 from .saving import SAVED_AT, SavedStates

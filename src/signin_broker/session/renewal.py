@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 from ..oidc.answers import id_token_expiry
 from ..oidc.dpop import htu, is_bound
 from ..oidc.errors import OAuthError, ProviderUnavailable
+from ..states import EventKind
 from ..store import audit_rows
 from ..store.audit_rows import Actor
 from . import schedule
@@ -41,7 +42,7 @@ from .errors import (
     TokenLifetimeTooShort,
     TokenTooShortLived,
 )
-from .events import EventKind, SessionEvent
+from .events import SessionEvent
 from .ports import AuditSink, daemon_actor
 from .provider_health import ProviderHealth
 from .refresh_grant import RefreshGrant

@@ -15,9 +15,10 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 
+from ..states import EventKind
 from .accounts import NOTHING, Account, Entitlement
 from .clock import moment_of, to_wall
-from .events import EventBus, EventKind, SessionEvent
+from .events import EventBus, SessionEvent
 from .ports import AccountStore
 from .schedule import SAVE_RETRY_SECONDS
 from .tokens import TokenSet

@@ -93,7 +93,12 @@ def min_ttl_renewal_allowed(age: float, lifetime: float, min_ttl: float) -> bool
     """Whether a token renewed `age` seconds ago may be renewed again for this min_ttl."""
     if lifetime <= min_ttl:
         return False  # no renewal helps
-    return 2 * min_ttl <= lifetime or age >= MIN_TTL_RENEWAL_FRACTION * lifetime
+    return min_ttl <= steady_min_ttl(lifetime) or age >= MIN_TTL_RENEWAL_FRACTION * lifetime
+
+
+def steady_min_ttl(lifetime: float) -> float:
+    """The longest min_ttl that tokens of this lifetime serve without a renewal each time."""
+    return lifetime / 2
 
 
 def refused_renewal_allowed(age: float, lifetime: float) -> bool:

@@ -47,6 +47,7 @@ from ..oidc.errors import (
     SignInFailure,
     failure_of,
 )
+from ..states import EventKind
 from ..store import audit_rows
 from ..store.audit_rows import Actor
 from .accounts import (
@@ -65,7 +66,7 @@ from .errors import (
     ProviderUnreachable,
     SignInNotTaken,
 )
-from .events import EventBus, EventKind, SessionEvent
+from .events import EventBus, SessionEvent
 from .overview import SessionOverview
 from .ports import AuditSink, daemon_actor
 from .provider_health import ProviderHealth

@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 
 from ..identities import name_of
 from ..oidc.errors import ProviderUnavailable
+from ..states import EventKind
 from ..store.audit_rows import Actor
 from .accounts import Account, AccountInfo, Entitlement, IssuedToken, SignInStart
 from .clock import to_wall
 from .errors import InvalidSignIn, StepUpRequired
-from .events import EventBus, EventKind, SessionEvent
+from .events import EventBus, SessionEvent
 from .registry import AccountRegistry
 from .sign_ins import BegunSignIn, SignIns, page_url
 from .step_up import CLOCK_LEEWAY_SECONDS, StepUp

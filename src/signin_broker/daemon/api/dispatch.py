@@ -33,13 +33,13 @@ from ...session.errors import SessionError
 from ..apps.gate import AppGate
 from ..callers.identity import Caller
 from .access import ACCESS, Access, Admitted, Guard, guards
+from .bounds import MAX_REQUEST_BYTES
 from .retry_hints import RetryHinted
 from .statuses import InvalidRequest, grpc_error
 from .transport import active_call, current_caller, current_connection
 
 log = logging.getLogger(__name__)
 
-MAX_REQUEST_BYTES = 64 * 1024  # requests are a few hundred bytes; more is an attack or a bug
 # What one connection's larger requests may hold at once while their bytes come: each
 # call's are acknowledged as read (the receive window opens again), so 100 calls of
 # 64 KiB never ended held 6.4 MB. A token request is a few hundred bytes: not counted.

@@ -30,17 +30,18 @@ from grpclib.exceptions import GRPCError
 
 from ...json_depth import within_depth
 from ..callers.identity import Caller
+from .bounds import MAX_REQUEST_BYTES
 from .retry_hints import RetryHinted
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 64 * 1024  # as for gRPC requests (transport.MAX_REQUEST_BYTES)
+MAX_BODY_BYTES = MAX_REQUEST_BYTES  # as for gRPC requests
 MAX_HEAD_BYTES = 16 * 1024
 # After a refusal, how long and how much more the caller may go on sending before the
 # close: closing on a request still coming fails the caller's next send (EPIPE) before
 # it reads the refusal, and curl then says "failed sending data" instead of 413.
 LINGER_SECONDS = 2.0
-LINGER_BYTES = MAX_HEAD_BYTES + 64 * 1024
+LINGER_BYTES = MAX_HEAD_BYTES + MAX_BODY_BYTES
 JSON = "application/json"
 
 # The HTTP status of each gRPC status (Connect's mapping; the contract's

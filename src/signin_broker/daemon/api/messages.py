@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ...session.accounts import AccountInfo, AppUse, Revocation, SignInState
-from ...session.events import EventKind
+from ...session.accounts import AccountInfo, AppUse, Revocation
 from ...session.providers import ProviderLink
 from ...session.validation import (
     MAX_MIN_TTL_SECONDS,
@@ -13,6 +12,7 @@ from ...session.validation import (
     check_audience,
     check_scopes,
 )
+from ...states import EventKind, SignInState
 from ...store.audit_rows import Actor, AuditRow
 from ...v1 import broker_pb2 as pb
 from ..apps.gate import AppView
@@ -33,20 +33,17 @@ DEVICE_OF = {  # None: the daemon chooses (session.sign_ins.browser_at_hand)
     pb.SIGN_IN_METHOD_BROWSER: False,
     pb.SIGN_IN_METHOD_DEVICE_CODE: True,
 }
-SIGN_IN_STATE = {
-    SignInState.NOT_CONFIGURED: pb.SIGN_IN_STATE_NOT_CONFIGURED,
-    SignInState.SIGNED_OUT: pb.SIGN_IN_STATE_SIGNED_OUT,
-    SignInState.SIGNED_IN: pb.SIGN_IN_STATE_SIGNED_IN,
+# The session's states and kinds are the API's, by name (states.py); the API alone has
+# UNSPECIFIED and a watch's SNAPSHOT.
+SIGN_IN_STATE: dict[SignInState, pb.SignInState.ValueType] = {
+    state: pb.SignInState.Value(f"SIGN_IN_STATE_{state.name}")
+    for state in SignInState
+    if state is not SignInState.UNSPECIFIED
 }
-EVENT_KIND = {
-    EventKind.SIGNED_IN: pb.EVENT_KIND_SIGNED_IN,
-    EventKind.SIGNED_OUT: pb.EVENT_KIND_SIGNED_OUT,
-    EventKind.REFRESHED: pb.EVENT_KIND_REFRESHED,
-    EventKind.REVOKED: pb.EVENT_KIND_REVOKED,
-    EventKind.SIGN_IN_FAILED: pb.EVENT_KIND_SIGN_IN_FAILED,
-    EventKind.DEGRADED: pb.EVENT_KIND_DEGRADED,
-    EventKind.RECOVERED: pb.EVENT_KIND_RECOVERED,
-    EventKind.SIGN_IN_PROGRESS: pb.EVENT_KIND_SIGN_IN_PROGRESS,
+EVENT_KIND: dict[EventKind, pb.EventKind.ValueType] = {
+    kind: pb.EventKind.Value(f"EVENT_KIND_{kind.name}")
+    for kind in EventKind
+    if kind not in (EventKind.UNSPECIFIED, EventKind.SNAPSHOT)
 }
 REVOCATION = {
     None: pb.TOKEN_REVOCATION_UNSPECIFIED,

@@ -72,7 +72,7 @@ OWN_DESCRIPTORS = 256
 H2_PREFACE_START = b"PRI * HTTP/2.0"  # how every HTTP/2 client opens (RFC 9113 3.4)
 # What a caller may send on a connection before the daemon reads it: HTTP/2's initial
 # window (grpclib's own is 4 MiB on each connection and each call). A request is at
-# most dispatch.MAX_REQUEST_BYTES and is read as it comes.
+# most bounds.MAX_REQUEST_BYTES and is read as it comes.
 RECEIVE_WINDOW_BYTES = 2**16 - 1
 # Calls at once on one connection (h2's default is 100): a call waiting for its request
 # or its answer holds some 19 KB. A client queues more until one ends.
