@@ -28,6 +28,7 @@ from ._models import (
     SignOutResult,
     Status,
     Token,
+    TokenFile,
     TokenRevocation,
 )
 from ._sync import BrokerClient
@@ -58,6 +59,7 @@ __all__ = [
     "SignOutResult",
     "Status",
     "Token",
+    "TokenFile",
     "TokenRevocation",
 ]
 

@@ -54,6 +54,7 @@ from .host.memory import FreedMemory
 from .host.systemd import Notifier, watchdog_seconds
 from .settings import Settings
 from .stopping import stop
+from .token_files import TokenFiles
 from .web.on_demand import PageOnDemand
 from .web.pages import BEGIN_PATH
 
@@ -108,6 +109,7 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
     auditing = loop.create_task(audit.run())
     keeper, page = await _start_sessions(settings, session, web_socket)
     notices = loop.create_task(_tell_the_person(session))
+    files = api.token_files.start()
     await stopping.wait()
 
     notifier.send(STOPPING="1", STATUS="stopping")
@@ -115,7 +117,7 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
     log.info("stopping", extra={"connections": len(api.connections)})
     api.serving.set(False)
     await api.forwards.close_all()  # their connections are refused at once, their sockets gone
-    await stop(session, api.server, api.connections, page, [keeper, auditing, notices])
+    await stop(session, api.server, api.connections, page, [keeper, files, auditing, notices])
     notifier.close()
     log.info("stopped")
 
@@ -132,9 +134,12 @@ class _Api:
             settings.ask_timeout_seconds,
         )
         self.forwards = Forwards(info.socket_path, apps, os.geteuid())
+        # Written with no app asking: the daemon must keep running while there are any
+        # (TokenFiles.has_work_of_its_own, and Settings' beside it before they start).
+        self.token_files = TokenFiles(settings.token_files, session, apps, audit)
         forward_calls = ForwardCalls(session, self.forwards, audit)
         servicers = [
-            TokenBrokerServicer(session, info, apps, audit),
+            TokenBrokerServicer(session, info, apps, audit, self.token_files),
             AccountCalls(session, info, audit),
             ManagerCalls(session, apps, audit),
             DpopCalls(session),

@@ -100,7 +100,12 @@ class SessionOverview:
         )
 
     def _at_risk(self, account: Account, refresh_at: float) -> str:
-        """Why the session may end that the person should know now ("" when nothing)."""
+        """Why the session may end that the person should know now ("" when nothing).
+
+        For a service account: why the provider will not grant its token, until it does.
+        """
+        if account.info.service:
+            return account.runtime.refusal
         if lost := account.tokens.refresh_lost:
             ends = to_wall(self._clock, account.tokens.expires_at)
             at = time.strftime("%H:%M:%S", time.localtime(ends))
