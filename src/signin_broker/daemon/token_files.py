@@ -144,7 +144,9 @@ class TokenFiles:
             try:
                 delay = await self._round(file)
             except Exception:
-                log.exception("a token file's keeper failed", extra={"token_file": file.setting.name})
+                log.exception(
+                    "a token file's keeper failed", extra={"token_file": file.setting.name}
+                )
                 delay = self._backoff(file)
             file.next_at = time.time() + delay
             with contextlib.suppress(TimeoutError):
@@ -261,7 +263,9 @@ class TokenFiles:
                 return
             held, file.token_hash, file.signature, file.expires_at = file.token_hash, 0, None, 0
         if removed or held:
-            log.info("token file removed", extra={"token_file": file.setting.name, "reason": reason})
+            log.info(
+                "token file removed", extra={"token_file": file.setting.name, "reason": reason}
+            )
             self._audit.record(
                 audit_rows.token_file_removed(
                     _actor(file), file.account, str(file.setting.path), reason
