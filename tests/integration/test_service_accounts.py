@@ -23,6 +23,7 @@ from signin_broker.client import BrokerClient, BrokerError
 from signin_broker_testing import StubClient, StubProvider
 from signin_broker_testing.daemon import DaemonProcess
 from support.commands import signin_broker
+from support.docs_blocks import blocks, replaced
 from support.service_accounts import new_key, new_secret, private_file, settings
 from support.token_files import config, held
 from support.waiting import eventually
@@ -32,10 +33,12 @@ AUDIENCE = "https://api.example.com/"
 SECRET = new_secret()
 
 
-def kiosk(method: str = "client_secret_basic", jwks: dict | None = None) -> StubClient:
+def kiosk(
+    method: str = "client_secret_basic", jwks: dict | None = None, client_id: str = "kiosk"
+) -> StubClient:
     secret = SECRET if method.startswith("client_secret") else ""
     return StubClient(
-        "kiosk", (), token_endpoint_auth_method=method, client_secret=secret, jwks=jwks
+        client_id, (), token_endpoint_auth_method=method, client_secret=secret, jwks=jwks
     )
 
 
@@ -82,6 +85,34 @@ def test_two_apps_and_two_files_share_one_grant_per_lifetime(folder: Path) -> No
 def client_token(daemon: DaemonProcess) -> str:
     with BrokerClient(daemon.socket_path) as client:
         return client.get_token().access_token
+
+
+def test_the_kiosk_of_the_how_to_runs_as_written(folder: Path) -> None:
+    """docs/how-to/service-accounts.md's config, its paths, issuer and scope this machine's."""
+    (page,) = blocks("how-to/service-accounts.md", "", "toml")
+    secret = private_file(folder, "client-secret", SECRET)
+    conf = folder / "kiosk.toml"
+    with StubProvider(clients=[kiosk(client_id="kiosk-17")], auto_approve=None) as stub:
+        conf.write_text(
+            replaced(
+                page,
+                {
+                    "https://id.example.com": stub.issuer,
+                    "/home/kiosk/.config/signin-broker/client-secret": str(secret),
+                    "/home/kiosk/.local/state/signage/token": str(folder / "signage" / "token"),
+                    "signage.read": "read",  # a scope the stub has
+                },
+            )
+        )
+        with DaemonProcess(folder / "run" / "broker.sock", "--config", str(conf)) as daemon:
+            token = eventually(lambda: exists_and_held(folder / "signage" / "token"), "the file")
+            listed = signin_broker("--socket", str(daemon.socket_path), "accounts").stdout
+        assert stub.access_token_info(token)["sub"] == "kiosk-17"  # type: ignore[index]
+        assert "* user:kiosk-17" in listed and "service account" in listed
+
+
+def exists_and_held(path: Path) -> str:
+    return held(path, "token") if path.exists() else ""
 
 
 def test_a_refused_secret_is_said_in_status_and_the_doctor(
