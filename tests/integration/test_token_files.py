@@ -92,15 +92,19 @@ def test_the_file_is_gone_within_a_second_of_the_sessions_end(
                 ended = time.monotonic()
             eventually(lambda: not path.exists(), "the file removed", timeout=5, every=0.01)
             assert time.monotonic() - ended < 1.0
-        with BrokerClient(socket_path) as client:
-            (file,) = client.status().token_files
-        assert file.expires_at_unix == 0 and "not signed in" in file.problem
+        with BrokerClient(socket_path) as client:  # then its keeper looks: sign in again
+            (file,) = eventually(
+                lambda: [f for f in client.status().token_files if "not signed in" in f.problem],
+                "status saying why",
+            )
+        assert file.expires_at_unix == 0 and file.written_at_unix
         daemon.stop()
 
 
 def test_a_folder_reached_through_a_symlink_or_open_to_others_is_refused_saying_why(
-    socket_path: Path, folder: Path
+    socket_path: Path, folder: Path, execd_daemons: None
 ) -> None:
+    """Said in status and by the doctor (the daemon's own check of each folder too)."""
     real = folder / "real"
     real.mkdir(mode=0o700)
     (folder / "linked").symlink_to(real)
@@ -127,6 +131,11 @@ def test_a_folder_reached_through_a_symlink_or_open_to_others_is_refused_saying_
             assert "can be written by other users (mode 0770)" in problems["shared"]
             assert "chmod go-w" in problems["shared"]
             assert client.get_token().access_token  # apps are served all the same
+            doctor = signin_broker("--socket", str(socket_path), "doctor", "--json", timeout=60)
+            found = [f for f in json.loads(doctor.stdout)["findings"] if f["check"] == "tokens"]
+            named = {(f["name"], f["status"]) for f in found if "symlink" in f["seen"]}
+            assert named == {("token file linked", "fail")}, found  # the daemon's, and its check
+            assert len([f for f in found if "mode 0770" in f["seen"]]) == 2, found
             assert not (real / "api").exists() and not (shared / "api").exists()
             shared.chmod(0o750)  # fixed: the next try writes it
             eventually((shared / "api").exists, "the file written once fixed", timeout=10)

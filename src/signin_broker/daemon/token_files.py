@@ -181,7 +181,7 @@ class TokenFiles:
     def _why_not(self, refusal: SessionError) -> str:
         if isinstance(refusal, AppDenied):
             return str(refusal)
-        return "its account is not signed in (signin-broker login); written once it is"
+        return f"its account is not signed in ({refusal}); written once it is (signin-broker login)"
 
     async def _put(self, file: _File, token: IssuedToken, ends: int) -> float:
         """Write the token if the file does not hold it; seconds to the next round."""
@@ -249,9 +249,13 @@ class TokenFiles:
         return retry_after_failure(0.0, file.failures)
 
     async def _remove(self, file: _File, reason: str) -> None:
-        """Take the file away (it would hold a token nobody should use), saying why."""
-        file.problem = reason
+        """Take the file away (it would hold a token nobody should use), saying why.
+
+        Status says it holds nothing from the start: whatever happens, it is not to be used.
+        """
         async with file.lock:
+            held, file.token_hash, file.signature, file.expires_at = file.token_hash, 0, None, 0
+            file.problem = reason
             try:
                 removed = await asyncio.to_thread(remove_token_file, file.setting.path)
             except OSError as error:
@@ -261,7 +265,6 @@ class TokenFiles:
                     extra={"token_file": file.setting.name, "reason": file.problem},
                 )
                 return
-            held, file.token_hash, file.signature, file.expires_at = file.token_hash, 0, None, 0
         if removed or held:
             log.info(
                 "token file removed", extra={"token_file": file.setting.name, "reason": reason}
