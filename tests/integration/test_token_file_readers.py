@@ -15,14 +15,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from signin_broker_testing import StubProvider
-from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
 from support.docs_blocks import blocks, replaced
 from support.loopback_http import LoopbackServer, ProviderUserinfo, QuietHandler, honoured
 from support.real import unavailable
@@ -68,45 +66,35 @@ class Target(LoopbackServer):
         return Handler
 
 
-@pytest.fixture(scope="module")
-def files() -> Iterator[tuple[Path, StubProvider, DaemonProcess]]:
-    """A daemon signed in to a stub of TTL-second tokens, keeping the page's two files."""
-    folder = short_temp_dir()
-    tokens = str(folder / "tokens")
-    prometheus, curl = blocks(PAGE, "## Prometheus", "toml")[0], blocks(PAGE, "## curl", "toml")[0]
-    config = folder / "config.toml"
-    config.write_text(replaced(prometheus + "\n" + curl, {DOCS_FOLDER: tokens}))
-    with StubProvider(access_token_ttl=TTL) as stub:
-        daemon = signed_in_daemon(stub, folder / "run" / "broker.sock", "--config", str(config))
-        yield folder, stub, daemon
-        daemon.stop()
-    shutil.rmtree(folder, ignore_errors=True)
-
-
 def test_prometheus_and_curl_are_authorised_at_every_request_over_three_lifetimes(
-    files: tuple[Path, StubProvider, DaemonProcess],
+    folder: Path,
 ) -> None:
-    folder, stub, _ = files
     prometheus, curl = shutil.which("prometheus"), shutil.which("curl")
     if prometheus is None or curl is None:
         unavailable("Debian's prometheus and curl are needed (apt-get install prometheus curl)")
-    with Target(stub) as target:
-        host = target.origin.removeprefix("http://")
+    tokens = str(folder / "tokens")
+    toml = blocks(PAGE, "## Prometheus", "toml")[0] + "\n" + blocks(PAGE, "## curl", "toml")[0]
+    (folder / "config.toml").write_text(replaced(toml, {DOCS_FOLDER: tokens}))
+    with StubProvider(access_token_ttl=TTL) as stub, Target(stub) as target:
         scrape = replaced(
             blocks(PAGE, "## Prometheus", "yaml")[0],
-            {DOCS_FOLDER: str(folder / "tokens"), "api.example.com:9100": host},
+            {DOCS_FOLDER: tokens, "api.example.com:9100": target.origin.removeprefix("http://")},
         )
         (folder / "prometheus.yml").write_text(SCRAPE + scrape)
-        server = subprocess.Popen(
+        server = subprocess.Popen(  # its first scrape comes some 5 s after its start
             [prometheus, f"--config.file={folder / 'prometheus.yml'}",
              f"--storage.tsdb.path={folder / 'tsdb'}", "--web.listen-address=127.0.0.1:0"],
             stdout=subprocess.DEVNULL, stderr=(folder / "prometheus.log").open("w"),
         )  # fmt: skip
         try:
+            daemon = signed_in_daemon(
+                stub, folder / "run" / "broker.sock", "--config", str(folder / "config.toml")
+            )
             curled = curl_over_lifetimes(curl, folder / "tokens" / "api.header", target)
             scraped = eventually(
                 lambda: spanning(target.by("Prometheus")), "three lifetimes of scrapes", timeout=30
             )
+            daemon.stop()
         finally:
             server.terminate()
             server.wait(15)
