@@ -159,3 +159,20 @@ def test_the_policy_decides_for_a_file_as_for_an_app(socket_path: Path, folder: 
             eventually(path.exists, "the file written again", timeout=5, every=0.05)
             assert held(path, "token") == client.get_token().access_token
         daemon.stop()
+
+
+def test_an_account_whose_tokens_are_dpop_bound_gets_no_file_and_status_says_why(
+    socket_path: Path, folder: Path
+) -> None:
+    """A file cannot hold a proof for each request: a bound token there would be useless."""
+    path = folder / "tokens" / "api"
+    conf = config(folder / "files.toml", {"api": {"path": str(path)}})
+    with StubProvider(dpop=True) as stub:
+        daemon = signed_in_daemon(stub, socket_path, "--config", str(conf), "--dpop", "auto")
+        with BrokerClient(socket_path) as client:
+            assert client.get_token().token_type == "DPoP"
+            (file,) = eventually(
+                lambda: [f for f in client.status().token_files if f.problem], "the refusal said"
+            )
+        assert "bound to the daemon's DPoP key" in file.problem and not path.exists()
+        daemon.stop()
