@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from ..session.accounts import EVERYTHING, Entitlement, IssuedToken
 from ..session.errors import AccountNotFound, RetryLater, SessionError, SignInRequired
-from ..session.events import EventKind, WatcherDropped
+from ..session.events import EventKind, SessionEvent, WatcherDropped
 from ..session.schedule import BACKOFF_MAX_SECONDS, retry_after_failure
 from ..store import audit_rows
 from ..store.audit_rows import Actor
@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 # at once when either comes).
 QUIET_SECONDS = BACKOFF_MAX_SECONDS
 ENDED = (EventKind.SIGNED_OUT, EventKind.REVOKED)
+RESUBSCRIBE_SECONDS = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,24 +279,30 @@ class TokenFiles:
     # -- what wakes the keepers ------------------------------------------------------------
 
     async def _listen(self) -> None:
-        """Remove the files of a session that ended; wake those a sign-in or renewal concerns."""
-        with self._session.subscribe() as events:
-            while True:
-                try:
-                    event = await events.next()
-                except WatcherDropped:
-                    return  # the daemon is stopping
-                for file in self._files:
-                    if event.kind in ENDED and event.account and event.account == file.account:
-                        file.ends += 1
-                        await self._remove(file, f"{event.account}: {event.detail}")
-                        file.wake.set()
-                    elif event.kind in (EventKind.SIGNED_IN, EventKind.REFRESHED) and (
-                        not file.account
-                        or event.account == file.account
-                        or not file.setting.account
-                    ):
-                        file.wake.set()
+        """Remove the files of a session that ended; wake those a sign-in or renewal concerns.
+
+        A watch that fell behind (or the bus closing at the stop) ends: every file looks
+        again, since it may have missed an end, and the watch begins again a second later.
+        """
+        while True:
+            with self._session.subscribe() as events, contextlib.suppress(WatcherDropped):
+                while True:
+                    await self._heard(await events.next())
+            for file in self._files:
+                file.wake.set()
+            await asyncio.sleep(RESUBSCRIBE_SECONDS)
+
+    async def _heard(self, event: SessionEvent) -> None:
+        """One event: the files of a session that ended go; the others it concerns look again."""
+        for file in self._files:
+            if event.kind in ENDED and event.account and event.account == file.account:
+                file.ends += 1
+                await self._remove(file, f"{event.account}: {event.detail}")
+                file.wake.set()
+            elif event.kind in (EventKind.SIGNED_IN, EventKind.REFRESHED) and (
+                not file.account or event.account == file.account or not file.setting.account
+            ):
+                file.wake.set()
 
     def _decided(self, app: str) -> None:
         """The person decided for an app: if it is a file, it looks again now."""
