@@ -75,6 +75,7 @@ class AppKind(StrEnum):
     SNAP = "snap"  # the snap's name in its enforced AppArmor label
     FORWARD = "forward"  # whatever connects on the forward's socket (its name)
     BROWSER = "browser"  # an extension, through the broker's native host: "<browser>/<id>"
+    FILE = "file"  # a token file the daemon writes (`[token_files.<name>]`), read by any program
 
 
 _SANDBOXES = {kind.value for kind in AppKind if kind is not AppKind.PROGRAM}
@@ -92,9 +93,10 @@ class AppId:
     """An app as the policy file, the audit and `signin-broker apps` name it.
 
     A sandboxed app is `<kind>:<its id>` ("flatpak:org.example.App", "snap:name"), and so
-    is every connection on a forward ("forward:name", the socket vouching for it) and a
+    is every connection on a forward ("forward:name", the socket vouching for it), a
     browser extension ("browser:chromium/<extension id>", the browser that started the
-    broker's native host vouching for it); any other is its executable and, after a
+    broker's native host vouching for it) and a token file the daemon writes
+    ("file:name", whoever can read it); any other is its executable and, after a
     space, what an interpreter runs ("/usr/bin/python3 /home/alice/app.py"). Read here
     alone: a path may hold a colon, and only a known sandbox's prefix makes a sandbox.
     """
@@ -114,7 +116,7 @@ class AppId:
 
     @property
     def sandboxed(self) -> bool:
-        """Whether a sandbox, forward or browser vouches for it (it has no program file to pin)."""
+        """Whether a sandbox, forward, browser or file names it (it has no program file to pin)."""
         return self.kind is not AppKind.PROGRAM
 
     def __str__(self) -> str:

@@ -1,7 +1,8 @@
-"""The stub's grants on authlib: its clients, the code flow, refresh, the device grant.
+"""The stub's grants on authlib: its clients, code flow, refresh, device and client credentials.
 
 The code flow takes PKCE S256 only; refresh rotates, may narrow the scope or name an
-RFC 8707 resource; clients may prove themselves with signed assertions.
+RFC 8707 resource; clients may prove themselves with signed assertions. A confidential
+client may have a token of its own (RFC 6749 4.4), whose sub is its client id.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from .rules import (
     ABSOLUTE_URI,
     ACCEPTED_AUTH_METHODS,
     ASSERTION_LEEWAY_SECONDS,
+    CLIENT_CREDENTIALS,
     GRANT_TYPES,
     MAX_ASSERTION_SECONDS,
     OFFLINE_ACCESS,
@@ -87,6 +89,8 @@ class Client(ClientMixin):  # type: ignore[misc]
         return response_type == "code"
 
     def check_grant_type(self, grant_type: str) -> bool:
+        if grant_type == CLIENT_CREDENTIALS:  # RFC 6749 4.4: confidential clients only
+            return self.registration.token_endpoint_auth_method != "none"  # noqa: S105
         return grant_type in GRANT_TYPES
 
 
@@ -260,6 +264,24 @@ class RefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
     def revoke_old_credential(self, refresh_token: RefreshCredential) -> None:
         store: StubStore = self.server.store
         store.revoke_refresh_token(refresh_token.record)
+
+
+class StubClientCredentialsGrant(grants.ClientCredentialsGrant):  # type: ignore[misc]
+    """RFC 6749 4.4: a confidential client's own token, no refresh token; its sub is the client.
+
+    It may name one RFC 8707 resource, as a refresh may.
+    """
+
+    TOKEN_ENDPOINT_AUTH_METHODS = ACCEPTED_AUTH_METHODS
+
+    def validate_token_request(self) -> None:
+        """Check the client, its grant and scope as authlib does, then the resource."""
+        super().validate_token_request()
+        self.request.resource = requested_resource(self.request.payload)
+
+    def save_token(self, token: dict[str, Any]) -> None:
+        client_id = self.request.client.get_client_id()
+        self.server.save_token(token, self.request, audience=self.request.resource, sub=client_id)
 
 
 class StubDeviceAuthorizationEndpoint(DeviceAuthorizationEndpoint):  # type: ignore[misc]

@@ -25,7 +25,8 @@ from .records import DevicePoll
 OFFLINE_ACCESS = "offline_access"
 API_SCOPE = "read"  # an API's scope beside OpenID's, as real providers have (down-scoping)
 SUPPORTED_SCOPES = ["openid", "profile", "email", OFFLINE_ACCESS, API_SCOPE]
-GRANT_TYPES = ["authorization_code", "refresh_token", DEVICE_CODE_GRANT_TYPE]
+CLIENT_CREDENTIALS = "client_credentials"  # RFC 6749 4.4: a confidential client's own token
+GRANT_TYPES = ["authorization_code", "refresh_token", DEVICE_CODE_GRANT_TYPE, CLIENT_CREDENTIALS]
 SIGNING_ALGORITHM = "RS256"
 CLAIMS_SUPPORTED = [
     *("sub", "iss", "aud", "exp", "iat", "auth_time", "acr", "nonce", "at_hash", "name"),

@@ -43,6 +43,7 @@ from .grants import (
     PrivateKeyJwt,
     RefreshGrant,
     S256Only,
+    StubClientCredentialsGrant,
     StubDeviceAuthorizationEndpoint,
     StubDeviceCodeGrant,
 )
@@ -157,6 +158,7 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         self.register_grant(CodeGrant, [S256Only(required=True), IdTokens(store, issuer)])
         self.register_grant(RefreshGrant)
         self.register_grant(StubDeviceCodeGrant, [DeviceIdTokens(store, issuer)])
+        self.register_grant(StubClientCredentialsGrant)
         self.register_endpoint(StubDeviceAuthorizationEndpoint)
         self.register_endpoint(_Revocation)
         self.register_endpoint(_EndSession)
@@ -197,8 +199,12 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         audience: str | None = None,
         workspace_id: str | None = None,
         acr: str | None = None,
+        sub: str | None = None,
     ) -> None:
-        """Keep a new token (pair); the refresh token's scope is the access token's unless given."""
+        """Keep a new token (pair); the refresh token's scope is the access token's unless given.
+
+        `sub`: whose it is when no person signed in (a client's own token); else the user's.
+        """
         now = time.time()
         scope = token.get("scope", "")
         refresh_seconds = self._refresh_token_seconds()
@@ -209,7 +215,7 @@ class StubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
                 access_token=token["access_token"],
                 refresh_token=token.get("refresh_token", ""),
                 client_id=request.client.get_client_id(),
-                sub=request.user.sub,
+                sub=sub if sub is not None else request.user.sub,
                 scope=scope,
                 refresh_scope=scope if refresh_scope is None else refresh_scope,
                 expires_at=now + token.get("expires_in", 0),

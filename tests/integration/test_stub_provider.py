@@ -307,6 +307,7 @@ def test_discovery_lists_absolute_endpoints(shared_stub: StubProvider, http: htt
         "authorization_code",
         "refresh_token",
         DEVICE_GRANT,
+        "client_credentials",
     ]
     assert metadata["scopes_supported"] == ["openid", "profile", "email", "offline_access", "read"]
     assert metadata["id_token_signing_alg_values_supported"] == ["RS256"]

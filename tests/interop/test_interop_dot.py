@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from signin_broker_testing.daemon import short_temp_dir
-from support.providers import checks
+from support.providers import checks, service_checks
 from support.providers.dot import DjangoOAuthToolkit
 
 ACCESS_TOKEN_TTL = 20
@@ -59,3 +59,9 @@ def test_a_revocation_at_the_provider_is_seen_within_60_s(
 
 def test_conformance_i_cases_pass_against_it(provider: DjangoOAuthToolkit, folder: Path) -> None:
     checks.conformance_i_cases_pass(type(provider), folder)
+
+
+def test_a_service_account_with_a_secret_shares_one_grant_per_lifetime(
+    provider: DjangoOAuthToolkit, folder: Path
+) -> None:
+    service_checks.two_apps_and_a_file_share_one_grant_per_lifetime(provider, folder)

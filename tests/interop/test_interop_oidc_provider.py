@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from signin_broker_testing.daemon import short_temp_dir
-from support.providers import checks, step_up
+from support.providers import checks, service_checks, step_up
 from support.providers.node import NodeOidcProvider
 
 pytestmark = pytest.mark.external  # Node
@@ -77,3 +77,17 @@ def test_an_acr_value_it_does_not_list_is_invalid_argument(
 ) -> None:
     """Only the acr values the provider lists (acr_values_supported) are asked for."""
     step_up.an_acr_value_it_does_not_list_is_refused(provider, socket_path)
+
+
+def test_a_service_account_with_a_secret_shares_one_grant_per_lifetime(
+    provider: NodeOidcProvider, folder: Path
+) -> None:
+    service_checks.two_apps_and_a_file_share_one_grant_per_lifetime(provider, folder)
+
+
+def test_a_service_account_with_a_private_key_jwt_client(
+    provider: NodeOidcProvider, folder: Path
+) -> None:
+    service_checks.two_apps_and_a_file_share_one_grant_per_lifetime(
+        provider, folder, key=provider.kiosk_key
+    )

@@ -50,6 +50,7 @@ def test_client_exports() -> None:
             "SignOutResult",
             "Status",
             "Token",
+            "TokenFile",
             "TokenRevocation",
         ]
     )

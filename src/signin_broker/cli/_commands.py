@@ -36,6 +36,7 @@ from ._output import (
     remark,
     shortened,
     table,
+    token_file_state,
 )
 
 _STATE_WORDS = {
@@ -77,6 +78,7 @@ def status(client: BrokerClient, args: argparse.Namespace) -> int:
         *_ended_rows(info),
         *dpop_rows(info.providers, listed),
         ("accounts", str(info.account_count)),
+        *[(f"token file {file.name}", token_file_state(file)) for file in info.token_files],
         (
             "storage",
             f"DEGRADED: {info.storage_problem}" if info.storage_problem else info.storage or "-",

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from .._version import __version__
-from ..client import BrokerClient, BrokerError, DaemonNotRunning, Status
+from ..client import Account, BrokerClient, BrokerError, DaemonNotRunning, Status
 from ..json_depth import within_depth
 from ._bundle import write_bundle
 from ._failures import EXIT_FAILED, HOW_TO_START
-from ._output import duration, print_json, token_binding
+from ._output import duration, print_json, token_binding, token_file_state
 from ._service import daemon_path, systemd_plan
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -115,17 +115,32 @@ def _daemon(client: BrokerClient) -> tuple[Status | None, dict[str, str]]:
 
 
 def _tokens(client: BrokerClient, status: Status | None) -> list[dict[str, str]]:
-    """How each account's tokens are sent (Bearer or DPoP-bound) and why: the running daemon's."""
+    """How each account's tokens are sent (Bearer or DPoP-bound) and why: the running daemon's.
+
+    And whether each service account is granted its token, and each token file written.
+    """
     if status is None:
         return []
     try:
         listed = client.accounts()
     except BrokerError:  # an app whose policy lets it list no account
-        return []
-    return [
-        finding("tokens", f"tokens ({account.id})", OK, token_binding(account.dpop_bound_by))
-        for account in listed
-    ]
+        listed = []
+    files = [
+        finding("tokens", f"token file {file.name}", FAIL if file.problem else OK,
+                token_file_state(file))
+        for file in status.token_files
+    ]  # fmt: skip
+    return [*map(_account_tokens, listed), *files]
+
+
+def _account_tokens(account: Account) -> dict[str, str]:
+    """How an account's tokens are sent; for a service account, whether the provider grants them."""
+    name, seen = f"tokens ({account.id})", token_binding(account.dpop_bound_by)
+    if not account.service_account:
+        return finding("tokens", name, OK, seen)
+    if account.at_risk:  # why the provider refuses the client credentials grant
+        return finding("tokens", name, FAIL, account.at_risk)
+    return finding("tokens", name, OK, f"{seen}; a service account (client credentials grant)")
 
 
 def _daemon_command(status: Status) -> tuple[list[str] | None, dict[str, str] | None]:

@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..client import Account, ProviderStatus
+from ..client import Account, ProviderStatus, TokenFile
 from ..client._record import Record
 
 
@@ -34,7 +34,7 @@ def accounts_table(listed: Sequence[Account]) -> str:
             a.email or "-",
             a.username or "-",
             ", ".join(a.aliases) or "-",
-            a.workspace_id or "personal",
+            "service account" if a.service_account else a.workspace_id or "personal",
             moment(a.access_token_expires_at_unix),
         ]
         for a in listed
@@ -79,6 +79,19 @@ def moment(unix: int) -> str:
     delta = unix - time.time()
     clock = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix))
     return f"{clock} (in {duration(delta)})" if delta >= 0 else f"{clock} ({duration(-delta)} ago)"
+
+
+def token_file_state(file: TokenFile) -> str:
+    """A token file as status and the doctor say it: where, whose, its age and next write."""
+    whose = file.account or "the default account"
+    written = (
+        f"written {duration(time.time() - file.written_at_unix)} ago"
+        if file.written_at_unix
+        else "not written"
+    )
+    then = f", next {moment(file.next_write_unix)}" if file.next_write_unix else ""
+    trouble = f"; PROBLEM: {file.problem}" if file.problem else ""
+    return f"{file.path} ({file.format} of {whose}): {written}{then}{trouble}"
 
 
 def by_source(sources: Mapping[str, str]) -> str:

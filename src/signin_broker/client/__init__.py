@@ -27,6 +27,7 @@ from ._models import (
     SignOutResult,
     Status,
     Token,
+    TokenFile,
     TokenRevocation,
 )
 from ._sync import BrokerClient
@@ -57,6 +58,7 @@ __all__ = [
     "SignOutResult",
     "Status",
     "Token",
+    "TokenFile",
     "TokenRevocation",
 ]
 

@@ -209,6 +209,9 @@ class Account(Model, message=pb.Account):
     # Why its tokens are DPoP-bound: "setting" (its provider's `dpop` setting asks for it),
     # "provider" (the provider requires DPoP of the client); "" for Bearer tokens.
     dpop_bound_by: str = ""
+    # A service account: the provider's client itself (the client credentials grant), no
+    # person; at_risk says why the provider refuses its grant, while it does.
+    service_account: bool = False
 
 
 class ProviderStatus(
@@ -233,6 +236,7 @@ class ProviderStatus(
     dpop_required_since_unix: int = 0  # when a sign-in learned it; 0 when not known
     dpop_required_reason: str = ""  # what the provider answered that showed it
     dpop_required_until_unix: int = 0  # when it is forgotten unless learned again
+    grant: str = ""  # authorization_code (people sign in) or client_credentials (a service)
 
 
 class EndedSession(Model, message=pb.EndedSession):
@@ -266,6 +270,21 @@ class Forward(Model, message=pb.Forward):
     connections: int  # open now
     connections_total: int  # since it was opened
     host: str  # the daemon's host name: what it is a forward of
+
+
+class TokenFile(Model, message=pb.TokenFile):
+    """A file the daemon keeps an account's token in, for programs that read one from a file."""
+
+    name: str  # `[token_files.<name>]`; the app `file:<name>` in the policy and the audit
+    path: str
+    format: str  # token, header, json or env
+    account: str  # whose token it holds (before it holds one: as configured, "" the default)
+    scopes: tuple[str, ...]
+    audience: str
+    written_at_unix: int  # 0 when this daemon has not written it
+    next_write_unix: int  # when it is looked at next, at the latest; 0 when not planned
+    expires_at_unix: int  # of the token it holds; 0 when there is no file
+    problem: str  # why it is not written or was removed, and what to do; "" when all is well
 
 
 def _forward(message: pb.GetStatusResponse) -> Forward | None:
@@ -307,6 +326,7 @@ class Status(
     config_warnings: tuple[str, ...] = ()  # settings' files: a managed file gone, say
     alias_conflicts: tuple[str, ...] = ()  # aliases refused as another's login; what to do
     forward: Forward | None = None  # set when asked through a forward: which one, of what
+    token_files: tuple[TokenFile, ...] = ()  # the files the daemon keeps tokens in
 
 
 def _is_device(message: pb.BeginSignInResponse) -> bool:

@@ -63,6 +63,7 @@ from .host.systemd import Notifier, watchdog_seconds
 from .idle_exit import STARTED_BY_ACTIVATION, STARTED_BY_AUTOSTART, IdleExit, Work, seconds_for
 from .settings import Settings
 from .stopping import stop
+from .token_files import TokenFiles
 from .web.on_demand import PageOnDemand
 from .web.pages import BEGIN_PATH
 
@@ -121,6 +122,7 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
     auditing = loop.create_task(audit.run())
     keeper, page = await _start_sessions(settings, session, web_socket)
     notices = loop.create_task(_tell_the_person(session))
+    files = api.token_files.start()
     idle = IdleExit(
         seconds_for(settings.idle_exit_seconds, info.started_by), _work_of_its_own(api, session)
     )
@@ -132,7 +134,9 @@ async def serve(settings: Settings, instance: Instance, web_socket: socket.socke
     log.info("stopping", extra={"connections": len(api.connections)})
     api.serving.set(False)
     await api.forwards.close_all()  # their connections are refused at once, their sockets gone
-    await stop(session, api.server, api.connections, page, [keeper, auditing, notices, idling])
+    await stop(
+        session, api.server, api.connections, page, [keeper, files, auditing, notices, idling]
+    )
     notifier.close()
     log.info("stopped")
 
@@ -155,9 +159,12 @@ class _Api:
         self.forwards = Forwards(
             info.socket_path, apps, os.geteuid(), connections=self.connections, freed=freed
         )
+        # Written with no app asking: the daemon keeps running while there are any
+        # (a row of _work_of_its_own).
+        self.token_files = TokenFiles(settings.token_files, session, apps, audit)
         forward_calls = ForwardCalls(session, self.forwards, audit)
         servicers = [
-            TokenBrokerServicer(session, info, apps, audit),
+            TokenBrokerServicer(session, info, apps, audit, self.token_files),
             AccountCalls(session, info, audit),
             ManagerCalls(session, apps, audit),
             DpopCalls(session),
@@ -179,12 +186,14 @@ class _Api:
 def _work_of_its_own(api: _Api, session: SessionManager) -> list[Work]:
     """Everything that keeps the daemon from exiting when idle, asked in this one place.
 
-    Apps connected (a watcher too), forwards open, and the sessions' own: sign-ins and
-    step-ups under way, renewals and confirmations at the provider, watchers.
+    Apps connected (a watcher too), forwards open, token files configured (their readers
+    never call: a daemon gone would leave a stale token behind), and the sessions' own:
+    sign-ins and step-ups under way, renewals and confirmations at the provider, watchers.
     """
     return [
         Work("connections", lambda: len(api.connections)),
         Work("forwards", lambda: len(api.forwards.listed())),
+        Work("token files", lambda: api.token_files.count),
         *(Work(kind, count) for kind, count in session.work_counters().items()),
     ]
 

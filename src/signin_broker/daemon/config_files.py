@@ -4,8 +4,8 @@ Git Credential Manager reads /etc/git-credential-manager/config.d; the broker re
 `signin-broker/config.toml`, then `signin-broker/config.d/*.toml` in name order, in each
 of the system config folders ($XDG_CONFIG_DIRS, default /etc/xdg; the first one named
 wins), then the user's file. A later file's value wins over an earlier one's, key by
-key, and so do the keys of a `[providers.<alias>]` table. Each value remembers its
-file, so the daemon can say which file set what.
+key, and so do the keys of a `[providers.<alias>]` and a `[token_files.<name>]` table.
+Each value remembers its file, so the daemon can say which file set what.
 
 A managed file someone else can change could send the user's sign-in to another
 issuer: one that a user other than root or the user can write, or that is reached
@@ -32,10 +32,16 @@ from .. import locations
 from ..json_depth import within_depth
 from ..store.files import read_regular_file, write_atomically
 from .options import OPTIONS, PROVIDER_KEYS, PROVIDERS_TABLE
+from .token_file_setting import TOKEN_FILE_KEYS, TOKEN_FILES_TABLE
 
 DEFAULT_SYSTEM_CONFIG_DIRS = "/etc/xdg"
 DROP_IN_FOLDER = "config.d"
-KNOWN_KEYS = frozenset({option.name for option in OPTIONS} | {PROVIDERS_TABLE})
+KNOWN_KEYS = frozenset({option.name for option in OPTIONS} | {PROVIDERS_TABLE, TOKEN_FILES_TABLE})
+# The tables of a config file: their keys, and what each holds.
+TABLES = {
+    PROVIDERS_TABLE: (PROVIDER_KEYS, "provider"),
+    TOKEN_FILES_TABLE: (TOKEN_FILE_KEYS, "token file"),
+}
 
 
 class ConfigError(Exception):
@@ -51,6 +57,8 @@ class ConfigValues:
     providers: dict[str, dict[str, object]] = field(default_factory=dict)
     provider_sources: dict[str, dict[str, Path]] = field(default_factory=dict)
     provider_files: dict[str, list[Path]] = field(default_factory=dict)  # each table's files
+    token_files: dict[str, dict[str, object]] = field(default_factory=dict)
+    token_file_files: dict[str, list[Path]] = field(default_factory=dict)  # each table's files
     user_file: Path | None = None  # the user's own file, when one was read
     managed: list[Path] = field(default_factory=list)  # the managed files read
     leading_nowhere: list[Path] = field(default_factory=list)  # managed symlinks to nothing
@@ -58,14 +66,17 @@ class ConfigValues:
     def add(self, path: Path, values: dict[str, object]) -> None:
         """Lay one file's values over those read before."""
         for key, value in values.items():
-            if key != PROVIDERS_TABLE:
+            if key not in TABLES:
                 self.values[key], self.sources[key] = value, path
-        for alias, table in _provider_tables(path, values.get(PROVIDERS_TABLE, {})).items():
+        for alias, table in _tables(path, values, PROVIDERS_TABLE).items():
             self.provider_files.setdefault(alias, []).append(path)
             merged = self.providers.setdefault(alias, {})
             sources = self.provider_sources.setdefault(alias, {})
             for key, value in table.items():
                 merged[key], sources[key] = value, path
+        for name, table in _tables(path, values, TOKEN_FILES_TABLE).items():
+            self.token_file_files.setdefault(name, []).append(path)
+            self.token_files.setdefault(name, {}).update(table)
 
 
 def system_files(environ: Mapping[str, str]) -> list[Path]:
@@ -128,19 +139,20 @@ def _read(path: Path) -> dict[str, object]:
     return values
 
 
-def _provider_tables(path: Path, tables: object) -> dict[str, dict[str, object]]:
-    """A file's `[providers.<alias>]` tables, their keys known ones."""
+def _tables(path: Path, values: dict[str, object], kind: str) -> dict[str, dict[str, object]]:
+    """A file's `[<kind>.<name>]` tables (providers, token_files), their keys known ones."""
+    tables = values.get(kind, {})
     if not isinstance(tables, dict):
-        raise ConfigError(f"{PROVIDERS_TABLE} in {path} must be tables: [providers.work]")
-    for alias, table in tables.items():
-        where = f"[{PROVIDERS_TABLE}.{alias}] in {path}"
+        raise ConfigError(f"{kind} in {path} must be tables: [{kind}.<name>]")
+    for name, table in tables.items():
+        where = f"[{kind}.{name}] in {path}"
         if not isinstance(table, dict):
-            raise ConfigError(f"{where} must be a table of provider settings")
-        unknown = sorted(set(table) - set(PROVIDER_KEYS))
+            raise ConfigError(f"{where} must be a table of {TABLES[kind][1]} settings")
+        known = TABLES[kind][0]
+        unknown = sorted(set(table) - set(known))
         if unknown:
             raise ConfigError(
-                f"{where} has unknown settings {', '.join(unknown)};"
-                f" known: {', '.join(PROVIDER_KEYS)}"
+                f"{where} has unknown settings {', '.join(unknown)}; known: {', '.join(known)}"
             )
     return tables
 

@@ -33,6 +33,7 @@ from ..session.dpop_requirements import DpopRequirements, Requirement
 from ..store.dpop_requirements import REQUIREMENTS_FILE, RequirementFile
 from ..store.files import UnsafeStorage, check_private_folder
 from ..store.keys import KeyStoreUnavailable, open_key_store
+from ..store.token_files import check_token_folder
 from .apps.policy import PolicyFile
 from .config_files import managed_problems
 from .host.instance import InstanceError, check_socket_folder
@@ -309,6 +310,26 @@ def app_policy(settings: Settings) -> Finding:
     )  # fmt: skip
 
 
+def token_file_folders(settings: Settings) -> list[Finding]:
+    """Each token file's folder: one the daemon may write it in (no symlink, no other writer)."""
+    found = []
+    for file in settings.token_files:
+        name, folder = f"token file {file.name}", file.path.parent
+        if not folder.exists():
+            seen = f"{folder} does not exist yet; the daemon makes it 0700 at the first write"
+            found.append(Finding("tokens", name, OK, seen))
+            continue
+        try:
+            check_token_folder(folder)
+        except UnsafeStorage as error:
+            found.append(
+                _said("tokens", name, FAIL, str(error), "the file is not written until it is fixed")
+            )
+            continue
+        found.append(Finding("tokens", name, OK, f"{folder} is a safe folder for {file.path}"))
+    return found
+
+
 def variables() -> list[Finding]:
     """Each SIGNIN_BROKER_* variable that is no setting: a misspelling the daemon ignores."""
     return [
@@ -347,6 +368,7 @@ def examine(settings: Settings, *, forget: bool = False) -> list[Finding]:
         key_store(settings),
         state_folder(settings),
         app_policy(settings),
+        *token_file_folders(settings),
     ]
 
 

@@ -98,12 +98,18 @@ async def provider_link(
         device=DeviceFlow(device_client, provider.scopes, provider.alias, requirements),
         setting_sources=provider.sources,
         dpop=provider.dpop,
+        service=provider.service,
+        scopes=provider.scopes,
     )
 
 
 def client_auth(settings: Settings, provider: ProviderSettings, client_id: str) -> ClientAuth:
-    """How a client authenticates to the provider, its secret or key read now (blocking)."""
-    return load_client_auth(
+    """How a client authenticates to the provider, its secret or key read now (blocking).
+
+    A service account's client that found neither secret nor key refuses every request
+    with why, rather than ask for its token as a public client.
+    """
+    auth = load_client_auth(
         client_id,
         provider.client_auth,
         secret_file=provider.client_secret_file,
@@ -114,6 +120,16 @@ def client_auth(settings: Settings, provider: ProviderSettings, client_id: str) 
         provider=provider.alias,
         certificate_file=provider.client_certificate_file,
     )
+    if provider.service and not auth.confidential:
+        flag = f" --provider {provider.alias}" if provider.alias else ""
+        problem = (
+            "grant = client_credentials needs the client's secret or key: store the secret"
+            f" with `signin-broker client-secret set --client-id {client_id}{flag}`, or name"
+            " a 0600 file with client_secret_file or client_private_key_file"
+        )
+        log.error("client authentication cannot work", extra={"reason": problem})
+        return ClientAuth(client_id, provider.client_auth, problem=problem)
+    return auth
 
 
 def secrets_source(issuer: str) -> SignInSecrets:

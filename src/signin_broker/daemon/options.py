@@ -28,6 +28,7 @@ ENV_PREFIX = "SIGNIN_BROKER_"
 PROVIDERS_TABLE = "providers"
 PROVIDER_KEYS = (
     "issuer",
+    "grant",
     "client_id",
     "device_client_id",
     "client_auth",
@@ -40,7 +41,13 @@ PROVIDER_KEYS = (
     "authorize_params",
     "dpop",
 )
-REQUIRED_SCOPES = ("openid", "profile", "email")
+REQUIRED_SCOPES = ("openid", "profile", "email")  # of a person's sign-in (not a service's)
+# How a provider's accounts get their tokens: a person signs in (a browser or a device
+# code, then refresh tokens), or the client itself is the account, a service account
+# with no person (RFC 6749 4.4: the client credentials grant, asked again before expiry).
+PERSON_GRANT = "authorization_code"
+CLIENT_CREDENTIALS = "client_credentials"
+GRANTS = (PERSON_GRANT, CLIENT_CREDENTIALS)
 MAX_REVALIDATE_SECONDS = 60
 LOG_LEVELS = ("debug", "info", "warn", "error")
 NEW_APP_DECISIONS = ("allow", "ask", "deny")
@@ -138,8 +145,9 @@ def _assertion_audience(value: object) -> str:
 
 
 def _scopes(value: object) -> tuple[str, ...]:
+    """The scopes listed (settings.py adds REQUIRED_SCOPES for a person's sign-in)."""
     items = value if isinstance(value, list) else re.split(r"[\s,]+", _text(value))
-    scopes: list[str] = list(REQUIRED_SCOPES)
+    scopes: list[str] = []
     for item in items:
         scope = _text(item)
         if scope and check_scope(scope) not in scopes:
@@ -269,6 +277,16 @@ OPTIONS: tuple[Option, ...] = (
         "URL",
     ),
     Option(
+        "grant",
+        f"how the provider's accounts get tokens: {PERSON_GRANT} (a person signs in, in a"
+        f" browser or with a device code) or {CLIENT_CREDENTIALS} (a service account: the"
+        " client itself, with its secret or key and no person, for a kiosk or a build"
+        " machine)",
+        _one_of(GRANTS),
+        lambda: PERSON_GRANT,
+        "GRANT",
+    ),
+    Option(
         "client_id",
         "this broker's client id at the identity provider",
         _client_id,
@@ -349,9 +367,10 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "scopes",
-        "scopes to request at sign-in, space or comma separated; openid profile email always",
+        "scopes to request, space or comma separated; a person's sign-in asks for openid"
+        " profile email always, a service account for these alone",
         _scopes,
-        lambda: " ".join(REQUIRED_SCOPES),
+        lambda: "",
         "SCOPES",
     ),
     Option(

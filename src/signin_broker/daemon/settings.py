@@ -4,6 +4,9 @@ Each setting is declared once in options.OPTIONS. The provider settings (issuer,
 client_id, ...) describe the main provider. More providers are tables of the config
 file, `[providers.<alias>]`, each with the same provider keys; their accounts are
 `<alias>/user:<sub>`, and `default_provider` says where a sign-in that names none goes.
+A provider whose `grant` is client_credentials has one account, the client itself (a
+service account). Token files are tables too, `[token_files.<name>]`
+(token_file_setting.py).
 """
 
 from __future__ import annotations
@@ -22,14 +25,17 @@ from ..identities import MAIN_ALIAS, MAIN_NAME, PROVIDER_ALIAS, alias_named, nam
 from ..oidc import client_auth, credentials
 from .config_files import ConfigError, ConfigValues, read_all, system_files
 from .options import (
+    CLIENT_CREDENTIALS,
     ENV_PREFIX,
     OPTIONS,
     PROVIDER_KEYS,
     PROVIDERS_TABLE,
+    REQUIRED_SCOPES,
     HttpAddress,
     Option,
     env_name,
 )
+from .token_file_setting import TokenFileSetting, parse_token_files
 
 DEFAULT_SOURCE = "default"  # a setting no flag, variable or file set
 TEST_ENV_PREFIX = ENV_PREFIX + "TEST_"  # the test suite's own variables
@@ -59,6 +65,7 @@ class ProviderSettings:
 
     alias: str  # "" for the main provider
     issuer: str
+    grant: str  # options.PERSON_GRANT, or CLIENT_CREDENTIALS: its one account is the client
     client_id: str
     device_client_id: str  # "" when device sign-ins use client_id
     client_auth: str  # auto or one of client_auth.METHODS
@@ -73,6 +80,11 @@ class ProviderSettings:
     # Where each setting that is not a default came from: "from /etc/xdg/...", "from
     # --issuer", "from SIGNIN_BROKER_ISSUER"; status and the start-up log show it.
     sources: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def service(self) -> bool:
+        """Whether its account is a service account: the client itself, with no person."""
+        return self.grant == CLIENT_CREDENTIALS
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +111,7 @@ class Settings:
     config_file: Path | None  # the user's file that was read, if any
     managed_files: tuple[Path, ...] = ()  # the organisation's files that were read
     managed_leading_nowhere: tuple[Path, ...] = ()  # its symlinks in config.d to nothing
+    token_files: tuple[TokenFileSetting, ...] = ()  # the `[token_files.<name>]` tables
 
     @property
     def providers(self) -> tuple[ProviderSettings, ...]:
@@ -162,18 +175,22 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             raise SettingsError(f"{option.name} ({source}) {error}") from None
         if option.name in PROVIDER_KEYS and source != DEFAULT_SOURCE:
             main_sources[option.name] = source
-    main = ProviderSettings(
-        MAIN_ALIAS, **{key: values.pop(key) for key in PROVIDER_KEYS}, sources=main_sources
-    )
+    main = _provider(MAIN_ALIAS, {key: values.pop(key) for key in PROVIDER_KEYS}, main_sources)
     named = _provider_tables(files)
     for provider in (main, *named):  # the top-level ones even before issuer is set
         _check_client_auth(provider)
+        _check_grant(provider)
+    try:
+        token_files = parse_token_files(files.token_files, files.token_file_files)
+    except ValueError as error:
+        raise SettingsError(str(error)) from None
     settings = Settings(
         main,
         tuple(named),
         config_file=files.user_file,
         managed_files=tuple(files.managed),
         managed_leading_nowhere=tuple(files.leading_nowhere),
+        token_files=token_files,
         **values,
     )
     providers = settings.providers
@@ -205,8 +222,33 @@ def _provider_tables(files: ConfigValues) -> list[ProviderSettings]:
             except ValueError as error:
                 raise SettingsError(f"{name} ({where}) {error}") from None
         from_files = {key: f"from {path}" for key, path in files.provider_sources[alias].items()}
-        providers.append(ProviderSettings(alias, **values, sources=from_files))
+        providers.append(_provider(alias, values, from_files))
     return providers
+
+
+def _provider(alias: str, values: dict[str, Any], sources: dict[str, str]) -> ProviderSettings:
+    """One provider's settings; a person's sign-in asks for REQUIRED_SCOPES beside those listed."""
+    if values["grant"] != CLIENT_CREDENTIALS:
+        values = {**values, "scopes": tuple(dict.fromkeys((*REQUIRED_SCOPES, *values["scopes"])))}
+    return ProviderSettings(alias, **values, sources=sources)
+
+
+def _check_grant(provider: ProviderSettings) -> None:
+    """A service account's client must prove itself, and has no person to sign in on a device."""
+    if not provider.service:
+        return
+    where = f" of provider {provider.alias}" if provider.alias else ""
+    if provider.client_auth == client_auth.NONE:
+        raise SettingsError(
+            f"grant{where} is {CLIENT_CREDENTIALS}: its client must authenticate, so client_auth"
+            " cannot be none; set client_secret_file or client_private_key_file, or store its"
+            " secret with `signin-broker client-secret set`"
+        )
+    if provider.device_client_id:
+        raise SettingsError(
+            f"grant{where} is {CLIENT_CREDENTIALS}: a service account has no person to sign in"
+            " on a device; remove device_client_id"
+        )
 
 
 def _check_client_auth(provider: ProviderSettings) -> None:

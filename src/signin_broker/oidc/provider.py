@@ -17,6 +17,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlencode
 
@@ -221,6 +222,17 @@ class Provider:
             resource=resource,
         )
         return await self._token_request(body, answer_within, dpop)
+
+    async def client_credentials(
+        self, scope: str | None = None, resource: str | None = None
+    ) -> TokenResponse:
+        """A token for the client itself (RFC 6749 section 4.4): a service account's.
+
+        No person, and no refresh token kept (RFC 6749 4.4.3: none should be issued):
+        the grant is simply made again. `resource` asks for one audience (RFC 8707).
+        """
+        body = prepare_token_request("client_credentials", scope=scope, resource=resource)
+        return replace(await self._token_request(body), refresh_token=None, id_token=None)
 
     async def device_authorization(
         self, scope: str, extra: dict[str, str] | None = None

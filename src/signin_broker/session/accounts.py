@@ -55,6 +55,9 @@ class AccountInfo:
     auth_time: int = 0  # when the person authenticated for it (auth_time; 0: not said)
     # Why its tokens are DPoP-bound (oidc.dpop.BY_SETTING or BY_PROVIDER); "": Bearer tokens.
     dpop_bound_by: str = ""
+    # A service account: the client itself, whose tokens come from the client credentials
+    # grant (service_accounts.py), with no person, no refresh token, and nothing stored.
+    service: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,7 @@ class IssuedToken:
     acr: str = ""  # of the sign-in behind the token (AccountInfo.acr)
     auth_time: int = 0
     dpop_bound_by: str = ""  # why a DPoP-bound token is (AccountInfo.dpop_bound_by)
+    renew_at: int = 0  # when it is due for renewal, whoever asks (Unix seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +219,7 @@ class Account:
         for transient in ("apps", "access_token_expires_at", "next_refresh_at", "at_risk"):
             info.pop(transient)
         info.pop("aliases")  # kept by session.names
+        info.pop("service")  # a service account is never stored
         return {
             "version": RECORD_VERSION,
             "issuer": issuer,

@@ -195,13 +195,27 @@ class ScopeNotGranted(SessionError):
 class ProviderRefused(SessionError):
     """The provider refused a refresh, not ending the session (invalid_scope, invalid_target, ...).
 
-    `error` is its OAuth error code, `status` its HTTP status.
+    `error` is its OAuth error code, `status` its HTTP status, `description` what it said.
     """
 
-    def __init__(self, error: str, status: int = 400) -> None:
+    def __init__(self, error: str, status: int = 400, description: str = "") -> None:
         super().__init__(f"the identity provider refused that token ({error})")
         self.error = error
         self.status = status
+        self.description = description
+
+
+class NoPerson(NotConfigured):
+    """A service account (the client credentials grant) was asked for what needs a person.
+
+    A sign-in, a step-up, an ID token, a sign-out: there is nobody to sign in, and its
+    tokens come from the client's own credentials.
+    """
+
+    def __init__(self, who: str, what: str) -> None:
+        super().__init__(
+            f"{who} is a service account (grant = client_credentials), with no person: {what}"
+        )
 
 
 class TokenTooShortLived(SessionError):

@@ -17,8 +17,8 @@ from ..oidc.errors import ProviderUnavailable
 from ..states import EventKind
 from ..store import audit_rows
 from ..store.audit_rows import Actor
-from .accounts import EVERYTHING, AccountInfo, Entitlement, SignOutResult
-from .errors import AliasNotSaved
+from .accounts import EVERYTHING, Account, AccountInfo, Entitlement, SignOutResult
+from .errors import AliasNotSaved, NoPerson
 from .logout_links import LogoutLinks
 from .names import AccountNames
 from .overview import SessionOverview
@@ -68,7 +68,7 @@ class SessionLifecycle:
         await self._sign_ins.cancel_devices(signing_out, "signed out")
         if not signing_out:
             return SignOutResult(False, await self.logout_url(page_url, None))
-        account = self._registry.resolve(account_id, entitlement)
+        account = _of_a_person(self._registry.resolve(account_id, entitlement))
         await self._registry.end(
             account, EventKind.SIGNED_OUT, "signed out", actor or daemon_actor()
         )
@@ -89,7 +89,7 @@ class SessionLifecycle:
 
         The audit row of the removal is written before anything is deleted (docs/contract.md §14).
         """
-        account = self._registry.resolve(account_id, entitlement)
+        account = _of_a_person(self._registry.resolve(account_id, entitlement))
         await self._audit.record_now(audit_rows.removed(actor, account.info.id))
         await self._registry.end(account, EventKind.SIGNED_OUT, "the account was removed", actor)
         await revoke(account.client, account.tokens, account.dpop_key)
@@ -148,3 +148,14 @@ class SessionLifecycle:
         if post_logout_redirect_uri:
             params["post_logout_redirect_uri"] = post_logout_redirect_uri
         return f"{endpoint or link.issuer.rstrip('/') + '/logout'}?{urlencode(params)}"
+
+
+def _of_a_person(account: Account) -> Account:
+    """The account, if a person signed it in; a service account is the client's (NoPerson)."""
+    if account.info.service:
+        raise NoPerson(
+            account.info.id,
+            "it cannot be signed out or removed while its provider is configured; take its"
+            " provider's table out of the config file to stop it",
+        )
+    return account

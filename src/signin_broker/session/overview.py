@@ -91,9 +91,10 @@ class SessionOverview:
         renewable = self._registry.renewable(account)
         refresh_at = to_wall(self._clock, account.refresh_at) if renewable else 0
         apps = account.runtime.apps.values()
+        held = bool(account.tokens.access_token)  # a service account has none until granted
         return replace(
             account.info,
-            access_token_expires_at=int(to_wall(self._clock, account.tokens.expires_at)),
+            access_token_expires_at=int(to_wall(self._clock, account.tokens.expires_at)) * held,
             next_refresh_at=int(refresh_at),
             apps=tuple(sorted(apps, key=lambda a: -a.last_used)),
             at_risk=self._at_risk(account, refresh_at),
@@ -101,7 +102,12 @@ class SessionOverview:
         )
 
     def _at_risk(self, account: Account, refresh_at: float) -> str:
-        """Why the session may end that the person should know now ("" when nothing)."""
+        """Why the session may end that the person should know now ("" when nothing).
+
+        For a service account: why the provider will not grant its token, until it does.
+        """
+        if account.info.service:
+            return account.runtime.refusal
         if lost := account.tokens.refresh_lost:
             ends = to_wall(self._clock, account.tokens.expires_at)
             at = time.strftime("%H:%M:%S", time.localtime(ends))

@@ -122,6 +122,11 @@ class ProviderClient(Protocol):
         account's tokens are bound to (RFC 9449), for each proof.
         """
 
+    async def client_credentials(
+        self, scope: str | None = None, resource: str | None = None
+    ) -> TokenResponse:
+        """A token for the client itself (RFC 6749 section 4.4): a service account's."""
+
     async def userinfo(self, access_token: str, dpop: DpopKey | None = None) -> dict[str, Any]:
         """The user's claims; OAuthError("invalid_token") when the token is refused."""
 

@@ -2,7 +2,8 @@
 
 People have a work and a personal identity. Each provider has its own client settings
 and its own accounts, whose ids carry its alias (`work/user:1001`; the main
-provider's have none, as the contract writes them). A provider whose client allows
+provider's have none, as the contract writes them); a provider of the client
+credentials grant has one, a service account: the client itself. A provider whose client allows
 only one grant type may have a second client for device sign-ins; an account's
 tokens are always renewed by the client they were issued to (RFC 6749 6), so the
 account remembers which one that was. Each provider has its own health: one that
@@ -42,6 +43,10 @@ class ProviderLink:
     is_default: bool = field(default=False)
     setting_sources: dict[str, str] = field(default_factory=dict)  # setting: where it was set
     dpop: str = "if-required"  # the `dpop` setting (oidc.dpop.MODES), for status
+    # Its one account is the client itself (the client credentials grant), asking for
+    # `scopes`; else people sign in (service_accounts.py).
+    service: bool = False
+    scopes: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:

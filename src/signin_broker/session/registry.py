@@ -26,6 +26,7 @@ from .ports import AccountStore, AuditSink
 from .providers import Providers
 from .saving import SAVED_AT, SavedStates
 from .schedule import first_revalidation
+from .service_accounts import service_account
 from .tokens import TokenSet
 
 log = logging.getLogger(__name__)
@@ -120,8 +121,10 @@ class AccountRegistry:
         return self._accounts.get(account.info.id) is account
 
     def renewable(self, account: Account) -> bool:
-        """Whether the daemon may send the account's refresh token."""
-        return account.client is not None and account.tokens.refresh_token is not None
+        """Whether the daemon may renew the account (a refresh token; a service's credentials)."""
+        if account.client is None:
+            return False
+        return account.info.service or account.tokens.refresh_token is not None
 
     # -- changes ----------------------------------------------------------------------
 
@@ -197,10 +200,27 @@ class AccountRegistry:
     # -- start -------------------------------------------------------------------------
 
     async def restore(self, providers: Providers, store: AccountStore | None, storage: str) -> None:
-        """Take the providers and the store, and bring back the accounts stored of them."""
+        """Take the providers and the store, bring back the accounts stored of them.
+
+        And each service provider's account, without a token: the keeper asks for it.
+        """
         self.providers, self.saving.store, self.storage = providers, store, storage
-        if store is None:
-            return
+        if store is not None:
+            await self._restore_stored(store)
+        for link in providers:
+            if link.service:  # nothing of it was stored: its token is asked for now
+                now = self._clock()
+                account = service_account(link, now, to_wall(self._clock, now))
+                account.runtime.link = link
+                self._accounts[account.info.id] = account
+        if self._accounts and not self.default_id:
+            first = min(self._accounts.values(), key=lambda a: a.info.signed_in_at)
+            first.info = replace(first.info, is_default=True)
+        if self._accounts:
+            log.info("sessions restored", extra={"accounts": sorted(self._accounts)})
+
+    async def _restore_stored(self, store: AccountStore) -> None:
+        """The accounts the store holds, of providers and clients still configured."""
         for account_id in await asyncio.to_thread(store.accounts):
             account = await self._restored(store, account_id)
             if account is not None:
@@ -210,11 +230,6 @@ class AccountRegistry:
                 account.runtime.confirm_by = 0.0  # confirmed before this start: owed now
                 self._accounts[account.info.id] = account
                 self.saving.restored(account)
-        if self._accounts and not self.default_id:
-            first = min(self._accounts.values(), key=lambda a: a.info.signed_in_at)
-            first.info = replace(first.info, is_default=True)
-        if self._accounts:
-            log.info("sessions restored", extra={"accounts": sorted(self._accounts)})
 
     async def _remember_ended(self, ended: EndedSession) -> None:
         """Keep the newest ENDED_KEPT ended sessions; the store forgets the older ones."""
@@ -252,7 +267,7 @@ class AccountRegistry:
     def _configured(self, account: Account, issuer: object) -> Account | None:
         """The restored account, linked to its provider; None when that or its client is gone."""
         link = self.providers.of(account.info.id)
-        if link is None or issuer != link.issuer:
+        if link is None or issuer != link.issuer or link.service:
             log.info(
                 "a stored session belongs to a provider that is not configured (now)",
                 extra={"account": account.info.id, "issuer": issuer},

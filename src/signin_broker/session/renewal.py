@@ -8,7 +8,9 @@ token is written to the encrypted store before the new access token is handed ou
 (registry.AccountRegistry.replace_tokens). While the provider cannot be reached a
 still-valid token is served and renewal backs off (provider_health.py). Down-scoped
 tokens (fewer scopes, or an audience) come from scoped_tokens.py; every token handed
-out is counted and audited (use_ledger.py).
+out is counted and audited (use_ledger.py). A service account's tokens are renewed the
+same way, by the client credentials grant instead of a refresh token
+(service_accounts.py), and never re-validated: it has no session at the provider.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from .errors import (
     AudienceNotAllowed,
     IdTokenNotAllowed,
     IdTokenUnavailable,
+    NoPerson,
     ProviderRefused,
     ProviderUnreachable,
     ScopeNotGranted,
@@ -49,6 +52,7 @@ from .refresh_grant import RefreshGrant
 from .registry import AccountRegistry
 from .revocation import revoke
 from .scoped_tokens import RENEWAL_PENDING, DownScopedTokens
+from .service_accounts import ClientCredentialsGrant
 from .tokens import TokenSet
 from .use_ledger import UseLedger
 
@@ -81,7 +85,8 @@ class TokenKeeper:
         self._audit = audit
         self._clock = clock
         self._grant = RefreshGrant(registry, health, clock, answer_idle=answer_idle)
-        self._scoped = DownScopedTokens(registry, self._grant, health, clock)
+        self._client_grant = ClientCredentialsGrant(health, clock)
+        self._scoped = DownScopedTokens(registry, self._grant_for, health, clock)
         self.uses = UseLedger(audit, clock)
 
     async def get_token(
@@ -143,7 +148,12 @@ class TokenKeeper:
             acr=account.info.acr,
             auth_time=account.info.auth_time,
             dpop_bound_by=account.info.dpop_bound_by if account.dpop_for(tokens) else "",
+            renew_at=int(to_wall(self._clock, tokens.refresh_due_at())),
         )
+
+    def _grant_for(self, account: Account) -> RefreshGrant | ClientCredentialsGrant:
+        """How the account's tokens are renewed: its refresh token, or the client's credentials."""
+        return self._client_grant if account.info.service else self._grant
 
     def _asked(
         self, account_id: str, scopes: Sequence[str], audience: str, entitlement: Entitlement
@@ -209,6 +219,8 @@ class TokenKeeper:
 
     def _id_token(self, account: Account, min_ttl: int) -> tuple[str, int]:
         """The session's ID token and its expiry, if it lasts min_ttl seconds more."""
+        if account.info.service:
+            raise NoPerson(account.info.id, "it has no ID token, only access tokens")
         token = account.tokens.id_token
         if not token:
             raise IdTokenUnavailable("the provider issued no ID token for this session")
@@ -283,10 +295,11 @@ class TokenKeeper:
         """Renew the main token; shared by every caller waiting at that moment."""
         async with account.runtime.lock:
             asked_at = self._clock()  # the provider's tokens live from about then, not arrival
+            grant = self._grant_for(account)
             try:
-                response = await self._grant.spend(account)
+                response = await grant.spend(account)
             except ProviderRefused as refusal:
-                await self._grant.refused(account, refusal)
+                await grant.refused(account, refusal)
                 raise
             renewed = account.tokens.renewed(response, asked_at)
             if not self._registry.is_current(account):  # signed out while the provider took long
@@ -405,8 +418,8 @@ class TokenKeeper:
         """
         client, asked_at = account.client, self._clock()
         self._health.next_revalidation(account)
-        if client is None:
-            return False  # a provider no longer configured: its accounts are not restored
+        if client is None or account.info.service:
+            return False  # a provider no longer configured (not restored); no session to check
         started = time.perf_counter()
         try:
             await client.userinfo(account.tokens.access_token, account.dpop_for(account.tokens))

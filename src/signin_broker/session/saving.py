@@ -55,8 +55,8 @@ class SavedStates:
         False when it could not be written: the state stays in memory, and is written
         again when `retry_at` comes.
         """
-        if self.store is None:
-            return True
+        if self.store is None or account.info.service:
+            return True  # a service account's token is asked for anew at each start
         link = account.runtime.link
         tokens = account.tokens if tokens is None else tokens
         on_disk = tokens.shifted(to_wall(self._clock, 0.0))  # the wall clock of now

@@ -1,7 +1,8 @@
 """Down-scoped tokens: fewer scopes than the sign-in's, or one audience (RFC 8707).
 
 Each is a refresh grant with `scope` or `resource`, made under the account's lock like
-any other spend of its refresh token (refresh_grant.py), cached per account within
+any other spend of its refresh token (refresh_grant.py; a service account's is a client
+credentials grant with them), cached per account within
 bounds while it serves, and counted against the asking app's budget of grants at the
 provider (session.limits).
 """
@@ -29,6 +30,7 @@ from .refresh_grant import RefreshGrant
 from .registry import AccountRegistry
 from .revocation import revoke
 from .schedule import CALLER_WAIT_SECONDS, RENEWAL_RETRY_SECONDS
+from .service_accounts import ClientCredentialsGrant
 from .tokens import TokenSet
 
 RENEWAL_PENDING = "the provider has not answered a renewal yet"
@@ -40,12 +42,12 @@ class DownScopedTokens:
     def __init__(
         self,
         registry: AccountRegistry,
-        grant: RefreshGrant,
+        grant_for: Callable[[Account], RefreshGrant | ClientCredentialsGrant],
         health: ProviderHealth,
         clock: Callable[[], float],
     ) -> None:
         self._registry = registry
-        self._grant = grant
+        self._grant_for = grant_for  # the account's refresh token, or a service's credentials
         self._health = health
         self._clock = clock
         self._grants = GrantBudget(clock)
@@ -102,7 +104,7 @@ class DownScopedTokens:
         scopes, audience = key
         now = self._clock()  # the provider's token lives from about then, not its arrival
         try:
-            response = await self._grant.spend(
+            response = await self._grant_for(account).spend(
                 account, " ".join(sorted(scopes)) if scopes else None, audience or None
             )
         except ProviderUnavailable as error:  # a refusal is the grant's to say (ProviderRefused)

@@ -61,6 +61,7 @@ from .accounts import (
 )
 from .errors import (
     InvalidSignIn,
+    NoPerson,
     NotConfigured,
     ProviderDoesNotFit,
     ProviderUnreachable,
@@ -202,7 +203,7 @@ class SignIns:
         another provider than the one (by alias; "" the default) chosen here. A step-up
         (what a token request asked, and when) is checked when the sign-in completes.
         """
-        link = self._registry.providers.named(provider)  # NotConfigured when there is no such one
+        link = _for_people(self._registry.providers.named(provider))  # or NotConfigured
         now = self._clock()
         self._begun = {key: begun for key, begun in self._begun.items() if begun.expires_at > now}
         started = SignInStart(
@@ -246,7 +247,7 @@ class SignIns:
         """
         begun = self._started(sign_in_id) if sign_in_id else None
         providers = self._registry.providers
-        link = (
+        link = _for_people(
             providers.at(begun.provider)
             if begun is not None
             else providers.named(check_provider(provider))
@@ -595,6 +596,16 @@ class SignIns:
         self._events.publish(
             SessionEvent(kind, account=account, detail=detail, sign_in_id=sign_in_id, owner=owner)
         )
+
+
+def _for_people(link: ProviderLink) -> ProviderLink:
+    """The provider a person signs in at; a service account's has nobody to (NoPerson)."""
+    if link.service:
+        raise NoPerson(
+            f"{link.name}'s account",
+            "there is nobody to sign in; its token comes from the client's own credentials",
+        )
+    return link
 
 
 def page_url(begin_url: str, started: SignInStart, redirect_to: str = "") -> str:

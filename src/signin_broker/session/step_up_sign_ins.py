@@ -30,7 +30,7 @@ from ..states import EventKind
 from ..store.audit_rows import Actor
 from .accounts import Account, AccountInfo, Entitlement, IssuedToken, SignInStart
 from .clock import to_wall
-from .errors import InvalidSignIn, StepUpRequired
+from .errors import InvalidSignIn, NoPerson, StepUpRequired
 from .events import EventBus, SessionEvent
 from .registry import AccountRegistry
 from .sign_ins import BegunSignIn, SignIns, page_url
@@ -97,6 +97,8 @@ class StepUpSignIns:
         app = actor.app
         asked_at = to_wall(self._clock, self._clock())
         account = self._registry.resolve(account_id, entitlement)
+        if account.info.service:
+            raise NoPerson(account.info.id, "it cannot step up: a step-up is a person's sign-in")
         step_up = step_up.offered_by(await _acr_values_listed(account))
         info = account.info
         leeway = 0

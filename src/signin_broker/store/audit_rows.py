@@ -246,3 +246,29 @@ def forward_closed(actor: Actor, name: str, why: str, tokens: int, connections: 
     return AuditEntry(
         actor, Action.DELETE, "forward", resource_id=f"forward:{name}", payload=payload
     )
+
+
+def token_file_written(
+    actor: Actor,
+    account: str,
+    path: str,
+    scopes: Sequence[str],
+    expires_at: int,
+    *,
+    audience: str,
+) -> AuditEntry:
+    """The daemon wrote a token file (the app `file:<name>`): one row per write, none per read."""
+    payload: dict[str, object] = {"path": path, "scopes": list(scopes), "expires_at": expires_at}
+    if audience:
+        payload["audience"] = audience
+    return AuditEntry(
+        actor, Action.ISSUE_TOKEN, "token_file", account, resource_id=actor.app, payload=payload
+    )
+
+
+def token_file_removed(actor: Actor, account: str, path: str, why: str) -> AuditEntry:
+    """The daemon removed a token file: its session ended, its policy denies it, its token died."""
+    payload = {"path": path, "event": why}
+    return AuditEntry(
+        actor, Action.DELETE, "token_file", account, resource_id=actor.app, payload=payload
+    )

@@ -202,10 +202,12 @@ def write_atomically(
     *,
     before_write: Callable[[int], None] | None = None,
     before_rename: Callable[[], None] | None = None,
+    check_folder: Callable[[Path], None] = private_folder,
 ) -> None:
     """Write a private (0600) file by write, fsync, rename, fsync of the folder.
 
-    The folder is checked to be private first. The temporary file has a random name
+    The folder is checked first: made private (`check_folder`, by default private_folder;
+    a token file's folder is the person's and only checked). The temporary file has a random name
     and is created exclusively without following symlinks, so nothing planted at a
     guessed name receives the data. `before_write` is given the empty file's
     descriptor (the journal asks btrfs to overwrite it in place then). `before_rename`
@@ -213,7 +215,7 @@ def write_atomically(
     the file's key then); if it fails, nothing is replaced. A crash leaves at most the
     temporary file, which `leftover_writes` finds.
     """
-    private_folder(path.parent)
+    check_folder(path.parent)
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     descriptor = os.open(temporary, flags, 0o600)

@@ -32,8 +32,11 @@ import httpx2
 from signin_broker.daemon.options import env_name
 from signin_broker_testing.browser import Browser, location
 from signin_broker_testing.daemon import DaemonProcess
+from support.service_accounts import new_secret
 
 CLIENT_ID = "signin-broker"
+KIOSK_ID = "kiosk"  # a confidential client allowed the client credentials grant only
+SERVICE_TOKEN_TTL = 2  # seconds: its tokens' lifetime, whatever a person's are
 CALLBACK = "/auth/oauth2/id-provider/callback"
 REDIRECT_URI = "http://127.0.0.1" + CALLBACK  # no port: the provider must accept any
 USER_EMAIL = "alice@example.com"  # the test user's, at every provider
@@ -87,6 +90,7 @@ class RealProvider:
     def __init__(self, folder: Path, access_token_ttl: int) -> None:
         self.folder = folder
         self.access_token_ttl = access_token_ttl
+        self.kiosk_secret = new_secret()  # KIOSK_ID's, for a service account
         self.issuer = ""
         self.lines: list[str] = []
         self.process: subprocess.Popen[str] | None = None

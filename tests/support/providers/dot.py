@@ -22,7 +22,15 @@ from typing import ClassVar, Self
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from support.providers import CLIENT_ID, PAUSE_FLAG, REDIRECT_URI, USER_EMAIL, RealProvider
+from support.providers import (
+    CLIENT_ID,
+    KIOSK_ID,
+    PAUSE_FLAG,
+    REDIRECT_URI,
+    SERVICE_TOKEN_TTL,
+    USER_EMAIL,
+    RealProvider,
+)
 from support.real import unavailable
 
 PINNED = {"django-oauth-toolkit": "3.4.1", "oauthlib": "3.3.1"}  # oauthlib 4.0.1: 500s
@@ -87,6 +95,9 @@ class DjangoOAuthToolkit(RealProvider):
             "password": self.credentials["password"],
             "email": USER_EMAIL,
             "pause_flag": str(self.folder / PAUSE_FLAG),
+            "kiosk_id": KIOSK_ID,
+            "kiosk_secret": self.kiosk_secret,
+            "client_credentials_ttl": SERVICE_TOKEN_TTL,
         }
         path = self.folder / "settings.json"
         path.write_text(json.dumps(settings))

@@ -26,8 +26,16 @@ from typing import ClassVar
 import httpx2
 from joserfc.jwk import RSAKey
 
-from support.providers import CLIENT_ID, PAUSE_FLAG, REDIRECT_URI, RealProvider
+from support.providers import (
+    CLIENT_ID,
+    KIOSK_ID,
+    PAUSE_FLAG,
+    REDIRECT_URI,
+    SERVICE_TOKEN_TTL,
+    RealProvider,
+)
 from support.real import unavailable
+from support.service_accounts import new_key
 
 SOURCE = Path(__file__).parent / "oidc_provider"
 CACHE = Path(__file__).parents[3] / ".cache" / "interop"
@@ -58,6 +66,7 @@ class NodeOidcProvider(RealProvider):
         env: dict[str, str] | None = None,
     ) -> None:
         super().__init__(folder, access_token_ttl)
+        self.kiosk_key, self.kiosk_jwks = new_key()  # `KIOSK_ID-jwt` signs with it
         self.dpop_nonces = dpop_nonces  # False: no DPoP nonces, a proof's iat alone is checked
         self.env = env or {}  # more environment for Node (a faked clock, say)
 
@@ -116,6 +125,10 @@ class NodeOidcProvider(RealProvider):
             "dpop_nonces": self.dpop_nonces,
             "admin_token": secrets.token_urlsafe(32),
             "acr_values": list(self.acr_values),
+            "kiosk_id": KIOSK_ID,
+            "kiosk_secret": self.kiosk_secret,
+            "kiosk_jwks": self.kiosk_jwks,
+            "client_credentials_ttl": SERVICE_TOKEN_TTL,
         }
         path = self.folder / "settings.json"
         path.write_text(json.dumps(settings))

@@ -18,6 +18,7 @@ from ...v1 import broker_pb2 as pb
 from ..apps.gate import AppView
 from ..apps.policy import Decision
 from ..callers.identity import Caller
+from ..token_files import TokenFileStatus
 from .statuses import InvalidRequest, checked
 
 MAX_APP_HINT = 100  # a name and a host; the audit keeps it as said
@@ -120,6 +121,7 @@ def account_message(account: AccountInfo) -> pb.Account:
         acr=account.acr,
         auth_time_unix=account.auth_time,
         dpop_bound_by=account.dpop_bound_by,
+        service_account=account.service,
     )
 
 
@@ -141,6 +143,22 @@ def provider_message(link: ProviderLink) -> pb.Provider:
         dpop_required_since_unix=int(learned.learned_at) if learned else 0,
         dpop_required_reason=learned.reason if learned else "",
         dpop_required_until_unix=int(learned.until) if learned else 0,
+        grant="client_credentials" if link.service else "authorization_code",
+    )
+
+
+def token_file_message(file: TokenFileStatus) -> pb.TokenFile:
+    return pb.TokenFile(
+        name=file.name,
+        path=file.path,
+        format=file.format,
+        account=file.account,
+        scopes=file.scopes,
+        audience=file.audience,
+        written_at_unix=int(file.written_at),
+        next_write_unix=int(file.next_write_at),
+        expires_at_unix=file.expires_at,
+        problem=file.problem,
     )
 
 

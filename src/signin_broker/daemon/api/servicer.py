@@ -29,6 +29,7 @@ from ..apps.gate import AppGate
 from ..callers.identity import Caller
 from ..host.memory import resident_bytes
 from ..qr import qr_image
+from ..token_files import TokenFiles
 from .access import Admitted
 from .messages import (
     EVENT_KIND,
@@ -36,6 +37,7 @@ from .messages import (
     account_message,
     actor_of,
     provider_message,
+    token_file_message,
     token_terms,
 )
 from .service_info import DaemonInfo
@@ -51,12 +53,18 @@ class TokenBrokerServicer:
     """
 
     def __init__(
-        self, session: SessionManager, info: DaemonInfo, apps: AppGate, audit: AuditTrail
+        self,
+        session: SessionManager,
+        info: DaemonInfo,
+        apps: AppGate,
+        audit: AuditTrail,
+        token_files: TokenFiles,
     ) -> None:
         self._session = session
         self._info = info
         self._apps = apps
         self._audit = audit
+        self._token_files = token_files
 
     async def GetToken(
         self, request: pb.GetTokenRequest, admitted: Admitted
@@ -142,6 +150,10 @@ class TokenBrokerServicer:
                     ended_at_unix=int(ended.ended_at),
                 )
                 for ended in sessions.ended
+            ],
+            token_files=[
+                token_file_message(file)
+                for file in self._token_files.statuses(admitted.entitlement)
             ],
         )
 

@@ -28,6 +28,7 @@ from ...session.errors import (
     IdTokenNotAllowed,
     IdTokenUnavailable,
     InvalidSignIn,
+    NoPerson,
     NotConfigured,
     ProviderDoesNotFit,
     ProviderRefused,
@@ -67,6 +68,7 @@ _STATUS_OF: dict[type[SessionError], Status] = {
     TooManyAliases: Status.RESOURCE_EXHAUSTED,
     NotConfigured: Status.FAILED_PRECONDITION,
     ProviderDoesNotFit: Status.FAILED_PRECONDITION,
+    NoPerson: Status.FAILED_PRECONDITION,  # a service account: no sign-in, step-up, ID token
     ScopeNotGranted: Status.FAILED_PRECONDITION,
     TokenTooShortLived: Status.FAILED_PRECONDITION,
     # The account is signed in (UNAUTHENTICATED would say it is not, and other apps

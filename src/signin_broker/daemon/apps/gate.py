@@ -8,7 +8,8 @@ with `signin-broker apps allow|deny` (a desktop notification says so where one c
 be shown), or until the wait times out with PERMISSION_DENIED.
 
 A browser extension (`browser:<browser>/<id>`, through the broker's native host) gets
-tokens only, and only for the web origins its rule lists.
+tokens only, and only for the web origins its rule lists. A token file (`file:<name>`)
+is admitted as an app is, though no process asks: the daemon writes it.
 
 The policy keeps well-behaved apps to what the user chose; it is not a sandbox: any
 program running as the user can also edit the policy file or read the keyring.
@@ -91,6 +92,7 @@ class AppGate:
         self.ask_timeout = ask_timeout
         self._apps: dict[str, AppRecord] = {}
         self._clock = clock
+        self._listeners: list[Callable[[str], None]] = []  # told of each decision, by app
 
     def rule_for(self, caller: Caller) -> AppRule:
         """The rule that applies to the caller now: its own, else the default."""
@@ -162,6 +164,29 @@ class AppGate:
         if refusal:
             raise AppDenied(refusal)
         return _entitlement(rule)
+
+    async def admit_file(self, app: str) -> Entitlement:
+        """Admit a token file (`file:<name>`) to tokens, as its rule says (asked when it says ask).
+
+        No process stands behind a file: whoever can read it has the token, so its rule
+        is all there is to go by (no pin, no sandbox).
+        """
+        record = self._apps.get(app)
+        if record is None:
+            record = self._apps[app] = AppRecord(app, app)
+        self.policy.refresh()
+        rule = self._rule_of(app)
+        if rule.decision is Decision.ASK:
+            rule = replace(rule, decision=await self._ask(record))
+        if rule.decision is Decision.DENY:
+            raise AppDenied(
+                f"the user's app policy denies {app}; to allow it: signin-broker apps allow {app!r}"
+            )
+        return _entitlement(rule)
+
+    def on_decision(self, listener: Callable[[str], None]) -> None:
+        """Have `listener` told the app of each decision the person makes (apps allow|deny)."""
+        self._listeners.append(listener)
 
     async def admit_manager(self, caller: Caller) -> Entitlement:
         """Admit an app that may read or change the policy itself (the person's own tools).
@@ -274,6 +299,7 @@ class AppGate:
             raise NothingWaits(f"no request of {record.name} waits for an answer")
         answered = self._settle(record, decision)
         log.info("app answered once", extra={"app": record.id, "decision": str(decision)})
+        self._tell(record.id)
         return self._view(record), answered
 
     async def decide(
@@ -319,7 +345,12 @@ class AppGate:
             "app policy changed",
             extra={"app": record.id, "decision": str(decision) if decision else "default"},
         )
+        self._tell(record.id)
         return self._view(record), answered
+
+    def _tell(self, app: str) -> None:
+        for listener in self._listeners:
+            listener(app)
 
     @staticmethod
     def _settle(record: AppRecord, decision: Decision) -> int:

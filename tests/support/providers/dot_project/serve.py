@@ -28,7 +28,8 @@ def configure(settings_file: str) -> None:
 
 
 def seed() -> None:
-    """The test user, a public client approved without a consent page, and a device client."""
+    """The test user, a public client approved without a consent page, a device client, and
+    a confidential client allowed the client credentials grant (a service account's)."""
     from django.conf import settings
     from django.contrib.auth import get_user_model
     from oauth2_provider.models import get_application_model
@@ -55,6 +56,13 @@ def seed() -> None:
         client_type="public",
         authorization_grant_type=application.GRANT_DEVICE_CODE,
         algorithm="RS256",
+    )
+    application.objects.create(
+        client_id=run["kiosk_id"],
+        client_secret=run["kiosk_secret"],  # hashed as it is saved
+        name="a kiosk (service account)",
+        client_type=application.CLIENT_CONFIDENTIAL,
+        authorization_grant_type=application.GRANT_CLIENT_CREDENTIALS,
     )
 
 

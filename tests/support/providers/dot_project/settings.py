@@ -58,6 +58,15 @@ OAUTH2_PROVIDER = {
         RUN["device_verification_uri"] + "?user_code={user_code}"
     ),
     "DEVICE_FLOW_INTERVAL": 1,
+    # A service account's tokens (the client credentials grant) live a short while of
+    # their own, so a test sees several renewals in seconds.
+    "EXTRA_SERVER_KWARGS": {
+        "token_expires_in": lambda request: (
+            RUN["client_credentials_ttl"]
+            if request.grant_type == "client_credentials"
+            else RUN["access_token_ttl"]
+        )
+    },
 }
 
 # A server error's traceback goes to the provider's stderr.log, where a failing test shows it.

@@ -10,7 +10,11 @@
 // Two clients: settings.client_id, and settings.dpop_client_id, registered with
 // dpop_bound_access_tokens (RFC 9449 10.2), which must present a DPoP proof at every
 // token request. DPoP is on (the package's default) with nonces (nonceSecret), and
-// every proof must carry the provider's current nonce (requireNonce).
+// every proof must carry the provider's current nonce (requireNonce). Two more for
+// service accounts, allowed the client credentials grant only (the clientCredentials
+// feature): settings.kiosk_id with settings.kiosk_secret (client_secret_basic), and
+// `${kiosk_id}-jwt` with the public keys settings.kiosk_jwks (private_key_jwt); their
+// tokens live settings.client_credentials_ttl seconds.
 //
 // Sign-in uses the package's own development interactions (any login, any password,
 // then a consent page), which a scripted browser completes with two form posts. Both
@@ -66,10 +70,26 @@ const provider = new Provider(issuer, {
   clients: [
     client,
     { ...client, client_id: settings.dpop_client_id, dpop_bound_access_tokens: true },
+    {
+      client_id: settings.kiosk_id,
+      client_secret: settings.kiosk_secret,
+      token_endpoint_auth_method: 'client_secret_basic',
+      grant_types: ['client_credentials'],
+      response_types: [],
+      redirect_uris: [],
+    },
+    {
+      client_id: `${settings.kiosk_id}-jwt`,
+      jwks: settings.kiosk_jwks,
+      token_endpoint_auth_method: 'private_key_jwt',
+      grant_types: ['client_credentials'],
+      response_types: [],
+      redirect_uris: [],
+    },
   ],
   jwks: { keys: [settings.signing_key] },
   cookies: { keys: [settings.cookie_key] },
-  ttl: { AccessToken: settings.access_token_ttl },
+  ttl: { AccessToken: settings.access_token_ttl, ClientCredentials: settings.client_credentials_ttl },
   // Every ID token says how and when the person signed in (acr, auth_time), as
   // Keycloak's do; oidc-provider's own default tells acr only when asked for.
   claims: { openid: ['sub', 'acr', 'auth_time'], profile: ['name'], email: ['email', 'email_verified'] },
@@ -77,6 +97,7 @@ const provider = new Provider(issuer, {
     revocation: { enabled: true },
     deviceFlow: { enabled: true },
     introspection: { enabled: true },
+    clientCredentials: { enabled: true },
     dPoP: settings.dpop_nonces === false ? { enabled: true } : {
       enabled: true,
       nonceSecret: Buffer.from(settings.dpop_nonce_secret, 'base64url'),
