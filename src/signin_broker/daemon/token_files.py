@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING
 
 from ..session.accounts import EVERYTHING, Entitlement, IssuedToken
 from ..session.errors import AccountNotFound, RetryLater, SessionError, SignInRequired
-from ..session.events import EventKind, SessionEvent, WatcherDropped
+from ..session.events import SessionEvent, WatcherDropped
 from ..session.schedule import BACKOFF_MAX_SECONDS, retry_after_failure
+from ..states import EventKind
 from ..store import audit_rows
 from ..store.audit_rows import Actor
 from ..store.token_files import remove_token_file, render, sweep_leftovers, write_token_file
