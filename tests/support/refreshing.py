@@ -63,6 +63,7 @@ class ScriptedProvider:
         self.failure: Exception | None = None
         self.rejects_token = False
         self.userinfo_calls = 0
+        self.grants = 0  # client credentials grants asked for
         self.revoked: list[str] = []
 
     async def refresh(
@@ -87,6 +88,16 @@ class ScriptedProvider:
         rotated = f"rt-{n}" if self.rotates else None
         scopes = tuple(scope.split()) if scope else None
         return TokenResponse(f"at-{n}", "Bearer", self.lifetime, rotated, None, scopes)
+
+    async def client_credentials(
+        self, scope: str | None = None, resource: str | None = None
+    ) -> TokenResponse:
+        """A service account's token (a new one each time), or the scripted failure."""
+        self.grants += 1
+        if self.failure is not None:
+            raise self.failure
+        scopes = tuple(scope.split()) if scope else None
+        return TokenResponse(f"cc-{self.grants}", "Bearer", self.lifetime, None, None, scopes)
 
     async def userinfo(self, access_token: str, dpop: DpopKey | None = None) -> dict[str, Any]:
         self.userinfo_calls += 1

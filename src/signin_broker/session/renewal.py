@@ -125,10 +125,7 @@ class TokenKeeper:
         if id_token and not entitlement.id_token:
             raise IdTokenNotAllowed(actor.app if actor is not None else "APP")
         account, wanted, audience = self._asked(account_id, scopes, audience, entitlement)
-        if self._clock() >= account.runtime.confirm_by and await self._confirm(account):
-            if not self._registry.is_current(account):
-                raise self._registry.sign_in_required(account.info.id)
-            refused = True  # the provider rejects the token: its renewal decides
+        refused = await self._rejected_at_confirmation(account) or refused
         if audience or (wanted and wanted != frozenset(account.tokens.scopes)):
             app = actor.app if actor is not None else ""
             tokens = await self._scoped.token(account, (wanted, audience), min_ttl, app, refused)
@@ -150,6 +147,17 @@ class TokenKeeper:
             dpop_bound_by=account.info.dpop_bound_by if account.dpop_for(tokens) else "",
             renew_at=int(to_wall(self._clock, tokens.refresh_due_at())),
         )
+
+    async def _rejected_at_confirmation(self, account: Account) -> bool:
+        """Whether the provider rejects the token at a confirmation due before it is served.
+
+        Its renewal then decides; SignInRequired when the confirmation ended the session.
+        """
+        if self._clock() < account.runtime.confirm_by or not await self._confirm(account):
+            return False
+        if not self._registry.is_current(account):
+            raise self._registry.sign_in_required(account.info.id)
+        return True
 
     def _grant_for(self, account: Account) -> RefreshGrant | ClientCredentialsGrant:
         """How the account's tokens are renewed: its refresh token, or the client's credentials."""
