@@ -12,6 +12,7 @@ import asyncio
 import pytest
 
 from signin_broker.session.accounts import Account, AccountInfo
+from signin_broker.session.audit_entries import Actor
 from signin_broker.session.errors import TooManyNewTokens
 from signin_broker.session.limits import (
     GRANT_BURST,
@@ -22,7 +23,6 @@ from signin_broker.session.limits import (
 )
 from signin_broker.session.manager import SessionManager
 from signin_broker.session.tokens import TokenSet
-from signin_broker.store.audit_rows import Actor
 from support.clocks import FakeClock
 from support.memory_store import MemoryStore
 from support.refreshing import ScriptedProvider, providers_of

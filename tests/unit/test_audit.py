@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from signin_broker.session.audit_entries import Action, Actor, AuditEntry
 from signin_broker.store.audit_log import (
     ACCOUNTS_SQL,
     DAEMON_WIDE_SQL,
@@ -22,7 +23,7 @@ from signin_broker.store.audit_log import (
     AuditTrail,
     MissingTenantKey,
 )
-from signin_broker.store.audit_rows import Action, Actor, AuditEntry, AuditRow, Repeat
+from signin_broker.store.audit_rows import AuditRow, Repeat
 from support.clocks import FakeClock
 
 DAY = 86_400.0
@@ -111,7 +112,12 @@ def test_rows_carry_every_column_and_the_decoded_payload(log: AuditLog) -> None:
 def test_every_action_is_stored_and_read_back(log: AuditLog) -> None:
     log.record([entry(action=action) for action in Action])
     assert {row.action for row in log.for_account("user:1")} == set(Action)
-    assert all(isinstance(row.action, Action) for row in log.for_account("user:1"))
+
+
+def test_an_action_the_log_does_not_keep_is_refused_before_any_write(log: AuditLog) -> None:
+    with pytest.raises(ValueError, match="no action 'rename'"):
+        log.record([entry(), AuditEntry(APP_A, "rename", "account", "user:1")])  # type: ignore[arg-type]
+    assert log.for_account("user:1") == []
 
 
 def test_rows_come_back_newest_first_and_page_by_before_id(log: AuditLog, clock: FakeClock) -> None:

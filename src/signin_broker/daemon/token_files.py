@@ -24,13 +24,13 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..session import audit_entries
 from ..session.accounts import EVERYTHING, Entitlement, IssuedToken
+from ..session.audit_entries import Actor
 from ..session.errors import AccountNotFound, RetryLater, SessionError, SignInRequired
 from ..session.events import SessionEvent, WatcherDropped
 from ..session.schedule import BACKOFF_MAX_SECONDS, retry_after_failure
 from ..states import EventKind
-from ..store import audit_rows
-from ..store.audit_rows import Actor
 from ..store.token_files import remove_token_file, render, sweep_leftovers, write_token_file
 from .refusals import AppDenied
 
@@ -203,7 +203,7 @@ class TokenFiles:
                 file.signature, file.written_at = signature, time.time()
                 file.token_hash, file.expires_at = hash(token.access_token), token.expires_at
             self._audit.record(
-                audit_rows.token_file_written(
+                audit_entries.token_file_written(
                     _actor(file),
                     token.account,
                     str(file.setting.path),
@@ -272,7 +272,7 @@ class TokenFiles:
                 "token file removed", extra={"token_file": file.setting.name, "reason": reason}
             )
             self._audit.record(
-                audit_rows.token_file_removed(
+                audit_entries.token_file_removed(
                     _actor(file), file.account, str(file.setting.path), reason
                 )
             )

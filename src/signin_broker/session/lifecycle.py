@@ -15,14 +15,14 @@ from urllib.parse import urlencode
 
 from ..oidc.errors import ProviderUnavailable
 from ..states import EventKind
-from ..store import audit_rows
-from ..store.audit_rows import Actor
+from . import audit_entries
 from .accounts import EVERYTHING, Account, AccountInfo, Entitlement, SignOutResult
+from .audit_entries import Actor, daemon_actor
 from .errors import AliasNotSaved, NoPerson
 from .logout_links import LogoutLinks
 from .names import AccountNames
 from .overview import SessionOverview
-from .ports import AuditSink, daemon_actor
+from .ports import AuditSink
 from .registry import AccountRegistry
 from .revocation import revoke
 from .sign_ins import SignIns
@@ -90,7 +90,7 @@ class SessionLifecycle:
         The audit row of the removal is written before anything is deleted (docs/contract.md §14).
         """
         account = _of_a_person(self._registry.resolve(account_id, entitlement))
-        await self._audit.record_now(audit_rows.removed(actor, account.info.id))
+        await self._audit.record_now(audit_entries.removed(actor, account.info.id))
         await self._registry.end(account, EventKind.SIGNED_OUT, "the account was removed", actor)
         await revoke(account.client, account.tokens, account.dpop_key)
         await self._audit.forget_account(account.info.id)
@@ -106,7 +106,7 @@ class SessionLifecycle:
         """Make the account the one used when a request names none."""
         chosen = self._registry.resolve(account_id, entitlement)
         await self._registry.set_default(chosen)
-        self._audit.record(audit_rows.made_default(actor, chosen.info.id))
+        self._audit.record(audit_entries.made_default(actor, chosen.info.id))
         return self._overview.info(chosen)
 
     async def logout_url(self, page_url: str, id_token: str | None, account_id: str = "") -> str:

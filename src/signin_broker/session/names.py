@@ -35,9 +35,9 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ..store import audit_rows
-from ..store.audit_rows import Actor
+from . import audit_entries
 from .accounts import EVERYTHING, Account, Entitlement
+from .audit_entries import Actor
 from .errors import (
     AccountNotFound,
     AliasConflict,
@@ -257,13 +257,13 @@ class Naming:
         if hidden and not force:
             raise AliasHidesLogin(alias, chosen.info.id, hidden)
         await self._names.set(alias, chosen.info.id, hiding=hidden)
-        self._audit.record(audit_rows.alias_set(actor, chosen.info.id, alias))
+        self._audit.record(audit_entries.alias_set(actor, chosen.info.id, alias))
         return chosen.info.id
 
     async def remove_alias(self, alias: str, *, actor: Actor) -> str:
         """Remove an alias; the id of the account it named."""
         named = await self._names.remove(alias)
-        self._audit.record(audit_rows.alias_removed(actor, named, alias))
+        self._audit.record(audit_entries.alias_removed(actor, named, alias))
         return named
 
 

@@ -1,7 +1,7 @@
 """What the session layer needs from outside it: a store, an audit sink, a provider's client.
 
 The daemon plugs in the encrypted vault (store.vault), its audit trail
-(daemon.audit_trail) and oidc.provider.Provider; tests plug in memory and a scripted
+(store.audit_log.AuditTrail) and oidc.provider.Provider; tests plug in memory and a scripted
 provider. Each seam has a contract suite every implementation passes
 (tests/unit/test_account_stores.py, tests/integration/test_provider_clients.py).
 Calls to a store may block: the session layer makes them from worker threads.
@@ -9,10 +9,9 @@ Calls to a store may block: the session layer makes them from worker threads.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..store.audit_rows import Actor, AuditEntry
+from .audit_entries import AuditEntry
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -22,11 +21,6 @@ if TYPE_CHECKING:
     from ..oidc.dpop import DpopKey
     from ..oidc.metadata import ProviderMetadata
     from ..store.dpop_requirements import KeptRequirement
-
-
-def daemon_actor() -> Actor:
-    """Who acts when the daemon itself changes a session (the provider revoked it, ...)."""
-    return Actor(app="signin-brokerd", uid=os.geteuid(), pid=os.getpid())
 
 
 class AccountStore(Protocol):
@@ -138,7 +132,7 @@ class ProviderClient(Protocol):
 
 
 class AuditSink(Protocol):
-    """Where the audit rows go (daemon.audit_trail.AuditTrail); best effort: it never raises."""
+    """Where the audit rows go (store.audit_log.AuditTrail); best effort: it never raises."""
 
     def record(self, entry: AuditEntry) -> None:
         """Queue a row."""

@@ -31,9 +31,9 @@ from ..oidc.answers import TokenResponse
 from ..oidc.errors import AnswerLost, AnswerUnusable, OAuthError, ProviderUnavailable
 from ..states import EventKind
 from .accounts import Account
+from .audit_entries import daemon_actor
 from .clock import to_wall
 from .errors import ProviderRefused, SignInRequired, StorageWaits
-from .ports import daemon_actor
 from .provider_health import ProviderHealth
 from .registry import AccountRegistry
 from .schedule import REFRESH_ANSWER_SECONDS

@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from ..states import EventKind
-from ..store import audit_rows
-from ..store.audit_rows import Actor
+from . import audit_entries
 from .accounts import Account, Entitlement
+from .audit_entries import Actor
 from .clock import Moment, since_stored, to_wall
 from .errors import AccountNotFound, SignInRequired
 from .events import EndedSession, EventBus, SessionEvent
@@ -173,7 +173,7 @@ class AccountRegistry:
             now = to_wall(self._clock, self._clock())
             ended = EndedSession(account.info.id, account.info.display_name, kind, detail, now)
             await self._remember_ended(ended)
-        self.audit.record(audit_rows.session_ended(actor, account.info.id, detail))
+        self.audit.record(audit_entries.session_ended(actor, account.info.id, detail))
         if removed.info.is_default and self._accounts:
             heir = min(self._accounts.values(), key=lambda a: a.info.signed_in_at)
             heir.info = replace(heir.info, is_default=True)

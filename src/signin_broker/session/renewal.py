@@ -27,10 +27,9 @@ from ..oidc.answers import id_token_expiry
 from ..oidc.dpop import htu, is_bound
 from ..oidc.errors import OAuthError, ProviderUnavailable
 from ..states import EventKind
-from ..store import audit_rows
-from ..store.audit_rows import Actor
-from . import schedule
+from . import audit_entries, schedule
 from .accounts import EVERYTHING, Account, Entitlement, IssuedToken
+from .audit_entries import Actor, daemon_actor
 from .clock import to_wall
 from .errors import (
     AudienceNotAllowed,
@@ -46,7 +45,7 @@ from .errors import (
     TokenTooShortLived,
 )
 from .events import SessionEvent
-from .ports import AuditSink, daemon_actor
+from .ports import AuditSink
 from .provider_health import ProviderHealth
 from .refresh_grant import RefreshGrant
 from .registry import AccountRegistry
@@ -221,7 +220,7 @@ class TokenKeeper:
         parts = urlsplit(htu(url))  # no user:password@ in the audit
         origin = f"{parts.scheme}://{parts.netloc}".lower()
         self._audit.record(
-            audit_rows.dpop_proof_signed(actor, token.account, origin, token.expires_at)
+            audit_entries.dpop_proof_signed(actor, token.account, origin, token.expires_at)
         )
         return token, proof
 

@@ -48,8 +48,7 @@ from ..oidc.errors import (
     failure_of,
 )
 from ..states import EventKind
-from ..store import audit_rows
-from ..store.audit_rows import Actor
+from . import audit_entries
 from .accounts import (
     Account,
     AccountInfo,
@@ -59,6 +58,7 @@ from .accounts import (
     provider_of,
     sign_in_facts,
 )
+from .audit_entries import Actor, daemon_actor
 from .errors import (
     InvalidSignIn,
     NoPerson,
@@ -69,7 +69,7 @@ from .errors import (
 )
 from .events import EventBus, SessionEvent
 from .overview import SessionOverview
-from .ports import AuditSink, daemon_actor
+from .ports import AuditSink
 from .provider_health import ProviderHealth
 from .providers import ProviderLink
 from .registry import AccountRegistry
@@ -492,7 +492,7 @@ class SignIns:
         account = await self._account_of(link, account_id, signed_in)
         previous = await self._registry.add(account)
         self._audit.record(
-            audit_rows.signed_in(
+            audit_entries.signed_in(
                 actor or daemon_actor(), account_id, account.tokens.scopes, again=bool(previous)
             )
         )

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from ..identities import name_of
 from ..oidc.errors import ProviderUnavailable
 from ..states import EventKind
-from ..store.audit_rows import Actor
 from .accounts import Account, AccountInfo, Entitlement, IssuedToken, SignInStart
+from .audit_entries import Actor
 from .clock import to_wall
 from .errors import InvalidSignIn, NoPerson, StepUpRequired
 from .events import EventBus, SessionEvent

@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ..store import audit_rows
-from ..store.audit_rows import Actor
+from . import audit_entries
 from .accounts import Account, AppUse
+from .audit_entries import Actor
 from .clock import to_wall
 from .ports import AuditSink
 from .tokens import TokenSet
@@ -48,7 +48,7 @@ class UseLedger:
         )
         expires_at = int(to_wall(self._clock, tokens.expires_at))
         self._audit.record(
-            audit_rows.token_issued(
+            audit_entries.token_issued(
                 actor,
                 account.info.id,
                 tokens.scopes,

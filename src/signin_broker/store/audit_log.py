@@ -4,7 +4,8 @@ The file (AuditLog): the target of a row is the tenant key of the account acted 
 NULL for a daemon-wide change. Every scoped read and delete names its tenant and fails
 closed without one (docs/contract.md §12), the reads go through the tenant and actor
 indexes (§13), and an account's rows are soft-deleted with it and purged by the
-retention job (§14). What a row says is audit_rows.py's.
+retention job (§14). What happened is the session's to say (session.audit_entries); the
+rows, what they are made of and what is refused, audit_rows.py's.
 
 The daemon's writer (AuditTrail): rows are queued and written in batches from a worker
 thread, a few times a second, so a token handed out costs an append to a list, not an
@@ -14,7 +15,7 @@ is corrupt, a symlink stands in its place), the rows stay queued and are retried
 backoff, `status` shows the audit as degraded, and only rows beyond MAX_QUEUED are
 dropped, with an error that counts them. The removal of an account is the exception
 that is written before anything else happens (§14). An event repeated (the same token
-to the same program, AuditEntry.repeat_of) is one row that counts its times: the first
+to the same program, Entry.repeat_of) is one row that counts its times: the first
 is queued as a row, and the rest only count, in memory, until the next batch adds them
 to it. So 2,000 grants a second of one token cost one row and one small update a batch.
 """
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ..json_depth import within_depth
-from .audit_rows import Action, AuditEntry, AuditRow, Repeat, check_entry
+from .audit_rows import ACTIONS, AuditRow, Entry, Repeat, check_entry
 from .files import UnsafeStorage, private_folder
 from .tenants import MissingTenantKey, tenant_key
 
@@ -56,7 +57,7 @@ CREATE TABLE IF NOT EXISTS audit_log (
     actor_pid INTEGER NOT NULL DEFAULT 0,
     target_account TEXT,
     action TEXT NOT NULL
-        CHECK (action IN ('create', 'update', 'delete', 'read_admin', 'issue_token')),
+        CHECK (action IN ({actions})),
     resource TEXT NOT NULL,
     resource_id TEXT,
     payload TEXT,
@@ -70,7 +71,7 @@ CREATE INDEX IF NOT EXISTS audit_log_target_created
     ON audit_log (target_account, created_unix DESC);
 PRAGMA user_version = 2;
 COMMIT;
-"""
+""".format(actions=", ".join(f"'{action}'" for action in ACTIONS))
 
 # Version 2: a grant repeated (the same token to the same program) is one row that counts
 # its times and its last moment, so the log grows with distinct events, not with calls.
@@ -171,7 +172,7 @@ class AuditLog:
         self.close()
 
     def record(
-        self, entries: Sequence[AuditEntry], repeats: Mapping[int, Repeat] | None = None
+        self, entries: Sequence[Entry], repeats: Mapping[int, Repeat] | None = None
     ) -> list[int]:
         """Write the entries, and the repeats of rows written before, in one transaction.
 
@@ -329,7 +330,7 @@ def _page(limit: int, before_id: int | None) -> dict[str, object]:
     return {"limit": limit, "before_id": before_id}
 
 
-def _values(entry: AuditEntry) -> tuple[object, ...]:
+def _values(entry: Entry) -> tuple[object, ...]:
     """The entry's columns but created_unix, after refusing what must never be stored."""
     check_entry(entry)
     return (
@@ -337,7 +338,7 @@ def _values(entry: AuditEntry) -> tuple[object, ...]:
         entry.actor.uid,
         entry.actor.pid,
         tenant_key(entry.target_account) if entry.target_account else None,
-        Action(entry.action).value,
+        str(entry.action),
         entry.resource,
         entry.resource_id or None,
         json.dumps(dict(entry.payload), separators=(",", ":")) if entry.payload else None,
@@ -346,7 +347,6 @@ def _values(entry: AuditEntry) -> tuple[object, ...]:
 
 def _row(values: tuple[Any, ...]) -> AuditRow:
     columns = list(values)  # in the order of the SELECT lists, which is AuditRow's
-    columns[5] = Action(columns[5])
     columns[8] = json.loads(within_depth(columns[8])) if columns[8] else {}
     return AuditRow(*columns)
 
@@ -364,7 +364,7 @@ REMEMBERED_ROWS = 4096  # repeat keys of written rows kept, newest used last
 class _Pending:
     """A row waiting for the next batch, and how often it happened again meanwhile."""
 
-    entry: AuditEntry
+    entry: Entry
     again: Repeat | None = None
 
 
@@ -405,7 +405,7 @@ class AuditTrail:
         await self.purge()
         await self.flush()
 
-    def record(self, entry: AuditEntry) -> None:
+    def record(self, entry: Entry) -> None:
         """Queue a row for the next batch, or count a repeat; refuse one that cannot be stored."""
         key = entry.repeat_of
         if key and (pending := self._queued.get(key)) is not None:
@@ -428,7 +428,7 @@ class AuditTrail:
             self._queued[key] = pending
         self._wake.set()
 
-    async def record_now(self, entry: AuditEntry) -> None:
+    async def record_now(self, entry: Entry) -> None:
         """Write the row (with whatever is queued before it) before returning, if the log can."""
         self._queue.append(_Pending(entry))
         await self.flush()
@@ -601,7 +601,7 @@ class AuditTrail:
                 await asyncio.to_thread(self.log.close)
 
 
-def _refusal(entry: AuditEntry) -> str:
+def _refusal(entry: Entry) -> str:
     """Why the entry could never be stored (a bug of its maker), or "" when it can be."""
     try:
         check_entry(entry)

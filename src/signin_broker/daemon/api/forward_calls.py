@@ -13,12 +13,11 @@ import re
 from pathlib import Path
 
 from ..._version import __version__
+from ...session import audit_entries
+from ...session.audit_entries import Actor, daemon_actor
 from ...session.manager import SessionManager
-from ...session.ports import daemon_actor
 from ...session.validation import check_account, check_audience, check_scopes
-from ...store import audit_rows
 from ...store.audit_log import AuditTrail
-from ...store.audit_rows import Actor
 from ...v1 import broker_pb2 as pb
 from ..callers.forwarded import ForwardGrant
 from ..host.forward_sockets import ForwardSocketError
@@ -71,7 +70,7 @@ class ForwardCalls:
         except ForwardSocketError as error:
             raise InvalidRequest(str(error)) from None
         self._audit.record(
-            audit_rows.forward_opened(
+            audit_entries.forward_opened(
                 actor_of(caller),
                 grant.name,
                 sorted(grant.accounts) if grant.accounts is not None else None,
@@ -97,7 +96,7 @@ class ForwardCalls:
         """Audit a forward's closing, with its use (Forwards calls this, however it closed)."""
         message = self._message(forward)
         self._audit.record(
-            audit_rows.forward_closed(
+            audit_entries.forward_closed(
                 actor or daemon_actor(),
                 forward.grant.name,
                 why,

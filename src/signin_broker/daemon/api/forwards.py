@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...store.audit_rows import Actor
+from ...session.audit_entries import Actor
 from ..apps.gate import AppGate
 from ..callers.forwarded import ForwardGrant, forward_uids
 from ..callers.identity import identify_forwarded

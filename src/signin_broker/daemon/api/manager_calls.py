@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from ...session import audit_entries
 from ...session.accounts import AppUse
 from ...session.errors import AccountNotFound
 from ...session.manager import SessionManager
 from ...session.validation import check_account, check_alias, check_origins, check_scopes
-from ...store import audit_rows
 from ...store.audit_log import AuditTrail
 from ...v1 import broker_pb2 as pb
 from ..apps.gate import AppGate, AppView
@@ -61,7 +61,7 @@ class ManagerCalls:
             if decision not in (Decision.ALLOW, Decision.DENY) or rules:
                 raise InvalidRequest("an answer for once is allow or deny, without rules")
             view, answered = self._apps.answer_once(request.app, decision)
-            entry = audit_rows.app_answered_once(
+            entry = audit_entries.app_answered_once(
                 actor_of(caller), view.record.id, str(decision), answered
             )
         else:
@@ -74,7 +74,7 @@ class ManagerCalls:
                 id_token=request.id_token,
                 origins=origins,
             )
-            entry = audit_rows.app_decided(
+            entry = audit_entries.app_decided(
                 actor_of(caller),
                 view.record.id,
                 str(decision or "default"),
@@ -129,7 +129,9 @@ class ManagerCalls:
             # Rows of no account (app policy, audit reads) may name any account.
             daemon_wide=not account and visible.accounts is None,
         )
-        self._audit.record(audit_rows.audit_read(actor_of(caller), account, request.app, len(rows)))
+        self._audit.record(
+            audit_entries.audit_read(actor_of(caller), account, request.app, len(rows))
+        )
         return pb.ListAuditEventsResponse(events=[audit_event(row) for row in rows])
 
     def _apps_by_last_use(self) -> list[tuple[AppView, AppUse | None]]:

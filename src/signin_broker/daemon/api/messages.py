@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from ...session.accounts import AccountInfo, AppUse, Revocation
+from ...session.audit_entries import Actor
 from ...session.providers import ProviderLink
 from ...session.validation import (
     MAX_MIN_TTL_SECONDS,
@@ -13,7 +14,7 @@ from ...session.validation import (
     check_scopes,
 )
 from ...states import EventKind, SignInState
-from ...store.audit_rows import Actor, AuditRow
+from ...store.audit_rows import AuditRow
 from ...v1 import broker_pb2 as pb
 from ..apps.gate import AppView
 from ..apps.policy import Decision

@@ -27,12 +27,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from ...session.audit_entries import Actor
 from ...session.errors import NotConfigured, ProviderDoesNotFit, ProviderUnreachable
 from ...session.logout_links import LINK_PATH as LOGOUT_LINK_PATH
 from ...session.manager import SessionManager
 from ...session.sign_ins import MAX_PARAMETER_LENGTH, SignInEnd
 from ...session.validation import check_workspace_id
-from ...store.audit_rows import Actor
 from ..host.instance import loopback_base_url
 from ..qr import qr_svg_markup
 from . import pages
