@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from signin_broker.session.accounts import Account, AccountInfo
+from signin_broker.session.accounts.records import Account, AccountInfo
 from signin_broker.session.audit_entries import Actor
 from signin_broker.session.errors import TooManyNewTokens
 from signin_broker.session.limits import (

@@ -32,7 +32,7 @@ from support.daemon_objects import CountedDaemon
 # stream (h2 forgets a connection's closed streams when it next counts its open ones:
 # one may stay while its connection does).
 PER_CALL = (
-    "signin_broker.session.events.Subscription",
+    "signin_broker.session.accounts.events.Subscription",
     "grpclib.server.Stream",
     "grpclib.protocol.Stream",
 )

@@ -29,8 +29,8 @@ import requests
 from signin_broker.client import BrokerClient, BrokerError, EventKind
 from signin_broker.httpx import BrokerAuth as HttpxAuth
 from signin_broker.requests import BrokerAuth as RequestsAuth
+from signin_broker.session.signing_in.step_up_sign_ins import MAX_PENDING_PER_APP
 from signin_broker.session.step_up import UNLISTED_ACR
-from signin_broker.session.step_up_sign_ins import MAX_PENDING_PER_APP
 from signin_broker_testing import StubProvider
 from signin_broker_testing.browser import Browser, location
 from signin_broker_testing.daemon import DaemonProcess, short_temp_dir

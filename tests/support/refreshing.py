@@ -13,11 +13,11 @@ from signin_broker.oidc.code_flow import RandomSecrets
 from signin_broker.oidc.dpop import DpopKey
 from signin_broker.oidc.errors import OAuthError
 from signin_broker.oidc.metadata import ProviderMetadata
-from signin_broker.session.accounts import Account, AccountInfo
-from signin_broker.session.events import EventBus, SessionEvent
+from signin_broker.session.accounts.events import EventBus, SessionEvent
+from signin_broker.session.accounts.records import Account, AccountInfo
 from signin_broker.session.manager import SessionManager
-from signin_broker.session.provider_flows import DeviceFlow, SignInFlow
-from signin_broker.session.providers import ProviderLink, Providers
+from signin_broker.session.providers.flows import DeviceFlow, SignInFlow
+from signin_broker.session.providers.links import ProviderLink, Providers
 from signin_broker.session.tokens import TokenSet
 from signin_broker.states import EventKind
 from support.clocks import FakeClock

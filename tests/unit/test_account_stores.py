@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from signin_broker.session.accounts import account_id_of
+from signin_broker.session.accounts.records import account_id_of
 from signin_broker.session.ports import AccountStore
 from signin_broker.session.validation import check_account
 from signin_broker.store.keys import FileKeyStore

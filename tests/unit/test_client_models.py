@@ -21,7 +21,7 @@ from signin_broker.client import (
     _models,
 )
 from signin_broker.daemon.api import messages
-from signin_broker.session import events, overview
+from signin_broker.session.accounts import events, overview
 from signin_broker.v1 import broker_pb2 as pb
 
 # Fields of a message its model does not read by name, and why.

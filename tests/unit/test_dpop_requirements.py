@@ -1,7 +1,7 @@
 """What sign-ins learned of providers requiring DPoP: kept in a file, read back, forgotten.
 
 The file (store.dpop_requirements) and the session's use of it
-(session.dpop_requirements), without a daemon: when and why each was learned, kept and
+(session.providers.dpop_requirements), without a daemon: when and why each was learned, kept and
 read back (entries an earlier version wrote too), a save only when something changed,
 forgotten after its time or when the file is edited (the doctor), an unreadable file
 read as nothing learned, a failed save logged, kept in memory and tried again; and an
@@ -20,8 +20,8 @@ import pytest
 
 from signin_broker.oidc.dpop import DpopKey
 from signin_broker.oidc.provider import Provider
-from signin_broker.session.accounts import Account, AccountInfo
-from signin_broker.session.dpop_requirements import UNSAID, DpopRequirements, bound_by
+from signin_broker.session.accounts.records import Account, AccountInfo
+from signin_broker.session.providers.dpop_requirements import UNSAID, DpopRequirements, bound_by
 from signin_broker.session.schedule import DPOP_REQUIREMENT_SECONDS
 from signin_broker.session.tokens import TokenSet
 from signin_broker.store.dpop_requirements import KeptRequirement, RequirementFile

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from signin_broker.session.events import (
+from signin_broker.session.accounts.events import (
     WATCHER_QUEUE_SIZE,
     EventBus,
     EventKind,

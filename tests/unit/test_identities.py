@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from signin_broker.identities import AccountId, AppId, AppKind
-from signin_broker.session.accounts import account_id_of, provider_of
+from signin_broker.session.accounts.records import account_id_of, provider_of
 from signin_broker.session.validation import check_account
 from signin_broker.store.tenants import tenant_key
 

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from signin_broker.session.accounts import EVERYTHING, Account, AccountInfo, Entitlement
+from signin_broker.session.accounts.names import AccountNames, same_email
+from signin_broker.session.accounts.records import EVERYTHING, Account, AccountInfo, Entitlement
 from signin_broker.session.errors import (
     AccountNotFound,
     AliasConflict,
     AliasNotSaved,
     AmbiguousAccount,
 )
-from signin_broker.session.names import AccountNames, same_email
 from signin_broker.session.tokens import TokenSet
 from signin_broker.session.validation import (
     MAX_ACCOUNT_ID_LENGTH,

@@ -8,7 +8,7 @@ import pytest
 
 from signin_broker.daemon.settings import SettingsError, load
 from signin_broker.oidc.credentials import secret_name
-from signin_broker.session.accounts import account_id_of, provider_of
+from signin_broker.session.accounts.records import account_id_of, provider_of
 from signin_broker.store.tenants import MissingTenantKey, tenant_key
 
 

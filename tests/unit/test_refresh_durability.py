@@ -20,7 +20,7 @@ import pytest
 
 from signin_broker.oidc.errors import AnswerUnusable
 from signin_broker.session import schedule
-from signin_broker.session.accounts import Account
+from signin_broker.session.accounts.records import Account
 from signin_broker.session.errors import ProviderUnreachable, SignInRequired, StorageWaits
 from signin_broker.session.tokens import TokenSet
 from signin_broker.states import EventKind, SignInState

@@ -12,8 +12,9 @@ import logging
 import pytest
 
 from signin_broker.oidc.errors import OAuthError
-from signin_broker.session import renewal, schedule
+from signin_broker.session import schedule
 from signin_broker.session.errors import ProviderUnreachable, SignInRequired
+from signin_broker.session.fresh_tokens import renewal
 from signin_broker.states import EventKind, SignInState
 from support.clocks import FakeClock
 from support.refreshing import ACCOUNT, ScriptedProvider, settle, signed_in

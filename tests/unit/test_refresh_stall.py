@@ -18,7 +18,7 @@ import pytest
 
 from signin_broker.oidc.errors import AnswerLost, OAuthError, ProviderUnavailable
 from signin_broker.session import schedule
-from signin_broker.session.accounts import Account
+from signin_broker.session.accounts.records import Account
 from signin_broker.session.errors import ProviderUnreachable
 from signin_broker.session.manager import SessionManager
 from signin_broker.session.tokens import TokenSet

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from signin_broker.client._challenges import step_up_of
-from signin_broker.session.accounts import Account, AccountInfo, sign_in_facts
+from signin_broker.session.accounts.records import Account, AccountInfo, sign_in_facts
 from signin_broker.session.step_up import CLOCK_LEEWAY_SECONDS, StepUp
 from signin_broker.session.tokens import TokenSet
 from signin_broker.session.validation import check_authorize_params, check_step_up

@@ -23,11 +23,11 @@ from grpclib.health.service import Health
 
 from ..identities import name_of
 from ..locations import AUTOSTARTED_ENV
+from ..session.accounts.events import WatcherDropped
 from ..session.clock import SteadyClock
-from ..session.dpop_requirements import DpopRequirements
-from ..session.events import WatcherDropped
 from ..session.manager import SessionManager
-from ..session.providers import Providers
+from ..session.providers.dpop_requirements import DpopRequirements
+from ..session.providers.links import Providers
 from ..session.schedule import REFRESH_ANSWER_SECONDS
 from ..states import EventKind
 from ..store.aliases import AliasFile

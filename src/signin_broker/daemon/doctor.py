@@ -29,7 +29,7 @@ from ..identities import name_of
 from ..oidc.dpop import IF_REQUIRED, DpopKey, offers
 from ..oidc.errors import ProviderMisfit, ProviderUnavailable
 from ..oidc.provider import CLOCK_NOTICED_SECONDS, Provider
-from ..session.dpop_requirements import DpopRequirements, Requirement
+from ..session.providers.dpop_requirements import DpopRequirements, Requirement
 from ..store.dpop_requirements import REQUIREMENTS_FILE, RequirementFile
 from ..store.files import UnsafeStorage, check_private_folder
 from ..store.keys import KeyStoreUnavailable, open_key_store

@@ -20,9 +20,9 @@ from ..oidc.client_auth import ClientAuth
 from ..oidc.code_flow import DeterministicSecrets, RandomSecrets, SignInSecrets
 from ..oidc.metadata import is_acceptable_url
 from ..oidc.provider import Provider
-from ..session.dpop_requirements import DpopRequirements
-from ..session.provider_flows import DeviceFlow, SignInFlow
-from ..session.providers import ProviderLink
+from ..session.providers.dpop_requirements import DpopRequirements
+from ..session.providers.flows import DeviceFlow, SignInFlow
+from ..session.providers.links import ProviderLink
 from ..store.journal import RUNTIME_NAME
 from ..store.keys import KeyStoreUnavailable, open_key_store, the_keyring
 from ..store.vault import Vault

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..session import audit_entries
-from ..session.accounts import EVERYTHING, Entitlement, IssuedToken
+from ..session.accounts.events import SessionEvent, WatcherDropped
+from ..session.accounts.records import EVERYTHING, Entitlement, IssuedToken
 from ..session.audit_entries import Actor
 from ..session.errors import AccountNotFound, RetryLater, SessionError, SignInRequired
-from ..session.events import SessionEvent, WatcherDropped
 from ..session.schedule import BACKOFF_MAX_SECONDS, retry_after_failure
 from ..states import EventKind
 from ..store.token_files import remove_token_file, render, sweep_leftovers, write_token_file

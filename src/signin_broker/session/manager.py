@@ -19,18 +19,18 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from ..locations import STEP_UP_TIMEOUT_SECONDS
-from .events import EventBus, Subscription
-from .lifecycle import SessionLifecycle
-from .names import AccountNames, Naming
-from .overview import SessionOverview
+from .accounts.events import EventBus, Subscription
+from .accounts.names import AccountNames, Naming
+from .accounts.overview import SessionOverview
+from .accounts.registry import AccountRegistry
+from .fresh_tokens.provider_health import ProviderHealth
+from .fresh_tokens.renewal import TokenKeeper, keep
 from .ports import AccountStore, AliasStore, AuditSink, NoAudit
-from .provider_health import ProviderHealth
-from .providers import Providers
-from .registry import AccountRegistry
-from .renewal import TokenKeeper, keep
+from .providers.links import Providers
 from .schedule import REFRESH_ANSWER_SECONDS
-from .sign_ins import SignIns
-from .step_up_sign_ins import StepUpSignIns
+from .signing_in.sign_ins import SignIns
+from .signing_in.step_up_sign_ins import StepUpSignIns
+from .signing_out.lifecycle import SessionLifecycle
 
 
 class SessionManager:

@@ -214,7 +214,7 @@ def check_account(account: str) -> str:
     An id (or what looks like one) must have the form every store accepts
     (store.tenants), so an id let in here is never refused deeper down, where the
     refusal would be an internal error. Any other printable name is looked up among
-    the accounts the caller may see (session.names).
+    the accounts the caller may see (session.accounts.names).
     """
     if len(account) > MAX_ACCOUNT_ID_LENGTH or not account.isprintable():
         raise ValueError(f"account must be at most {MAX_ACCOUNT_ID_LENGTH} printable characters")

@@ -1,7 +1,7 @@
 """The clients that providers require DPoP of, kept in the state folder as one small JSON file.
 
 Each is an issuer and a client id, with when and why a sign-in learned it
-(session.dpop_requirements); none of it is a secret, so the file is not encrypted, but
+(session.providers.dpop_requirements); none of it is a secret, so the file is not encrypted, but
 it is written as every state file is (0600, in a private folder, by an atomic rename)
 and read only as a bounded regular file. An entry an earlier version wrote has no
 time or reason: it is read with neither (None, ""), and an earlier version reading

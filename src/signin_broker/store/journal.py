@@ -1,7 +1,7 @@
 """Room kept for account state its file cannot take: the reserved journal and the runtime one.
 
 A refresh token is spent only once its successor has a durable place
-(session/refresh_grant.py). When an account's state file cannot be written (the state
+(session/fresh_tokens/refresh_grant.py). When an account's state file cannot be written (the state
 folder is full or read-only), the vault keeps the sealed record in a journal instead:
 
 - the reserved journal, a file in the state folder allocated in advance: written

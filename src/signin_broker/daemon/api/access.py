@@ -24,7 +24,7 @@ from typing import Any
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
-from ...session.accounts import Entitlement
+from ...session.accounts.records import Entitlement
 from ...session.validation import check_origin
 from ..apps.gate import AppGate
 from ..callers.identity import Caller

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from ...session.accounts import Entitlement
+from ...session.accounts.records import Entitlement
 from ...session.errors import AccountNotFound
 from ...session.manager import SessionManager
 from ...session.validation import (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...session import audit_entries
-from ...session.accounts import AppUse
+from ...session.accounts.records import AppUse
 from ...session.errors import AccountNotFound
 from ...session.manager import SessionManager
 from ...session.validation import check_account, check_alias, check_origins, check_scopes

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
-from ...session.accounts import AccountInfo, AppUse, Revocation
+from ...session.accounts.records import AccountInfo, AppUse
 from ...session.audit_entries import Actor
-from ...session.providers import ProviderLink
+from ...session.providers.links import ProviderLink
+from ...session.providers.revocation import Revocation
 from ...session.validation import (
     MAX_MIN_TTL_SECONDS,
     check_account,
@@ -30,7 +31,7 @@ DECISION = {
     Decision.ASK: pb.APP_DECISION_ASK,
 }
 DECISION_OF = {value: key for key, value in DECISION.items()}
-DEVICE_OF = {  # None: the daemon chooses (session.sign_ins.browser_at_hand)
+DEVICE_OF = {  # None: the daemon chooses (session.signing_in.sign_ins.browser_at_hand)
     pb.SIGN_IN_METHOD_UNSPECIFIED: None,
     pb.SIGN_IN_METHOD_BROWSER: False,
     pb.SIGN_IN_METHOD_DEVICE_CODE: True,

@@ -15,12 +15,12 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
 from ..._version import __version__
-from ...session.accounts import (
+from ...session.accounts.events import SessionEvent, WatcherDropped
+from ...session.accounts.records import (
     Entitlement,
     owner_key,
 )
 from ...session.errors import AccountNotFound
-from ...session.events import SessionEvent, WatcherDropped
 from ...session.manager import SessionManager
 from ...session.validation import check_step_up
 from ...store.audit_log import AuditTrail

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ...identities import AppId, AppKind
-from ...session.accounts import NOTHING, Entitlement
+from ...session.accounts.records import NOTHING, Entitlement
 from ..callers.browsers import names_an_extension
 from ..callers.forwarded import ForwardConnection
 from ..callers.identity import Caller

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...session.accounts import Entitlement
+from ...session.accounts.records import Entitlement
 
 ROOT_UID = 0
 

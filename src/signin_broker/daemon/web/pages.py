@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 from ..._version import __version__
 from ...identities import name_of
-from ...session.accounts import AccountInfo
+from ...session.accounts.records import AccountInfo
 
 BEGIN_PATH = "/auth/oauth2/id-provider"
 

@@ -5,7 +5,7 @@ Routes follow docs/contract.md §1: the begin endpoint and /user/login, the call
 daemon is served: the Host header must name the loopback address (a DNS rebinding
 guard), and on Linux the kernel must name that user as the owner of the browser's
 socket when the connection is accepted, before a byte of it is read. The pages render
-what the sessions decide: a sign-in is begun and completed by session.sign_ins.
+what the sessions decide: a sign-in is begun and completed by session.signing_in.sign_ins.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from starlette.routing import Route
 
 from ...session.audit_entries import Actor
 from ...session.errors import NotConfigured, ProviderDoesNotFit, ProviderUnreachable
-from ...session.logout_links import LINK_PATH as LOGOUT_LINK_PATH
 from ...session.manager import SessionManager
-from ...session.sign_ins import MAX_PARAMETER_LENGTH, SignInEnd
+from ...session.signing_in.sign_ins import MAX_PARAMETER_LENGTH, SignInEnd
+from ...session.signing_out.logout_links import LINK_PATH as LOGOUT_LINK_PATH
 from ...session.validation import check_workspace_id
 from ..host.instance import loopback_base_url
 from ..qr import qr_svg_markup
@@ -244,7 +244,7 @@ class SignInSite:
         return RedirectResponse(url, status_code=302)
 
     async def callback(self, request: Request) -> Response:
-        """Finish a sign-in with the provider's answer (session.sign_ins), and set the cookie."""
+        """Finish a sign-in with the provider's answer (session.signing_in), and set the cookie."""
         if not self._session.overview.providers:
             return page("Sign-in is not set up", "No identity provider is configured.", status=503)
         answer = dict(request.query_params)
@@ -293,7 +293,8 @@ class SignInSite:
     async def provider_logout(self, request: Request) -> Response:
         """A sign-out link from an app or the CLI: on to the provider's logout, with the hint.
 
-        The id_token travels only in this redirect to the owner's browser (session.logout_links).
+        The id_token travels only in this redirect to the owner's browser
+        (session.signing_out.logout_links).
         """
         target = self._session.endings.take_logout_link(request.query_params.get("end", ""))
         if target is None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from . import audit_entries
-from .accounts import Account, AppUse
-from .audit_entries import Actor
-from .clock import to_wall
-from .ports import AuditSink
-from .tokens import TokenSet
+from .. import audit_entries
+from ..audit_entries import Actor
+from ..clock import to_wall
+from ..ports import AuditSink
+from ..tokens import TokenSet
+from .records import Account, AppUse
 
 
 class UseLedger:

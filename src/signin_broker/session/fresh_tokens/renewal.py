@@ -23,15 +23,18 @@ import time
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
 
-from ..oidc.answers import id_token_expiry
-from ..oidc.dpop import htu, is_bound
-from ..oidc.errors import OAuthError, ProviderUnavailable
-from ..states import EventKind
-from . import audit_entries, schedule
-from .accounts import EVERYTHING, Account, Entitlement, IssuedToken
-from .audit_entries import Actor, daemon_actor
-from .clock import to_wall
-from .errors import (
+from ...oidc.answers import id_token_expiry
+from ...oidc.dpop import htu, is_bound
+from ...oidc.errors import OAuthError, ProviderUnavailable
+from ...states import EventKind
+from .. import audit_entries, schedule
+from ..accounts.events import SessionEvent
+from ..accounts.records import EVERYTHING, Account, Entitlement, IssuedToken
+from ..accounts.registry import AccountRegistry
+from ..accounts.use_ledger import UseLedger
+from ..audit_entries import Actor, daemon_actor
+from ..clock import to_wall
+from ..errors import (
     AudienceNotAllowed,
     IdTokenNotAllowed,
     IdTokenUnavailable,
@@ -44,16 +47,13 @@ from .errors import (
     TokenLifetimeTooShort,
     TokenTooShortLived,
 )
-from .events import SessionEvent
-from .ports import AuditSink
+from ..ports import AuditSink
+from ..providers.revocation import revoke
+from ..tokens import TokenSet
 from .provider_health import ProviderHealth
 from .refresh_grant import RefreshGrant
-from .registry import AccountRegistry
-from .revocation import revoke
 from .scoped_tokens import RENEWAL_PENDING, DownScopedTokens
 from .service_accounts import ClientCredentialsGrant
-from .tokens import TokenSet
-from .use_ledger import UseLedger
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ import logging
 import time
 from collections.abc import Callable
 
-from ..states import EventKind
-from .accounts import Account
-from .events import EventBus, SessionEvent
-from .providers import ProviderLink
-from .schedule import RENEWAL_RETRY_SECONDS, next_revalidation, retry_after_failure
+from ...states import EventKind
+from ..accounts.events import EventBus, SessionEvent
+from ..accounts.records import Account
+from ..providers.links import ProviderLink
+from ..schedule import RENEWAL_RETRY_SECONDS, next_revalidation, retry_after_failure
 
 log = logging.getLogger(__name__)
 

@@ -35,10 +35,9 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from . import audit_entries
-from .accounts import EVERYTHING, Account, Entitlement
-from .audit_entries import Actor
-from .errors import (
+from .. import audit_entries
+from ..audit_entries import Actor
+from ..errors import (
     AccountNotFound,
     AliasConflict,
     AliasHidesLogin,
@@ -47,9 +46,10 @@ from .errors import (
     TooManyAliases,
     UnknownAlias,
 )
-from .ports import AliasStore, AuditSink
+from ..ports import AliasStore, AuditSink
+from ..validation import ID_LIKE, MAX_ALIASES, check_account, check_alias
+from .records import EVERYTHING, Account, Entitlement
 from .registry import AccountRegistry
-from .validation import ID_LIKE, MAX_ALIASES, check_account, check_alias
 
 log = logging.getLogger(__name__)
 

@@ -17,40 +17,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ..identities import AccountId
-from ..oidc.answers import TokenResponse
-from ..oidc.errors import OAuthError, ProviderUnavailable
-from .accounts import Account, AccountInfo
-from .errors import ProviderRefused
+from ...oidc.answers import TokenResponse
+from ...oidc.errors import OAuthError, ProviderUnavailable
+from ..accounts.records import Account
+from ..errors import ProviderRefused
 from .provider_health import ProviderHealth
-from .providers import ProviderLink
-from .tokens import TokenSet
 
 CHECK_CREDENTIALS = (
     "check the client's secret or key (client_secret_file, `signin-broker client-secret set`,"
     " client_private_key_file) and its registration at the provider"
 )
-
-
-def service_account(link: ProviderLink, now: float, wall_now: float) -> Account:
-    """The account of a service provider's client, with no token yet: due at once."""
-    client_id = link.client.client_id
-    info = AccountInfo(
-        id=str(AccountId(client_id, provider=link.alias)),
-        platform_user_id=client_id,
-        provider=link.alias,
-        display_name=f"service account {client_id}",
-        signed_in_at=wall_now,
-        service=True,
-    )
-    tokens = TokenSet(
-        access_token="",
-        token_type="Bearer",  # noqa: S106 - a token type's name
-        scopes=link.scopes,
-        issued_at=now,
-        expires_at=now,
-    )
-    return Account(info, tokens)
 
 
 class ClientCredentialsGrant:

@@ -5,8 +5,8 @@ id_token validated against the request's nonce (the protocol itself is
 signin_broker.oidc.code_flow). The device's: a code for the person to enter on another
 device (or its QR code), then the token endpoint polled until they have (the grant is
 signin_broker.oidc.device_flow). Which sign-ins are pending, and for whom, is
-session.sign_ins'. Whether the tokens are DPoP-bound, and what a sign-in learned of
-the provider requiring it, is session.dpop_requirements'.
+session.signing_in.sign_ins'. Whether the tokens are DPoP-bound, and what a sign-in learned of
+the provider requiring it, is session.providers.dpop_requirements'.
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..oidc import device_flow
-from ..oidc.answers import DeviceAuthorization, TokenResponse
-from ..oidc.code_flow import AuthorizationRequest, SignInSecrets
-from ..oidc.device_flow import SlowerPolling
-from ..oidc.dpop import AUTO, DpopKey, key_for
-from ..oidc.errors import DeviceGrantEnded
-from ..oidc.id_tokens import check_workspace
-from ..oidc.provider import Provider
+from ...oidc import device_flow
+from ...oidc.answers import DeviceAuthorization, TokenResponse
+from ...oidc.code_flow import AuthorizationRequest, SignInSecrets
+from ...oidc.device_flow import SlowerPolling
+from ...oidc.dpop import AUTO, DpopKey, key_for
+from ...oidc.errors import DeviceGrantEnded
+from ...oidc.id_tokens import check_workspace
+from ...oidc.provider import Provider
+from ..schedule import SIGN_IN_SECONDS
 from .dpop_requirements import DpopRequirements, Requirement, bound_by
-from .schedule import SIGN_IN_SECONDS
 
 # -- in the browser -----------------------------------------------------------------------
 
@@ -69,7 +69,7 @@ class SignInFlow:
         *,
         requirements: DpopRequirements | None = None,
     ) -> None:
-        self.alias = alias  # of the provider (session.providers)
+        self.alias = alias  # of the provider (session.providers.links)
         self._provider = provider
         self.scopes = scopes  # what it asks for: the provider's `scopes` setting
         self._source = source
@@ -169,7 +169,7 @@ class DeviceFlow:
         alias: str = "",
         requirements: DpopRequirements | None = None,
     ) -> None:
-        self.alias = alias  # of the provider (session.providers)
+        self.alias = alias  # of the provider (session.providers.links)
         self._provider = provider
         self._scopes = scopes
         self._requirements = requirements or DpopRequirements()

@@ -24,17 +24,17 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from ..identities import name_of
-from ..oidc.errors import ProviderUnavailable
-from ..states import EventKind
-from .accounts import Account, AccountInfo, Entitlement, IssuedToken, SignInStart
-from .audit_entries import Actor
-from .clock import to_wall
-from .errors import InvalidSignIn, NoPerson, StepUpRequired
-from .events import EventBus, SessionEvent
-from .registry import AccountRegistry
+from ...identities import name_of
+from ...oidc.errors import ProviderUnavailable
+from ...states import EventKind
+from ..accounts.events import EventBus, SessionEvent
+from ..accounts.records import Account, AccountInfo, Entitlement, IssuedToken, SignInStart
+from ..accounts.registry import AccountRegistry
+from ..audit_entries import Actor
+from ..clock import to_wall
+from ..errors import InvalidSignIn, NoPerson, StepUpRequired
+from ..step_up import CLOCK_LEEWAY_SECONDS, StepUp
 from .sign_ins import BegunSignIn, SignIns, page_url
-from .step_up import CLOCK_LEEWAY_SECONDS, StepUp
 
 log = logging.getLogger(__name__)
 

@@ -26,14 +26,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..oidc.dpop import BY_PROVIDER, BY_SETTING
-from ..store.dpop_requirements import KeptRequirement
-from .schedule import DPOP_REQUIREMENT_SECONDS
+from ...oidc.dpop import BY_PROVIDER, BY_SETTING
+from ...store.dpop_requirements import KeptRequirement
+from ..schedule import DPOP_REQUIREMENT_SECONDS
 
 if TYPE_CHECKING:
-    from ..oidc.dpop import DpopKey
-    from ..oidc.provider import Provider
-    from .ports import RequirementStore
+    from ...oidc.dpop import DpopKey
+    from ...oidc.provider import Provider
+    from ..ports import RequirementStore
 
 log = logging.getLogger(__name__)
 

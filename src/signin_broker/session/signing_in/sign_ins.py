@@ -1,7 +1,7 @@
 """Every sign-in under way, and how each ends: begun over the API or on the page, browser or device.
 
 A sign-in begun over the API gets an id the browser or the device flow carries; its
-owner alone hears how it goes (session.accounts.owner_key). A browser sign-in's
+owner alone hears how it goes (session.accounts.records.owner_key). A browser sign-in's
 authorization request waits here under its state until the callback, for ten minutes
 at most, and is good for one callback only: a replayed or forged callback finds
 nothing. A device sign-in is a tenant-owned record (docs/contract.md §10 and §11): kept under
@@ -33,10 +33,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
-from ..identities import name_of
-from ..oidc.answers import DeviceAuthorization
-from ..oidc.dpop import is_bound
-from ..oidc.errors import (
+from ...identities import name_of
+from ...oidc.answers import DeviceAuthorization
+from ...oidc.dpop import is_bound
+from ...oidc.errors import (
     DeviceGrantEnded,
     DpopSignInAgain,
     IdTokenInvalid,
@@ -47,9 +47,11 @@ from ..oidc.errors import (
     SignInFailure,
     failure_of,
 )
-from ..states import EventKind
-from . import audit_entries
-from .accounts import (
+from ...states import EventKind
+from .. import audit_entries
+from ..accounts.events import EventBus, SessionEvent
+from ..accounts.overview import SessionOverview
+from ..accounts.records import (
     Account,
     AccountInfo,
     SignInStart,
@@ -58,8 +60,9 @@ from .accounts import (
     provider_of,
     sign_in_facts,
 )
-from .audit_entries import Actor, daemon_actor
-from .errors import (
+from ..accounts.registry import AccountRegistry
+from ..audit_entries import Actor, daemon_actor
+from ..errors import (
     InvalidSignIn,
     NoPerson,
     NotConfigured,
@@ -67,19 +70,16 @@ from .errors import (
     ProviderUnreachable,
     SignInNotTaken,
 )
-from .events import EventBus, SessionEvent
-from .overview import SessionOverview
-from .ports import AuditSink
-from .provider_health import ProviderHealth
-from .providers import ProviderLink
-from .registry import AccountRegistry
-from .schedule import SIGN_IN_SECONDS
-from .step_up import StepUp
-from .tokens import TokenSet
-from .validation import check_provider
+from ..fresh_tokens.provider_health import ProviderHealth
+from ..ports import AuditSink
+from ..providers.links import ProviderLink
+from ..schedule import SIGN_IN_SECONDS
+from ..step_up import StepUp
+from ..tokens import TokenSet
+from ..validation import check_provider
 
 if TYPE_CHECKING:  # the OAuth stack loads after the daemon is ready (daemon/app.py)
-    from .provider_flows import DeviceFlow, DeviceStart, PendingSignIn, SignedIn, SignInFlow
+    from ..providers.flows import DeviceFlow, DeviceStart, PendingSignIn, SignedIn, SignInFlow
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ class SignIns:
 
         Without a choice, a device sign-in where no browser can be shown. Signing an
         account in again goes to its own provider, and belongs to that account; a new
-        account's sign-in belongs to the app that began it (accounts.owner_key).
+        account's sign-in belongs to the app that began it (records.owner_key).
         `only_as`: the sign-in is taken only if it ends as `account` (an app limited to
         some accounts began it).
         """
@@ -196,7 +196,7 @@ class SignIns:
     ) -> SignInStart:
         """An id for a sign-in begun over the API; the browser carries it through the flow.
 
-        The owner (see accounts.owner_key) is the only watcher told how it goes until
+        The owner (see records.owner_key) is the only watcher told how it goes until
         it ends with an account, which then only those who may see it are told of.
         The authorize parameters (login_hint, prompt, ...) stay here, looked up by the
         id when the browser arrives: a page address cannot add any; nor can it choose

@@ -14,9 +14,10 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
-from ..oidc.errors import ProviderUnavailable
-from .accounts import Account
-from .errors import (
+from ...oidc.errors import ProviderUnavailable
+from ..accounts.records import Account
+from ..accounts.registry import AccountRegistry
+from ..errors import (
     ProviderUnreachable,
     SignInRequired,
     StorageWaits,
@@ -24,14 +25,13 @@ from .errors import (
     TokenTooShortLived,
     TooManyNewTokens,
 )
-from .limits import GrantBudget, ScopedKey
+from ..limits import GrantBudget, ScopedKey
+from ..providers.revocation import revoke
+from ..schedule import CALLER_WAIT_SECONDS, RENEWAL_RETRY_SECONDS
+from ..tokens import TokenSet
 from .provider_health import ProviderHealth
 from .refresh_grant import RefreshGrant
-from .registry import AccountRegistry
-from .revocation import revoke
-from .schedule import CALLER_WAIT_SECONDS, RENEWAL_RETRY_SECONDS
 from .service_accounts import ClientCredentialsGrant
-from .tokens import TokenSet
 
 RENEWAL_PENDING = "the provider has not answered a renewal yet"
 

@@ -27,17 +27,17 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import NoReturn
 
-from ..oidc.answers import TokenResponse
-from ..oidc.errors import AnswerLost, AnswerUnusable, OAuthError, ProviderUnavailable
-from ..states import EventKind
-from .accounts import Account
-from .audit_entries import daemon_actor
-from .clock import to_wall
-from .errors import ProviderRefused, SignInRequired, StorageWaits
+from ...oidc.answers import TokenResponse
+from ...oidc.errors import AnswerLost, AnswerUnusable, OAuthError, ProviderUnavailable
+from ...states import EventKind
+from ..accounts.records import Account
+from ..accounts.registry import AccountRegistry
+from ..audit_entries import daemon_actor
+from ..clock import to_wall
+from ..errors import ProviderRefused, SignInRequired, StorageWaits
+from ..schedule import REFRESH_ANSWER_SECONDS
+from ..tokens import TokenSet
 from .provider_health import ProviderHealth
-from .registry import AccountRegistry
-from .schedule import REFRESH_ANSWER_SECONDS
-from .tokens import TokenSet
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,9 @@
 """Sessions ended and chosen: sign-out, removal, the default account, the provider's logout.
 
-Sessions begin in session.sign_ins. Ending one revokes its tokens at the provider
+Sessions begin in session.signing_in.sign_ins. Ending one revokes its tokens at the provider
 (RFC 7009) and says truly what the provider did. The id_token never leaves the
 daemon: a sign-out hands out a one-time link to the loopback page instead of the
-provider's logout URL with the hint (session.logout_links).
+provider's logout URL with the hint (session.signing_out.logout_links).
 """
 
 from __future__ import annotations
@@ -13,19 +13,19 @@ import time
 from collections.abc import Callable
 from urllib.parse import urlencode
 
-from ..oidc.errors import ProviderUnavailable
-from ..states import EventKind
-from . import audit_entries
-from .accounts import EVERYTHING, Account, AccountInfo, Entitlement, SignOutResult
-from .audit_entries import Actor, daemon_actor
-from .errors import AliasNotSaved, NoPerson
+from ...oidc.errors import ProviderUnavailable
+from ...states import EventKind
+from .. import audit_entries
+from ..accounts.names import AccountNames
+from ..accounts.overview import SessionOverview
+from ..accounts.records import EVERYTHING, Account, AccountInfo, Entitlement, SignOutResult
+from ..accounts.registry import AccountRegistry
+from ..audit_entries import Actor, daemon_actor
+from ..errors import AliasNotSaved, NoPerson
+from ..ports import AuditSink
+from ..providers.revocation import revoke
+from ..signing_in.sign_ins import SignIns
 from .logout_links import LogoutLinks
-from .names import AccountNames
-from .overview import SessionOverview
-from .ports import AuditSink
-from .registry import AccountRegistry
-from .revocation import revoke
-from .sign_ins import SignIns
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +112,8 @@ class SessionLifecycle:
     async def logout_url(self, page_url: str, id_token: str | None, account_id: str = "") -> str:
         """Where a browser ends its session at the provider, back to the page at page_url after.
 
-        With an id_token, a one-time link to the loopback page (session.logout_links), which
-        alone sends the browser on with the id_token_hint; "" without a page to serve it.
+        With an id_token, a one-time link to the loopback page (logout_links.py), which alone
+        sends the browser on with the id_token_hint; "" without a page to serve it.
         """
         if not page_url:
             return ""

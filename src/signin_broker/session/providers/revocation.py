@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import enum
 import logging
 from typing import TYPE_CHECKING
 
-from ..oidc.errors import ProviderUnavailable
-from .accounts import Revocation
+from ...oidc.errors import ProviderUnavailable
 
 if TYPE_CHECKING:
-    from ..oidc.dpop import DpopKey
-    from .ports import ProviderClient
-    from .tokens import TokenSet
+    from ...oidc.dpop import DpopKey
+    from ..ports import ProviderClient
+    from ..tokens import TokenSet
 
 log = logging.getLogger(__name__)
+
+
+class Revocation(enum.Enum):
+    """What the provider did with a signed-out session's tokens (RFC 7009)."""
+
+    REVOKED = "revoked"
+    NOT_OFFERED = "not_offered"  # no revocation_endpoint in its discovery
+    FAILED = "failed"  # refused, or not reachable: the tokens may stay valid
 
 
 async def revoke(

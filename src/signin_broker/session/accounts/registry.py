@@ -15,19 +15,18 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from ..states import EventKind
-from . import audit_entries
-from .accounts import Account, Entitlement
-from .audit_entries import Actor
-from .clock import Moment, since_stored, to_wall
-from .errors import AccountNotFound, SignInRequired
+from ...states import EventKind
+from .. import audit_entries
+from ..audit_entries import Actor
+from ..clock import Moment, since_stored, to_wall
+from ..errors import AccountNotFound, SignInRequired
+from ..ports import AccountStore, AuditSink
+from ..providers.links import Providers
+from ..schedule import first_revalidation
+from ..tokens import TokenSet
 from .events import EndedSession, EventBus, SessionEvent
-from .ports import AccountStore, AuditSink
-from .providers import Providers
+from .records import Account, Entitlement, service_account
 from .saving import SAVED_AT, SavedStates
-from .schedule import first_revalidation
-from .service_accounts import service_account
-from .tokens import TokenSet
 
 log = logging.getLogger(__name__)
 

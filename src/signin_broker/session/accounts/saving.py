@@ -15,13 +15,13 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 
-from ..states import EventKind
-from .accounts import NOTHING, Account, Entitlement
-from .clock import moment_of, to_wall
+from ...states import EventKind
+from ..clock import moment_of, to_wall
+from ..ports import AccountStore
+from ..schedule import SAVE_RETRY_SECONDS
+from ..tokens import TokenSet
 from .events import EventBus, SessionEvent
-from .ports import AccountStore
-from .schedule import SAVE_RETRY_SECONDS
-from .tokens import TokenSet
+from .records import NOTHING, Account, Entitlement
 
 log = logging.getLogger(__name__)
 

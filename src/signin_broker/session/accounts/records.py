@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-import enum
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ..identities import AccountId
-from ..oidc.dpop import BY_PROVIDER, BY_SETTING, DpopKey, is_bound
-from .limits import ScopedTokens
-from .schedule import refresh_early_fraction
-from .tokens import TokenSet
+from ...identities import AccountId
+from ...oidc.dpop import BY_PROVIDER, BY_SETTING, DpopKey, is_bound
+from ..limits import ScopedTokens
+from ..schedule import refresh_early_fraction
+from ..tokens import TokenSet
 
 if TYPE_CHECKING:
-    from .ports import ProviderClient
-    from .providers import ProviderLink
-    from .step_up import StepUp
+    from ..ports import ProviderClient
+    from ..providers.links import ProviderLink
+    from ..providers.revocation import Revocation
+    from ..step_up import StepUp
 
 RECORD_VERSION = 1
 
@@ -50,7 +50,7 @@ class AccountInfo:
     signed_in_at: float = 0.0
     apps: tuple[AppUse, ...] = ()
     at_risk: str = ""  # why the session is at risk, and what happens next (not stored)
-    aliases: tuple[str, ...] = ()  # the person's names for it (session.names; not stored here)
+    aliases: tuple[str, ...] = ()  # the person's names for it (names.py; not stored here)
     acr: str = ""  # the sign-in's authentication context class (the ID token's acr)
     auth_time: int = 0  # when the person authenticated for it (auth_time; 0: not said)
     # Why its tokens are DPoP-bound (oidc.dpop.BY_SETTING or BY_PROVIDER); "": Bearer tokens.
@@ -102,14 +102,6 @@ class SignOutResult:
     logout_url: str = ""
     revocation: Revocation | None = None  # None: no session, so nothing to revoke
     revocation_error: str = ""  # why a FAILED revocation failed (never a token)
-
-
-class Revocation(enum.Enum):
-    """What the provider did with a signed-out session's tokens (RFC 7009)."""
-
-    REVOKED = "revoked"
-    NOT_OFFERED = "not_offered"  # no revocation_endpoint in its discovery
-    FAILED = "failed"  # refused, or not reachable: the tokens may stay valid
 
 
 def account_id_of(platform_user_id: str, workspace_id: str = "", provider: str = "") -> str:
@@ -218,7 +210,7 @@ class Account:
         info = asdict(self.info)
         for transient in ("apps", "access_token_expires_at", "next_refresh_at", "at_risk"):
             info.pop(transient)
-        info.pop("aliases")  # kept by session.names
+        info.pop("aliases")  # kept by names.py
         info.pop("service")  # a service account is never stored
         return {
             "version": RECORD_VERSION,
@@ -282,3 +274,24 @@ def sign_in_facts(claims: Mapping[str, Any]) -> tuple[str, int]:
     if (isinstance(when, float) and math.isfinite(when)) or type(when) is int:
         auth_time = max(0, int(when))
     return acr if isinstance(acr, str) else "", auth_time
+
+
+def service_account(link: ProviderLink, now: float, wall_now: float) -> Account:
+    """The account of a service provider's client, with no token yet: due at once."""
+    client_id = link.client.client_id
+    info = AccountInfo(
+        id=str(AccountId(client_id, provider=link.alias)),
+        platform_user_id=client_id,
+        provider=link.alias,
+        display_name=f"service account {client_id}",
+        signed_in_at=wall_now,
+        service=True,
+    )
+    tokens = TokenSet(
+        access_token="",
+        token_type="Bearer",  # noqa: S106 - a token type's name
+        scopes=link.scopes,
+        issued_at=now,
+        expires_at=now,
+    )
+    return Account(info, tokens)

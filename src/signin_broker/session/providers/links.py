@@ -16,13 +16,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..identities import MAIN_ALIAS, AccountId, alias_named, name_of
-from .errors import NotConfigured
-from .ports import ProviderClient
-from .schedule import ASSUMED_ANSWER_SECONDS
+from ...identities import MAIN_ALIAS, AccountId, alias_named, name_of
+from ..errors import NotConfigured
+from ..ports import ProviderClient
+from ..schedule import ASSUMED_ANSWER_SECONDS
 
 if TYPE_CHECKING:  # the OAuth stack loads after the daemon is ready (daemon/app.py)
-    from .provider_flows import DeviceFlow, SignInFlow
+    from .flows import DeviceFlow, SignInFlow
 
 
 @dataclass(eq=False)
@@ -118,6 +118,6 @@ class Providers:
     def of(self, account_id: str) -> ProviderLink | None:
         """The provider an account belongs to, by its id; None when it is not configured.
 
-        An account asks once, as it enters the registry (accounts.AccountRuntime.link).
+        An account asks once, as it enters the registry (records.AccountRuntime.link).
         """
         return self._links.get(AccountId.parse(account_id).provider)

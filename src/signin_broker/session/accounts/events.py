@@ -14,11 +14,11 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..states import EventKind
-from .accounts import RECORD_VERSION
+from ...states import EventKind
+from .records import RECORD_VERSION
 
 if TYPE_CHECKING:
-    from .accounts import Entitlement
+    from .records import Entitlement
 
 WATCHER_QUEUE_SIZE = 256
 
@@ -60,7 +60,7 @@ class SessionEvent:
     account: str = ""
     detail: str = ""
     sign_in_id: str = ""  # set on the outcome of a sign-in begun with BeginSignIn
-    owner: str = ""  # who began that sign-in (accounts.owner_key); "" when nobody did
+    owner: str = ""  # who began that sign-in (records.owner_key); "" when nobody did
     occurred_at: float = field(default_factory=time.time)
     ended: EndedSession | None = None  # the session ended by itself: the person must know
     restart_signs_out: bool = False  # DEGRADED: a restart now would lose a session

@@ -12,13 +12,13 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from ..states import SignInState
-from .accounts import EVERYTHING, Account, AccountInfo, AppUse, Entitlement
-from .clock import to_wall
-from .errors import AliasConflict
+from ...states import SignInState
+from ..clock import to_wall
+from ..errors import AliasConflict
+from ..providers.links import Providers
 from .events import EndedSession
 from .names import AccountNames
-from .providers import Providers
+from .records import EVERYTHING, Account, AccountInfo, AppUse, Entitlement
 from .registry import AccountRegistry
 from .use_ledger import UseLedger
 

@@ -1,0 +1,1 @@
+"""Accounts and names: their records, the one registry that keeps and replaces them, their names."""

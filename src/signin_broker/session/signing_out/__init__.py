@@ -1,0 +1,1 @@
+"""Signing out: sessions ended and removed, the default chosen, the provider's logout."""
