@@ -142,7 +142,7 @@ def test_the_session_manager_bounds_grants_and_cache_of_an_audience_flood() -> N
             await session.tokens.get_token(
                 "", (), 0, audience=audience(FLOOD + 1 + i), actor=flooder
             )
-            assert len(session._registry.get("user:1001").runtime.scoped) <= MAX_SCOPED_TOKENS
+            assert len(session._registry.get("user:1001").hold.scoped) <= MAX_SCOPED_TOKENS
         assert len(provider.refreshes) == GRANT_BURST + 1 + FLOOD
 
     asyncio.run(flood())

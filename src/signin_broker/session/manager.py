@@ -52,9 +52,11 @@ class SessionManager:
         self._registry = AccountRegistry(
             self._events, audit, revalidate_seconds=revalidate_seconds, clock=clock
         )
-        health = ProviderHealth(self._events, revalidate_seconds=revalidate_seconds, clock=clock)
+        health = ProviderHealth(
+            self._registry, self._events, revalidate_seconds=revalidate_seconds, clock=clock
+        )
         self.tokens = TokenKeeper(
-            self._registry, health, audit, clock=clock, answer_idle=answer_idle
+            self._registry, health, audit, self._events, clock=clock, answer_idle=answer_idle
         )
         self.overview = SessionOverview(self._registry, self._aliases, self.tokens.uses, clock)
         self.names = Naming(self._aliases, self._registry, audit)

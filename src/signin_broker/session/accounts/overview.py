@@ -57,7 +57,7 @@ class SessionOverview:
             state=self.sign_in_state(entitlement),
             default=self.account(default_id, entitlement),
             account_count=len(self.accounts(entitlement)),
-            storage_problem=self._registry.saving.problem(entitlement),
+            storage_problem=self._registry.saved.problem(entitlement),
             ended=self._registry.ended(entitlement),
             alias_conflicts=[str(c) for c in self.alias_conflicts(entitlement)],
         )
@@ -88,9 +88,8 @@ class SessionOverview:
 
     def info(self, account: Account) -> AccountInfo:
         """What may be said of the account, with its token's expiry and next renewal."""
-        renewable = self._registry.renewable(account)
-        refresh_at = to_wall(self._clock, account.refresh_at) if renewable else 0
-        apps = account.runtime.apps.values()
+        refresh_at = to_wall(self._clock, account.refresh_at) if account.renewable else 0
+        apps = account.apps.values()
         held = bool(account.tokens.access_token)  # a service account has none until granted
         return replace(
             account.info,
@@ -107,12 +106,12 @@ class SessionOverview:
         For a service account: why the provider will not grant its token, until it does.
         """
         if account.info.service:
-            return account.runtime.refusal
+            return account.standing.refusal
         if lost := account.tokens.refresh_lost:
             ends = to_wall(self._clock, account.tokens.expires_at)
             at = time.strftime("%H:%M:%S", time.localtime(ends))
             return f"{lost}: the session ends at {at}; sign in again before (signin-broker login)"
-        if account.info.id in self._registry.saving.lost_at_a_restart():
+        if account.info.id in self._registry.saved.lost_at_a_restart():
             return (
                 "its new refresh token is not saved (the state folder cannot be written): a"
                 " restart now would sign it out; free space there or make it writable"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ...identities import AccountId
@@ -141,43 +142,84 @@ EVERYTHING = Entitlement()
 NOTHING = Entitlement(accounts=frozenset())  # what a denied or undecided app sees
 
 
-@dataclass(eq=False)
-class AccountRuntime:
-    """What the daemon holds of a signed-in account while it runs; none of it is stored.
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """What the provider's answers left an account with: its backoff, and its next checks.
 
-    Its provider (resolved as it enters the registry), its apps' use, and the keeper's
-    hold on it: the lock every spend of its refresh token takes, the renewal under way
-    (one, shared by whoever asks), the backoff after failures (provider_health.py),
-    when it is re-validated, and its down-scoped tokens.
+    Decided by provider_health.py alone, and kept with the account by the registry.
     """
 
-    link: ProviderLink | None = None
-    apps: dict[str, AppUse] = field(default_factory=dict)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    renewal: asyncio.Task[TokenSet] | None = None
-    retry_at: float = 0.0  # no provider call before this (backoff after a failure)
     failures: int = 0
+    retry_at: float = 0.0  # no provider call before this (backoff after a failure)
     refusal: str = ""  # why the last refresh was refused ("" if it was not)
     revalidate_at: float = 0.0
     # When a confirmation with the provider is owed before a token is served (I2): a
     # confirmation's time plus the interval. A sign-in here is one (inf: none owed until
     # the keeper's first); a restored session's last one was before this start (0.0).
     confirm_by: float = math.inf
-    confirmation: asyncio.Task[bool] | None = None  # under way, shared by whoever waits
-    early_fraction: float = field(default_factory=refresh_early_fraction)
-    scoped: ScopedTokens = field(default_factory=ScopedTokens)
+
+
+class SessionHold:
+    """The keeper's hold on one session while the daemon runs, the same across its records.
+
+    The lock every spend of its refresh token takes, the renewal and the confirmation
+    under way (one each, shared by whoever waits for it), and its down-scoped tokens.
+    A new sign-in of the account is a new session, with a hold of its own: a record is
+    of the session still signed in when it shares the current record's hold
+    (AccountRegistry.current).
+    """
+
+    __slots__ = ("_confirmation", "_lock", "_renewal", "_scoped")
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+        self._renewal: asyncio.Task[TokenSet] | None = None
+        self._confirmation: asyncio.Task[bool] | None = None
+        self._scoped = ScopedTokens()
 
     @property
-    def renewing(self) -> bool:
-        """Whether a renewal of the account is under way."""
-        return self.renewal is not None and not self.renewal.done()
+    def lock(self) -> asyncio.Lock:
+        """Held by every spend of the refresh token (a rotated one is spent once)."""
+        return self._lock
+
+    @property
+    def scoped(self) -> ScopedTokens:
+        """The session's down-scoped tokens (scoped_tokens.py)."""
+        return self._scoped
+
+    def renewal(self, start: Callable[[], asyncio.Task[TokenSet]]) -> asyncio.Task[TokenSet]:
+        """The renewal under way, or the one `start` begins now: one at a time, whoever asks."""
+        if self._renewal is None or self._renewal.done():
+            self._renewal = start()
+        return self._renewal
+
+    def confirmation(self, start: Callable[[], asyncio.Task[bool]]) -> asyncio.Task[bool]:
+        """The confirmation under way, or the one `start` begins now."""
+        if self._confirmation is None or self._confirmation.done():
+            self._confirmation = start()
+        return self._confirmation
+
+    @property
+    def renewing(self) -> asyncio.Task[TokenSet] | None:
+        """The renewal under way, if one is."""
+        task = self._renewal
+        return task if task is not None and not task.done() else None
+
+    @property
+    def busy(self) -> bool:
+        """Whether a renewal, a grant (the lock held) or a confirmation is under way."""
+        confirming = self._confirmation is not None and not self._confirmation.done()
+        return bool(self.renewing) or self._lock.locked() or confirming
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, slots=True, eq=False)
 class Account:
-    """A signed-in account: the session the store keeps, and apart, its runtime.
+    """A signed-in account's record: what the store keeps of it, and what the daemon holds.
 
-    Only the registry (registry.py) changes what is stored: its info and its tokens.
+    A record never changes: the registry (registry.py) alone replaces it, whole, and the
+    other rooms ask it to. Beside what is stored (its info, its tokens, their client and
+    key): its provider, resolved as it entered the registry; its standing with the
+    provider; its apps' use; and the keeper's hold on its session.
     """
 
     info: AccountInfo
@@ -185,13 +227,28 @@ class Account:
     client_id: str = ""  # the client its tokens were issued to ("": the provider's main one)
     # The key its tokens are bound to (RFC 9449), made at sign-in; None: Bearer tokens.
     dpop_key: DpopKey | None = field(default=None, repr=False)
-    runtime: AccountRuntime = field(default_factory=AccountRuntime, repr=False)
+    link: ProviderLink | None = field(default=None, repr=False)
+    standing: Standing = field(default_factory=Standing, repr=False)
+    apps: Mapping[str, AppUse] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+    early_fraction: float = field(default_factory=refresh_early_fraction, repr=False)
+    hold: SessionHold = field(default_factory=SessionHold, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.apps, MappingProxyType):  # read only, whoever made it
+            object.__setattr__(self, "apps", MappingProxyType(dict(self.apps)))
 
     @property
     def client(self) -> ProviderClient | None:
         """The client that renews its tokens; None before it is in the registry."""
-        link = self.runtime.link
+        link = self.link
         return link.client_for(self.client_id) if link is not None else None
+
+    @property
+    def renewable(self) -> bool:
+        """Whether the daemon may renew it: a refresh token, or a service's credentials."""
+        if self.client is None:
+            return False
+        return self.info.service or self.tokens.refresh_token is not None
 
     def dpop_for(self, tokens: TokenSet) -> DpopKey | None:
         """The key to send these tokens' access token with; None for a Bearer token."""
@@ -200,10 +257,10 @@ class Account:
     @property
     def refresh_at(self) -> float:
         """When the background loop renews the main token."""
-        return self.tokens.refresh_due_at(self.runtime.early_fraction)
+        return self.tokens.refresh_due_at(self.early_fraction)
 
     def to_record(self, issuer: str, tokens: TokenSet | None = None) -> dict[str, Any]:
-        """The account as the encrypted store keeps it (its runtime is not kept).
+        """The account as the encrypted store keeps it (what the daemon holds is not kept).
 
         `tokens`: these instead of its own (a write-ahead, or its times on another clock).
         """
@@ -294,4 +351,4 @@ def service_account(link: ProviderLink, now: float, wall_now: float) -> Account:
         issued_at=now,
         expires_at=now,
     )
-    return Account(info, tokens)
+    return Account(info, tokens, link=link)

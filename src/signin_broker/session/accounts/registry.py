@@ -1,9 +1,13 @@
-"""The signed-in accounts by id: the only place an account comes, changes its tokens, or goes.
+"""The signed-in accounts by id: the only place an account comes, changes, or goes.
 
-Every change is written to the store before anyone is handed what it changed
-(saving.py). A session ends here (signed out, revoked, expired, removed): its record
-goes, the default passes to the account signed in longest, and watchers are told. A
-caller that names an account is resolved here too, among the accounts it may see.
+An account's record never changes in place (records.Account): the registry alone
+replaces it, whole, and every other room asks it to, by what it means (new tokens, the
+provider's answers, an app's use, the default), naming the record it holds; the change
+is made to the session's record as it stands then, and to none once the session ended.
+Every change of what is stored is written to the store before anyone is handed what it
+changed (saving.py). A session ends here (signed out, revoked, expired, removed): its
+record goes, the default passes to the account signed in longest, and watchers are told.
+A caller that names an account is resolved here too, among the accounts it may see.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from types import MappingProxyType
 
 from ...states import EventKind
 from .. import audit_entries
@@ -25,8 +30,8 @@ from ..providers.links import Providers
 from ..schedule import first_revalidation
 from ..tokens import TokenSet
 from .events import EndedSession, EventBus, SessionEvent
-from .records import Account, Entitlement, service_account
-from .saving import SAVED_AT, SavedStates
+from .records import Account, AppUse, Entitlement, SessionHold, Standing, service_account
+from .saving import SAVED_AT, SavedStates, SavedView
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +50,8 @@ class AccountRegistry:
         revalidate_seconds: int,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.events = events
-        self.audit = audit
+        self._events = events
+        self._audit = audit
         self.providers = Providers()  # until restore()
         self.storage = "memory only"
         self.changed = asyncio.Event()  # wakes the keeper: an account came or went
@@ -54,14 +59,14 @@ class AccountRegistry:
         self._revalidate_seconds = revalidate_seconds
         self._clock = clock
         self._accounts: dict[str, Account] = {}
-        self.saving = SavedStates(self._accounts, events, clock)
+        self._saving = SavedStates(self._accounts, events, clock)
 
     # -- the accounts, as a caller names them -------------------------------------------
 
     @property
     def by_id(self) -> Mapping[str, Account]:
         """The signed-in accounts by id (read only)."""
-        return self._accounts
+        return MappingProxyType(self._accounts)
 
     def all(self) -> list[Account]:
         """Every signed-in account (a copy: the keeper may end some as it goes)."""
@@ -76,8 +81,7 @@ class AccountRegistry:
         visible = [e for e in self._ended.values() if entitlement.sees(e.account)]
         return sorted(visible, key=lambda e: e.ended_at, reverse=True)
 
-    @property
-    def default_id(self) -> str:
+    def _default_id(self) -> str:
         """The id of the default account, or "" when none is signed in."""
         return next((a.info.id for a in self._accounts.values() if a.info.is_default), "")
 
@@ -87,7 +91,7 @@ class AccountRegistry:
         That is the default when the caller may see it, else the first account it may
         see that was signed in.
         """
-        default = self.default_id
+        default = self._default_id()
         if default and entitlement.sees(default):
             return default
         visible = [a.info for a in self._accounts.values() if entitlement.sees(a.info.id)]
@@ -115,40 +119,105 @@ class AccountRegistry:
         ended = self._ended.get(account_id)
         return SignInRequired(f"{account_id}: {ended.reason}" if ended is not None else "")
 
-    def is_current(self, account: Account) -> bool:
-        """Whether the account is still signed in (not ended, nor replaced by a new sign-in)."""
-        return self._accounts.get(account.info.id) is account
+    def current(self, account: Account) -> Account | None:
+        """The record of the account's session as it stands now; None once that session ended.
 
-    def renewable(self, account: Account) -> bool:
-        """Whether the daemon may renew the account (a refresh token; a service's credentials)."""
-        if account.client is None:
-            return False
-        return account.info.service or account.tokens.refresh_token is not None
+        A session ends when it is signed out, revoked, expired or removed, or when the
+        account signs in anew: then `account` is a record of another session.
+        """
+        now = self._accounts.get(account.info.id)
+        return now if now is not None and now.hold is account.hold else None
+
+    def signed_in(self, account: Account) -> Account:
+        """The record of the account's session as it stands now; SignInRequired once it ended."""
+        now = self.current(account)
+        if now is None:
+            raise self.sign_in_required(account.info.id)
+        return now
+
+    @property
+    def saved(self) -> SavedView:
+        """Which accounts' states are not in their files, and why (written here only)."""
+        return self._saving
 
     # -- changes ----------------------------------------------------------------------
 
-    async def add(self, account: Account) -> Account | None:
-        """Store and add a signed-in account; the one it replaces (same id), if any."""
+    async def add(self, account: Account) -> tuple[Account, Account | None]:
+        """Store and add a signed-in account: as added, and the session it replaces, if any.
+
+        It is linked to its provider, keeps the apps' use and the default of the session
+        it replaces, and is the default when it is the only account.
+        """
         previous = self._accounts.get(account.info.id)
-        account.runtime.link = self.providers.of(account.info.id)
-        await self.saving.write(account)
+        is_default = previous.info.is_default if previous is not None else not self._accounts
+        account = replace(
+            account,
+            info=replace(account.info, is_default=is_default),
+            link=self.providers.of(account.info.id),
+            apps=previous.apps if previous is not None else account.apps,
+            hold=SessionHold(),  # a session of its own, whatever record it was made from
+        )
+        await self._saving.write(account)
         self._accounts[account.info.id] = account
         self._ended.pop(account.info.id, None)  # signed in again
         self.changed.set()
-        return previous
+        return account, previous
 
     async def replace_tokens(self, account: Account, tokens: TokenSet) -> None:
-        """Give the account these tokens, written first (kept in memory if they cannot be)."""
-        await self.saving.write(account, tokens)
-        account.tokens = tokens
+        """Give the account these tokens, written first (kept in memory if they cannot be).
+
+        Nothing changes for a session that ended meanwhile.
+        """
+        if (current := self.current(account)) is None:
+            return
+        await self._saving.write(current, tokens)
+        if (current := self.current(account)) is not None:
+            self._accounts[current.info.id] = replace(current, tokens=tokens)
+
+    def stand(self, account: Account, change: Callable[[Standing], Standing]) -> Standing:
+        """Change the account's standing with its provider, as provider_health.py decides.
+
+        The change is made to the standing as it is now; the new standing is returned
+        (and kept nowhere once the session ended).
+        """
+        current = self.current(account)
+        standing = change((current or account).standing)
+        if current is not None:
+            self._accounts[current.info.id] = replace(current, standing=standing)
+        return standing
+
+    def note_use(
+        self, account: Account, app: str, counted: Callable[[AppUse | None], AppUse]
+    ) -> None:
+        """Count an app's use of the account (use_ledger.py), on its use as it is now."""
+        if (current := self.current(account)) is not None:
+            apps = MappingProxyType({**current.apps, app: counted(current.apps.get(app))})
+            self._accounts[current.info.id] = replace(current, apps=apps)
+
+    async def write_ahead(self, account: Account, sent: TokenSet) -> None:
+        """Store the account with these tokens, theirs not yet (a refresh token sent), or raise.
+
+        SignInRequired once the session ended, StorageWaits while its state cannot be
+        written (saving.SavedStates.write_ahead): then nothing is sent.
+        """
+        await self._saving.write_ahead(self.signed_in(account), sent)
+
+    async def write_back(self, account: Account) -> None:
+        """Store the account as it stands (a write-ahead taken back: the refresh was not spent)."""
+        if (current := self.current(account)) is not None:
+            await self._saving.write(current)
+
+    async def write_again(self) -> None:
+        """Write again the states not in their files, when their retry is due (the keeper's)."""
+        if self._saving.behind and self._clock() >= self._saving.retry_at:
+            await self._saving.write_again()
 
     async def set_default(self, chosen: Account) -> None:
         """Make the account the one used when a request names none."""
-        for account in self._accounts.values():
-            is_default = account is chosen
+        for account in list(self._accounts.values()):
+            is_default = account.info.id == chosen.info.id
             if account.info.is_default != is_default:
-                account.info = replace(account.info, is_default=is_default)
-                await self.saving.write(account)
+                await self._set_default(account, is_default=is_default)
 
     async def end(
         self,
@@ -164,28 +233,36 @@ class AccountRegistry:
         `by_itself`: nobody asked (the provider ended it, or its token expired
         unrenewable); status lists it until the account signs in again.
         """
-        removed = self._accounts.pop(account.info.id, None)
+        removed = self.current(account)  # not a new session of the account, signed in since
         if removed is None:
             return False
+        del self._accounts[removed.info.id]
         ended = None
         if by_itself:  # nobody asked: the person must be told, and sign in again
             now = to_wall(self._clock, self._clock())
             ended = EndedSession(account.info.id, account.info.display_name, kind, detail, now)
             await self._remember_ended(ended)
-        self.audit.record(audit_entries.session_ended(actor, account.info.id, detail))
+        self._audit.record(audit_entries.session_ended(actor, account.info.id, detail))
         if removed.info.is_default and self._accounts:
             heir = min(self._accounts.values(), key=lambda a: a.info.signed_in_at)
-            heir.info = replace(heir.info, is_default=True)
-            await self.saving.write(heir)
-        self.saving.forget(account.info.id)
+            await self._set_default(heir, is_default=True)
+        self._saving.forget(account.info.id)
         await self._unstore(account.info.id, ended)
         self.changed.set()
-        self.events.publish(SessionEvent(kind, account=account.info.id, detail=detail, ended=ended))
+        self._events.publish(
+            SessionEvent(kind, account=account.info.id, detail=detail, ended=ended)
+        )
         return True
+
+    async def _set_default(self, account: Account, *, is_default: bool) -> None:
+        """Make the account the default, or no longer, and store that."""
+        changed = replace(account, info=replace(account.info, is_default=is_default))
+        self._accounts[account.info.id] = changed
+        await self._saving.write(changed)
 
     async def _unstore(self, account_id: str, ended: EndedSession | None) -> None:
         """Its tokens go from the store; why it ended by itself stays, across restarts."""
-        store = self.saving.store
+        store = self._saving.store
         if store is None:
             return
         try:
@@ -203,18 +280,19 @@ class AccountRegistry:
 
         And each service provider's account, without a token: the keeper asks for it.
         """
-        self.providers, self.saving.store, self.storage = providers, store, storage
+        self.providers, self._saving.store, self.storage = providers, store, storage
         if store is not None:
             await self._restore_stored(store)
         for link in providers:
             if link.service:  # nothing of it was stored: its token is asked for now
                 now = self._clock()
                 account = service_account(link, now, to_wall(self._clock, now))
-                account.runtime.link = link
                 self._accounts[account.info.id] = account
-        if self._accounts and not self.default_id:
+        if self._accounts and not self._default_id():
             first = min(self._accounts.values(), key=lambda a: a.info.signed_in_at)
-            first.info = replace(first.info, is_default=True)
+            self._accounts[first.info.id] = replace(
+                first, info=replace(first.info, is_default=True)
+            )
         if self._accounts:
             log.info("sessions restored", extra={"accounts": sorted(self._accounts)})
 
@@ -223,12 +301,11 @@ class AccountRegistry:
         for account_id in await asyncio.to_thread(store.accounts):
             account = await self._restored(store, account_id)
             if account is not None:
-                account.runtime.revalidate_at = first_revalidation(
-                    self._clock(), self._revalidate_seconds
-                )
-                account.runtime.confirm_by = 0.0  # confirmed before this start: owed now
-                self._accounts[account.info.id] = account
-                self.saving.restored(account)
+                revalidate_at = first_revalidation(self._clock(), self._revalidate_seconds)
+                # Confirmed before this start: a confirmation is owed now.
+                standing = Standing(revalidate_at=revalidate_at, confirm_by=0.0)
+                self._accounts[account.info.id] = replace(account, standing=standing)
+                self._saving.restored(account)
 
     async def _remember_ended(self, ended: EndedSession) -> None:
         """Keep the newest ENDED_KEPT ended sessions; the store forgets the older ones."""
@@ -237,7 +314,7 @@ class AccountRegistry:
         while len(self._ended) > ENDED_KEPT:
             oldest = min(self._ended.values(), key=lambda e: e.ended_at).account
             del self._ended[oldest]
-            store = self.saving.store
+            store = self._saving.store
             if store is not None and oldest not in self._accounts:
                 with contextlib.suppress(Exception):  # it is only a note for status
                     await asyncio.to_thread(store.delete, oldest)
@@ -254,7 +331,9 @@ class AccountRegistry:
                 return None
             account = Account.from_record(record)
             saved = Moment.from_record(record.get(SAVED_AT))
-            account.tokens = account.tokens.shifted(since_stored(self._clock, saved))
+            account = replace(
+                account, tokens=account.tokens.shifted(since_stored(self._clock, saved))
+            )
         except Exception as error:
             log.warning(
                 "a stored session could not be restored",
@@ -272,7 +351,7 @@ class AccountRegistry:
                 extra={"account": account.info.id, "issuer": issuer},
             )
             return None
-        account.runtime.link = link
+        account = replace(account, link=link)
         if account.client is None:
             log.info(
                 "a stored session belongs to a client that is not configured (now)",

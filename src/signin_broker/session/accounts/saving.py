@@ -14,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from ...states import EventKind
 from ..clock import moment_of, to_wall
+from ..errors import StorageWaits
 from ..ports import AccountStore
 from ..schedule import SAVE_RETRY_SECONDS
 from ..tokens import TokenSet
@@ -26,6 +28,18 @@ from .records import NOTHING, Account, Entitlement
 log = logging.getLogger(__name__)
 
 SAVED_AT = "saved_at"  # the record's key for when it was written (clock.Moment)
+
+
+class SavedView(Protocol):
+    """What the other rooms may read of the saved states; only the registry writes them."""
+
+    @property
+    def behind(self) -> bool: ...
+    @property
+    def retry_at(self) -> float: ...
+    def unsaved(self, account: Account) -> str: ...
+    def problem(self, entitlement: Entitlement = NOTHING) -> str: ...
+    def lost_at_a_restart(self) -> list[str]: ...
 
 
 class SavedStates:
@@ -57,7 +71,7 @@ class SavedStates:
         """
         if self.store is None or account.info.service:
             return True  # a service account's token is asked for anew at each start
-        link = account.runtime.link
+        link = account.link
         tokens = account.tokens if tokens is None else tokens
         on_disk = tokens.shifted(to_wall(self._clock, 0.0))  # the wall clock of now
         record = account.to_record(link.issuer if link else "", on_disk)
@@ -81,6 +95,18 @@ class SavedStates:
             saved = True
         self._say_changed(before)
         return saved
+
+    async def write_ahead(self, account: Account, sent: TokenSet) -> None:
+        """Store that the refresh token is out, or send nothing (StorageWaits).
+
+        While the account's state cannot be written, the store is tried again only when
+        its retry is due, so that callers asking meanwhile do not each write in vain.
+        """
+        now = self._clock()
+        retry_due = not self.unsaved(account) or now >= self.retry_at
+        if retry_due and await self.write(account, sent):
+            return
+        raise StorageWaits(account.info.id, self.unsaved(account), self.retry_at - now)
 
     def _note_where(self, account_id: str) -> None:
         """Whether the store kept the account's state in its file, or elsewhere until it can."""

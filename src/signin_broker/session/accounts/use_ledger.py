@@ -16,13 +16,17 @@ from ..clock import to_wall
 from ..ports import AuditSink
 from ..tokens import TokenSet
 from .records import Account, AppUse
+from .registry import AccountRegistry
 
 
 class UseLedger:
     """Counts each app's use of the accounts and audits every token handed out."""
 
-    def __init__(self, audit: AuditSink, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, audit: AuditSink, registry: AccountRegistry, clock: Callable[[], float] = time.time
+    ) -> None:
         self._audit = audit
+        self._registry = registry
         self._clock = clock
         # Each app's use of any account since the start, for the apps list; an account's
         # own list (AccountInfo.apps) goes with it at sign-out, this one stays.
@@ -38,8 +42,7 @@ class UseLedger:
         the log grows with distinct grants, not with calls.
         """
         now = to_wall(self._clock, self._clock())
-        apps = account.runtime.apps
-        apps[actor.app] = _one_more(apps.get(actor.app), actor, now)
+        self._registry.note_use(account, actor.app, lambda use: _one_more(use, actor, now))
         self.app_use[actor.app] = _one_more(self.app_use.get(actor.app), actor, now)
         # str caches its hash: the key costs nothing per call, and is kept in memory only
         grant = (

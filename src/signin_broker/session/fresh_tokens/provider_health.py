@@ -1,12 +1,13 @@
-"""How each provider is doing, as renewals, re-validations and sign-ins find it; set here only.
+"""How each provider is doing, as renewals, re-validations and sign-ins find it; decided here only.
 
 A failure backs the account off (schedule.retry_after_failure: exponential, with
 jitter) and marks its provider degraded, once, with an event; the next answer clears
 both, says the provider answers again, and moves the account's next re-validation on,
 since a renewal vouches for the session as much as a userinfo call does. A refusal to
-renew backs off the same way. Nothing else changes a provider's health
-(ProviderLink's degraded_reason, last_contact and answer_seconds) or an account's
-backoff (its runtime's failures, retry_at and refusal).
+renew backs off the same way. Nothing else decides a provider's health (ProviderLink's
+degraded_reason, last_contact and answer_seconds) or an account's standing with it
+(records.Standing: its backoff, and when it is re-validated and must be confirmed),
+which the registry keeps with the account's record.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from ...states import EventKind
 from ..accounts.events import EventBus, SessionEvent
-from ..accounts.records import Account
+from ..accounts.records import Account, Standing
+from ..accounts.registry import AccountRegistry
 from ..providers.links import ProviderLink
 from ..schedule import RENEWAL_RETRY_SECONDS, next_revalidation, retry_after_failure
 
@@ -29,11 +32,13 @@ class ProviderHealth:
 
     def __init__(
         self,
+        registry: AccountRegistry,
         events: EventBus,
         *,
         revalidate_seconds: int,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self._registry = registry
         self._events = events
         self._revalidate_seconds = revalidate_seconds
         self._clock = clock
@@ -55,43 +60,50 @@ class ProviderHealth:
         A provider's bare 400 is neither taken for the end of a session it still
         accepts, nor retried at once.
         """
-        account.runtime.refusal = reason
         log.warning(
             "the provider refused a refresh",
             extra={
                 "flow": "oauth",
                 "reason": reason,
-                "retry_in_s": self._back_off(account, reason),
+                "retry_in_s": self._back_off(account, reason, refusal=reason),
             },
         )
 
-    def _back_off(self, account: Account, reason: str) -> float:
+    def _back_off(self, account: Account, reason: str, refusal: str | None = None) -> float:
         """No refresh for a while (schedule.retry_after_failure), the provider marked degraded.
 
         The seconds until the next refresh.
         """
-        runtime = account.runtime
-        runtime.failures += 1
-        runtime.retry_at = retry_after_failure(self._clock(), runtime.failures)
+        now = self._clock()
+
+        def backed_off(standing: Standing) -> Standing:
+            failures = standing.failures + 1
+            return replace(
+                standing,
+                failures=failures,
+                retry_at=retry_after_failure(now, failures),
+                refusal=standing.refusal if refusal is None else refusal,
+            )
+
+        standing = self._registry.stand(account, backed_off)
         link = self.link(account)
         if not link.degraded_reason:
             prefix = f"{link.alias}: " if link.alias else ""
             self._publish(EventKind.DEGRADED, f"degraded: {prefix}{reason}")
         link.degraded_reason = reason
-        return round(runtime.retry_at - self._clock(), 1)
+        return round(standing.retry_at - now, 1)
 
     def answered(self, account: Account, asked_at: float) -> None:
         """The provider vouched for the session as of asked_at: no re-validation till due."""
-        runtime = account.runtime
-        runtime.failures = 0
-        runtime.retry_at = 0.0
-        runtime.refusal = ""
         link = self.link(account)
         link.last_contact = self._clock()
-        runtime.revalidate_at = next_revalidation(
-            asked_at, self._revalidate_seconds, link.answer_seconds
+        answered = Standing(
+            revalidate_at=next_revalidation(
+                asked_at, self._revalidate_seconds, link.answer_seconds
+            ),
+            confirm_by=asked_at + self._revalidate_seconds,
         )
-        self.confirmed(account, asked_at)
+        self._registry.stand(account, lambda _: answered)
         if link.degraded_reason:
             link.degraded_reason = ""
             log.info(f"{link.name} answers again", extra={"provider": link.alias})
@@ -99,11 +111,14 @@ class ProviderHealth:
 
     def confirmed(self, account: Account, asked_at: float) -> None:
         """The provider took the session as of asked_at: no confirmation owed for an interval."""
-        account.runtime.confirm_by = asked_at + self._revalidate_seconds
+        confirm_by = asked_at + self._revalidate_seconds
+        self._registry.stand(account, lambda standing: replace(standing, confirm_by=confirm_by))
 
     def unconfirmed(self, account: Account) -> None:
         """No answer to a confirmation: the token serves until the next try, as in an outage."""
-        account.runtime.confirm_by = account.runtime.retry_at
+        self._registry.stand(
+            account, lambda standing: replace(standing, confirm_by=standing.retry_at)
+        )
 
     def contacted(self, link: ProviderLink) -> None:
         """The provider answered (a sign-in's code, a refusal): status shows when it last did."""
@@ -117,37 +132,47 @@ class ProviderHealth:
         """
         link = self.link(account)
         link.answer_seconds = max(seconds, 0.7 * link.answer_seconds + 0.3 * seconds)
-        if account.runtime.refusal:
+        if self._now(account).standing.refusal:
             self.contacted(link)
         else:
             self.answered(account, asked_at)
 
+    def next_revalidation_at(self, link: ProviderLink) -> float:
+        """When an account of the provider is next re-validated, as its answer time allows."""
+        return next_revalidation(self._clock(), self._revalidate_seconds, link.answer_seconds)
+
     def next_revalidation(self, account: Account) -> None:
         """Plan the account's next re-validation, as its provider's answer time allows."""
-        account.runtime.revalidate_at = next_revalidation(
-            self._clock(), self._revalidate_seconds, self.link(account).answer_seconds
+        revalidate_at = self.next_revalidation_at(self.link(account))
+        self._registry.stand(
+            account, lambda standing: replace(standing, revalidate_at=revalidate_at)
         )
 
     def retry_in(self, account: Account) -> float:
         """When a caller refused for want of a renewal may ask again (seconds)."""
-        if account.runtime.renewing:
+        now = self._now(account)
+        if now.hold.renewing:
             return RENEWAL_RETRY_SECONDS
-        tokens = account.tokens
+        tokens = now.tokens
         due = tokens.refresh_due_at() if tokens.refresh_in_doubt else 0.0
-        return max(account.runtime.retry_at, due) - self._clock()
+        return max(now.standing.retry_at, due) - self._clock()
 
     def reason(self, account: Account) -> str:
         """Why the account is backed off, for a caller its current token cannot serve."""
-        link = account.runtime.link
+        link = account.link
         degraded = link.degraded_reason if link is not None else ""
-        return account.runtime.refusal or degraded or "the last renewal failed"
+        return self._now(account).standing.refusal or degraded or "the last renewal failed"
 
     @staticmethod
     def link(account: Account) -> ProviderLink:
         """The account's provider (only accounts of configured providers are kept)."""
-        link = account.runtime.link
+        link = account.link
         assert link is not None  # noqa: S101 - restore and sign-in keep no other
         return link
+
+    def _now(self, account: Account) -> Account:
+        """The account's record as it stands now (the one given, once its session ended)."""
+        return self._registry.current(account) or account
 
     def _publish(self, kind: EventKind, detail: str) -> None:
         self._events.publish(SessionEvent(kind, detail=detail))

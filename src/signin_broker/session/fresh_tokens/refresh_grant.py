@@ -34,7 +34,7 @@ from ..accounts.records import Account
 from ..accounts.registry import AccountRegistry
 from ..audit_entries import daemon_actor
 from ..clock import to_wall
-from ..errors import ProviderRefused, SignInRequired, StorageWaits
+from ..errors import ProviderRefused
 from ..schedule import REFRESH_ANSWER_SECONDS
 from ..tokens import TokenSet
 from .provider_health import ProviderHealth
@@ -72,15 +72,14 @@ class RefreshGrant:
         counts the send before it is made (a write-ahead), and nothing is sent when it
         cannot (StorageWaits): the successor could not be stored either.
         """
+        account = self._registry.signed_in(account)  # unless signed out while this waited
         tokens, client = account.tokens, account.client
         sent_at = self._clock()
         assert client is not None and tokens.refresh_token is not None  # noqa: S101 - checked by callers
-        if not self._registry.is_current(account):  # signed out while this waited for the lock
-            raise SignInRequired
         if tokens.refresh_in_doubt and sent_at < tokens.refresh_due_at():
             raise ProviderUnavailable(self.resend_reason(tokens))  # not at once, whoever asks
         if not tokens.refresh_kept:  # a rotating provider spends it: count the send first
-            await self._write_ahead(account, tokens.sent())
+            await self._registry.write_ahead(account, tokens.sent())
         try:
             response = await client.refresh(
                 tokens.refresh_token,
@@ -117,25 +116,12 @@ class RefreshGrant:
         if error.error != "invalid_grant":
             await self._not_spent(account, tokens)
             raise ProviderRefused(error.error, error.status) from None
-        if self._registry.is_current(account):
+        if self._registry.current(account) is not None:
             reason = "it refused the refresh token (invalid_grant)"
             if tokens.refresh_in_doubt:
                 reason += ", having completed the renewal whose answer was lost"
             await self.provider_ended(account, reason)
         raise self._registry.sign_in_required(account.info.id) from None
-
-    async def _write_ahead(self, account: Account, sent: TokenSet) -> None:
-        """Store that the refresh token is out, or send nothing (StorageWaits).
-
-        While the account's state cannot be written, the store is tried again only when
-        its retry is due, so that callers asking meanwhile do not each write in vain.
-        """
-        saving = self._registry.saving
-        now = self._clock()
-        retry_due = not saving.unsaved(account) or now >= saving.retry_at
-        if retry_due and await saving.write(account, sent):
-            return
-        raise StorageWaits(account.info.id, saving.unsaved(account), saving.retry_at - now)
 
     async def _spent(self, account: Account, reason: str) -> None:
         """The provider answered a refresh unusably, having rotated its refresh token.
@@ -144,7 +130,7 @@ class RefreshGrant:
         the grant with its access tokens): the session is served on its access token and
         ends when that expires (TokenKeeper._expire), saying why.
         """
-        if not self._registry.is_current(account):
+        if self._registry.current(account) is None:
             return
         lost = (
             f"the provider answered its last renewal unusably ({reason}) after rotating the"
@@ -165,12 +151,12 @@ class RefreshGrant:
 
     async def _not_spent(self, account: Account, tokens: TokenSet) -> None:
         """Take back the write-ahead of a refresh the provider refused or never received."""
-        if not tokens.refresh_kept and self._registry.is_current(account):
-            await self._registry.saving.write(account, tokens)
+        if not tokens.refresh_kept:
+            await self._registry.write_back(account)
 
     async def _answer_lost(self, account: Account, reason: str) -> None:
         """A renewal whose answer never came: its refresh token may be spent (unless kept)."""
-        if not account.tokens.refresh_kept and self._registry.is_current(account):
+        if not account.tokens.refresh_kept and self._registry.current(account) is not None:
             doubtful = account.tokens.sent()
             await self._registry.replace_tokens(account, doubtful)
             after = self.resend_reason(doubtful)
@@ -191,7 +177,7 @@ class RefreshGrant:
         The access token it brought is not used; the renewal is tried again after the
         backoff, with the new refresh token, like one that failed.
         """
-        if self._registry.is_current(account):
+        if self._registry.current(account) is not None:
             kept = replace(
                 account.tokens,
                 refresh_token=refresh_token,
@@ -207,7 +193,7 @@ class RefreshGrant:
 
         Else the account backs off (ProviderHealth.refused).
         """
-        if not self._registry.is_current(account):
+        if self._registry.current(account) is None:
             return
         reason = f"the provider refused to renew the token ({refusal.error}, HTTP {refusal.status})"
         if await self._token_rejected(account):

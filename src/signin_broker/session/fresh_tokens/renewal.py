@@ -28,7 +28,7 @@ from ...oidc.dpop import htu, is_bound
 from ...oidc.errors import OAuthError, ProviderUnavailable
 from ...states import EventKind
 from .. import audit_entries, schedule
-from ..accounts.events import SessionEvent
+from ..accounts.events import EventBus, SessionEvent
 from ..accounts.records import EVERYTHING, Account, Entitlement, IssuedToken
 from ..accounts.registry import AccountRegistry
 from ..accounts.use_ledger import UseLedger
@@ -62,7 +62,7 @@ ARRIVED_DEAD = "the provider's answer took longer to arrive than its token lives
 
 def _not_granted(missing: list[str], account: Account) -> ScopeNotGranted:
     """The refusal of scopes the account lacks, with what the sign-in asked for and got."""
-    link = account.runtime.link
+    link = account.link
     asked = link.sign_in.scopes if link is not None else ()
     return ScopeNotGranted(missing, account.info.id, account.tokens.scopes, asked)
 
@@ -75,6 +75,7 @@ class TokenKeeper:
         registry: AccountRegistry,
         health: ProviderHealth,
         audit: AuditSink,
+        events: EventBus,
         *,
         clock: Callable[[], float] = time.time,
         answer_idle: float = schedule.REFRESH_ANSWER_SECONDS,
@@ -82,11 +83,12 @@ class TokenKeeper:
         self._registry = registry
         self._health = health
         self._audit = audit
+        self._events = events
         self._clock = clock
         self._grant = RefreshGrant(registry, health, clock, answer_idle=answer_idle)
         self._client_grant = ClientCredentialsGrant(health, clock)
         self._scoped = DownScopedTokens(registry, self._grant_for, health, clock)
-        self.uses = UseLedger(audit, clock)
+        self.uses = UseLedger(audit, registry, clock)
 
     async def get_token(
         self,
@@ -119,17 +121,18 @@ class TokenKeeper:
         provider is asked for counts against the app's budget (TooManyNewTokens). A
         caller limited to some scopes gets a token of those scopes when it names none.
         """
-        if entitlement.scopes is not None and not entitlement.scopes.issuperset(scopes):
-            raise ScopesNotAllowed(entitlement.scopes)
-        if id_token and not entitlement.id_token:
-            raise IdTokenNotAllowed(actor.app if actor is not None else "APP")
-        account, wanted, audience = self._asked(account_id, scopes, audience, entitlement)
-        refused = await self._rejected_at_confirmation(account) or refused
+        app = actor.app if actor is not None else ""
+        account, wanted, audience = self._asked(
+            account_id, (scopes, audience, id_token), entitlement, app
+        )
+        if self._clock() >= account.standing.confirm_by:  # owed before a token is served
+            refused = await self._confirm(account) or refused  # rejected: its renewal decides
+            account = self._registry.signed_in(account)  # unless the confirmation ended it
         if audience or (wanted and wanted != frozenset(account.tokens.scopes)):
-            app = actor.app if actor is not None else ""
             tokens = await self._scoped.token(account, (wanted, audience), min_ttl, app, refused)
         else:
             tokens = await self._main_token(account, min_ttl, refused=refused)
+        account = self._registry.current(account) or account  # as it stands, after a renewal
         identity = self._id_token(account, min_ttl) if id_token else ("", 0)
         if actor is not None:
             self.uses.note(account, actor, tokens, audience, id_token)
@@ -147,25 +150,26 @@ class TokenKeeper:
             renew_at=int(to_wall(self._clock, tokens.refresh_due_at())),
         )
 
-    async def _rejected_at_confirmation(self, account: Account) -> bool:
-        """Whether the provider rejects the token at a confirmation due before it is served.
-
-        Its renewal then decides; SignInRequired when the confirmation ended the session.
-        """
-        if self._clock() < account.runtime.confirm_by or not await self._confirm(account):
-            return False
-        if not self._registry.is_current(account):
-            raise self._registry.sign_in_required(account.info.id)
-        return True
-
     def _grant_for(self, account: Account) -> RefreshGrant | ClientCredentialsGrant:
         """How the account's tokens are renewed: its refresh token, or the client's credentials."""
         return self._client_grant if account.info.service else self._grant
 
     def _asked(
-        self, account_id: str, scopes: Sequence[str], audience: str, entitlement: Entitlement
+        self,
+        account_id: str,
+        asked: tuple[Sequence[str], str, bool],
+        entitlement: Entitlement,
+        app: str,
     ) -> tuple[Account, frozenset[str], str]:
-        """The account, scopes and audience a request means, within what the caller may get."""
+        """The account, scopes and audience a request means, within what the caller may get.
+
+        `asked`: the scopes, the audience, and whether the ID token too.
+        """
+        scopes, audience, id_token = asked
+        if entitlement.scopes is not None and not entitlement.scopes.issuperset(scopes):
+            raise ScopesNotAllowed(entitlement.scopes)
+        if id_token and not entitlement.id_token:
+            raise IdTokenNotAllowed(app or "APP")
         if entitlement.audience:
             if audience not in ("", entitlement.audience):
                 raise AudienceNotAllowed(entitlement.audience)
@@ -248,9 +252,9 @@ class TokenKeeper:
             return tokens  # the common case: no lock, no await
         if tokens.renewal_would_hammer(now, min_ttl):
             raise TokenLifetimeTooShort(tokens.lifetime, min_ttl)
-        if not self._registry.renewable(account):
+        if not account.renewable:
             return await self._unrenewable(account, min_ttl)
-        if now < account.runtime.retry_at and not account.runtime.renewing:
+        if now < account.standing.retry_at and not account.hold.renewing:
             # Backing off: do not hammer a failing (or refusing) provider.
             return self._without_renewal(account, min_ttl, self._health.reason(account))
         task = self._start_renewal(account)
@@ -261,21 +265,19 @@ class TokenKeeper:
         except TimeoutError:
             return self._without_renewal(account, min_ttl, RENEWAL_PENDING)  # it carries on
         except StorageWaits:
-            if account.tokens.lasts(self._clock(), min_ttl):
-                return account.tokens
+            if tokens.lasts(self._clock(), min_ttl):
+                return tokens
             raise
         except ProviderUnavailable as error:
             return self._without_renewal(account, min_ttl, str(error))
         except ProviderRefused:
-            if not self._registry.is_current(account):
-                raise self._registry.sign_in_required(account.info.id) from None
+            account = self._registry.signed_in(account)
             return self._without_renewal(account, min_ttl, self._health.reason(account))
         return self._renewed_for(account, renewed, min_ttl)
 
     def _renewed_for(self, account: Account, renewed: TokenSet, min_ttl: int) -> TokenSet:
         """A renewal's token, for a caller asking min_ttl, if the account is still signed in."""
-        if not self._registry.is_current(account):
-            raise self._registry.sign_in_required(account.info.id)  # ended meanwhile
+        self._registry.signed_in(account)  # not ended meanwhile
         if renewed.lifetime < min_ttl:
             raise TokenLifetimeTooShort(renewed.lifetime, min_ttl)
         if not renewed.is_valid(self._clock()):  # the keeper renews it at once
@@ -284,13 +286,13 @@ class TokenKeeper:
 
     def _start_renewal(self, account: Account) -> asyncio.Task[TokenSet]:
         """The account's renewal under way, or a new one: one at a time, whoever asks."""
-        runtime = account.runtime
-        task = runtime.renewal
-        if task is None or task.done():
+
+        def start() -> asyncio.Task[TokenSet]:
             task = asyncio.get_running_loop().create_task(self._renew(account))
             task.add_done_callback(self._renewal_ended)
-            runtime.renewal = task
-        return task
+            return task
+
+        return account.hold.renewal(start)
 
     def _renewal_ended(self, task: asyncio.Task[TokenSet]) -> None:
         """Wake the keeper; the task dealt with its outcome, awaited by a caller or not."""
@@ -300,7 +302,9 @@ class TokenKeeper:
 
     async def _renew(self, account: Account) -> TokenSet:
         """Renew the main token; shared by every caller waiting at that moment."""
-        async with account.runtime.lock:
+        async with account.hold.lock:
+            # As it stands now: the lock's last holder may have rotated its refresh token.
+            account = self._registry.signed_in(account)
             asked_at = self._clock()  # the provider's tokens live from about then, not arrival
             grant = self._grant_for(account)
             try:
@@ -309,7 +313,7 @@ class TokenKeeper:
                 await grant.refused(account, refusal)
                 raise
             renewed = account.tokens.renewed(response, asked_at)
-            if not self._registry.is_current(account):  # signed out while the provider took long
+            if self._registry.current(account) is None:  # signed out while the provider took long
                 await revoke(account.client, renewed, account.dpop_key)
                 return renewed
             await self._registry.replace_tokens(account, renewed)
@@ -322,19 +326,12 @@ class TokenKeeper:
         A refresh token is spent under the account's lock (refresh_grant.py), down-scoped
         grants too: a lock held is a grant in flight.
         """
-        return sum(
-            runtime.renewing
-            or runtime.lock.locked()
-            or (runtime.confirmation is not None and not runtime.confirmation.done())
-            for runtime in (account.runtime for account in self._registry.all())
-        )
+        return sum(account.hold.busy for account in self._registry.all())
 
     async def finish_renewals(self, grace: float) -> None:
         """Give the renewals under way up to grace seconds to be answered and stored (a stop)."""
         running = [
-            task
-            for account in self._registry.all()
-            if (task := account.runtime.renewal) is not None and not task.done()
+            task for account in self._registry.all() if (task := account.hold.renewing) is not None
         ]
         if running:
             await asyncio.wait(running, timeout=grace)
@@ -366,8 +363,9 @@ class TokenKeeper:
 
     def _without_renewal(self, account: Account, min_ttl: int, reason: str) -> TokenSet:
         """The current token while a renewal is pending or failed, if it serves the caller."""
-        if account.tokens.lasts(self._clock(), min_ttl):
-            return account.tokens
+        tokens = (self._registry.current(account) or account).tokens
+        if tokens.lasts(self._clock(), min_ttl):
+            return tokens
         raise ProviderUnreachable(reason, self._health.retry_in(account))
 
     async def tend(self) -> float:
@@ -377,19 +375,19 @@ class TokenKeeper:
         it ends, it wakes the keeper (`changed`).
         """
         now = self._clock()
-        saving = self._registry.saving
-        if saving.behind and now >= saving.retry_at:
-            await saving.write_again()
-        for account in self._registry.all():
-            renewable = self._registry.renewable(account)
-            runtime = account.runtime
+        await self._registry.write_again()
+        for listed in self._registry.all():
+            account = self._registry.current(listed)  # as it stands, after what was awaited
+            if account is None:
+                continue
+            renewable = account.renewable
             if not renewable and not account.tokens.is_valid(now):
                 await self._expire(account)
-            elif now < runtime.retry_at:
+            elif now < account.standing.retry_at:
                 continue
-            elif renewable and now >= self._renewal_at(account) and not runtime.renewing:
+            elif renewable and now >= self._renewal_at(account) and not account.hold.renewing:
                 self._start_renewal(account)
-            elif now >= runtime.revalidate_at:
+            elif now >= account.standing.revalidate_at:
                 await self._confirm(account)
         return self._next_due() - self._clock()
 
@@ -400,7 +398,7 @@ class TokenKeeper:
         one on disk for the next start to send; so it waits, however long, until the
         state is saved again (the keeper tries every few seconds), then renews at once.
         """
-        if self._registry.saving.unsaved(account) and not account.tokens.refresh_kept:
+        if self._registry.saved.unsaved(account) and not account.tokens.refresh_kept:
             return math.inf
         return account.refresh_at
 
@@ -411,11 +409,9 @@ class TokenKeeper:
         running daemon's keeper confirms ahead of that, so a caller waits only after a
         gap, the first request after a start (an idle exit, a restart) above all.
         """
-        runtime = account.runtime
-        task = runtime.confirmation
-        if task is None or task.done():
-            task = asyncio.get_running_loop().create_task(self._revalidate(account))
-            runtime.confirmation = task
+        task = account.hold.confirmation(
+            lambda: asyncio.get_running_loop().create_task(self._revalidate(account))
+        )
         return await asyncio.shield(task)
 
     async def _revalidate(self, account: Account) -> bool:
@@ -423,6 +419,7 @@ class TokenKeeper:
 
         True when the provider rejects the access token (a renewal then decides).
         """
+        account = self._registry.current(account) or account  # its access token as it is now
         client, asked_at = account.client, self._clock()
         self._health.next_revalidation(account)
         if client is None or account.info.service:
@@ -440,7 +437,7 @@ class TokenKeeper:
         self._health.revalidated(account, asked_at, time.perf_counter() - started)
         if not rejected:
             self._health.confirmed(account, asked_at)
-        elif self._registry.renewable(account):
+        elif account.renewable:
             self._start_renewal(account)  # the refresh decides
         else:
             await self._grant.provider_ended(account, "it rejects the access token")
@@ -450,22 +447,22 @@ class TokenKeeper:
         now = self._clock()
         moments = [schedule.KEEPER_LONGEST_SLEEP_SECONDS + now]
         for account in self._registry.all():
-            runtime = account.runtime
-            if runtime.retry_at > now:
-                moments.append(runtime.retry_at)
+            standing = account.standing
+            if standing.retry_at > now:
+                moments.append(standing.retry_at)
                 continue
-            moments.append(runtime.revalidate_at)
-            if not self._registry.renewable(account):
+            moments.append(standing.revalidate_at)
+            if not account.renewable:
                 moments.append(account.tokens.expires_at)
-            elif not runtime.renewing:
+            elif not account.hold.renewing:
                 moments.append(self._renewal_at(account))
-        saving = self._registry.saving
-        if saving.behind:
-            moments.append(saving.retry_at)
+        saved = self._registry.saved
+        if saved.behind:
+            moments.append(saved.retry_at)
         return min(moments)
 
     def _publish(self, kind: EventKind, account: str, detail: str) -> None:
-        self._registry.events.publish(SessionEvent(kind, account=account, detail=detail))
+        self._events.publish(SessionEvent(kind, account=account, detail=detail))
 
 
 async def keep(keeper: TokenKeeper, changed: asyncio.Event) -> None:

@@ -56,13 +56,13 @@ class DownScopedTokens:
         self, account: Account, key: ScopedKey, min_ttl: int, app: str, refused: bool
     ) -> TokenSet:
         """The account's token of these scopes and audience, valid min_ttl seconds more."""
-        cached = account.runtime.scoped.get(key)
+        cached = account.hold.scoped.get(key)
         now = self._clock()
         if cached is not None and cached.serves(now, min_ttl, refused):
             return cached  # no provider round trip while it is good
         if cached is not None and cached.renewal_would_hammer(now, min_ttl):
             raise TokenLifetimeTooShort(cached.lifetime, min_ttl)  # as for the main token
-        if not self._registry.renewable(account):
+        if not account.renewable:
             raise TokenTooShortLived(0 if cached is None else max(0, int(cached.expires_at - now)))
         try:
             self._grants.take(app)  # before the lock: a refused flood does not queue there
@@ -86,19 +86,21 @@ class DownScopedTokens:
         """The account's lock, waited for no longer than a caller waits for a renewal."""
         try:
             async with asyncio.timeout(CALLER_WAIT_SECONDS):
-                await account.runtime.lock.acquire()
+                await account.hold.lock.acquire()
         except TimeoutError:
             raise ProviderUnreachable(RENEWAL_PENDING, RENEWAL_RETRY_SECONDS) from None
         try:
             yield
         finally:
-            account.runtime.lock.release()
+            account.hold.lock.release()
 
     async def _fetch(
         self, account: Account, key: ScopedKey, min_ttl: int, refused: bool
     ) -> TokenSet:
         """A new down-scoped token (the caller holds the account's lock)."""
-        cached = account.runtime.scoped.get(key)
+        # As it stands now: the lock's last holder may have rotated its refresh token.
+        account = self._registry.signed_in(account)
+        cached = account.hold.scoped.get(key)
         if cached is not None and cached.serves(self._clock(), min_ttl, refused):
             return cached  # a caller ahead in the queue fetched it
         scopes, audience = key
@@ -112,7 +114,7 @@ class DownScopedTokens:
         requested = tuple(sorted(scopes)) if scopes else account.tokens.scopes
         token = replace(TokenSet.issued(response, now, requested), from_refresh=True)
         rotated = account.tokens.rotated(response)
-        if not self._registry.is_current(account):  # signed out while the provider took its time
+        if self._registry.current(account) is None:  # signed out while the provider took its time
             client = account.client
             await revoke(
                 client,
@@ -121,5 +123,5 @@ class DownScopedTokens:
             )
             raise SignInRequired
         await self._registry.replace_tokens(account, rotated)
-        account.runtime.scoped.put(key, token, now)
+        account.hold.scoped.put(key, token, now)
         return token

@@ -118,6 +118,6 @@ class Providers:
     def of(self, account_id: str) -> ProviderLink | None:
         """The provider an account belongs to, by its id; None when it is not configured.
 
-        An account asks once, as it enters the registry (records.AccountRuntime.link).
+        An account asks once, as it enters the registry (records.Account.link).
         """
         return self._links.get(AccountId.parse(account_id).provider)

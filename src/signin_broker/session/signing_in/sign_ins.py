@@ -55,6 +55,7 @@ from ..accounts.records import (
     Account,
     AccountInfo,
     SignInStart,
+    Standing,
     account_id_of,
     owner_key,
     provider_of,
@@ -142,7 +143,7 @@ class SignIns:
         self._browser: OrderedDict[str, tuple[SignInFlow, PendingSignIn]] = OrderedDict()
         self._devices: dict[str, tuple[DeviceStart, asyncio.Task[None]]] = {}  # by owner
         # The sign-ins a token request waits for (step_up_sign_ins.py), by id: told how each ends.
-        self.outcomes: dict[str, asyncio.Future[AccountInfo]] = {}
+        self._outcomes: dict[str, asyncio.Future[AccountInfo]] = {}
 
     # -- begun over the API ----------------------------------------------------------------
 
@@ -218,6 +219,28 @@ class SignIns:
         )
         self._begun[started.sign_in_id] = started
         return started
+
+    def waited_for(
+        self,
+        workspace_id: str,
+        owner: str,
+        authorize_params: Mapping[str, str],
+        provider: str,
+        step_up: tuple[StepUp, float],
+    ) -> tuple[SignInStart, asyncio.Future[AccountInfo]]:
+        """A sign-in begun (`new`) for a token request that waits for it, and how it will end.
+
+        The future is the account it signs in as (or a sign-in later that meets its
+        step-up), or InvalidSignIn when it fails.
+        """
+        started = self.new(workspace_id, owner, authorize_params, provider, step_up)
+        outcome: asyncio.Future[AccountInfo] = asyncio.get_running_loop().create_future()
+        self._outcomes[started.sign_in_id] = outcome
+        return started, outcome
+
+    def not_waited_for(self, sign_in_id: str) -> None:
+        """No request waits for the sign-in any more: how it ends is told to its watchers only."""
+        self._outcomes.pop(sign_in_id, None)
 
     def _started(self, sign_in_id: str) -> SignInStart | None:
         """A sign-in begun over the API and not yet expired, by its id."""
@@ -489,8 +512,9 @@ class SignIns:
             refusal = begun.step_up.refusal(begun.owner, begun.asked_at, account_id, acr, auth_time)
             if refusal:
                 raise SignInNotTaken(refusal, "step_up_refused")
-        account = await self._account_of(link, account_id, signed_in)
-        previous = await self._registry.add(account)
+        account, previous = await self._registry.add(
+            await self._account_of(link, account_id, signed_in)
+        )
         self._audit.record(
             audit_entries.signed_in(
                 actor or daemon_actor(), account_id, account.tokens.scopes, again=bool(previous)
@@ -511,11 +535,10 @@ class SignIns:
     async def _account_of(
         self, link: ProviderLink, account_id: str, signed_in: SignedIn
     ) -> Account:
-        """The new account of a sign-in, with the profile the provider gives (and its apps)."""
+        """The new account of a sign-in, with the profile the provider gives."""
         claims = await self._profile_claims(link, signed_in)
         now = self._clock()
         self._health.contacted(link)  # it just answered the code exchange (status shows when)
-        previous = self._registry.get(account_id)
         acr, auth_time = sign_in_facts(signed_in.claims)
         info = AccountInfo(
             id=account_id,
@@ -525,7 +548,6 @@ class SignIns:
             display_name=_text(claims, "name") or _text(claims, "preferred_username"),
             email=_text(claims, "email"),
             username=_text(claims, "preferred_username"),
-            is_default=previous.info.is_default if previous else not self._registry.all(),
             signed_in_at=now,
             acr=acr,
             auth_time=auth_time,
@@ -537,19 +559,21 @@ class SignIns:
                 "the provider issued no refresh token: sign in again when the token expires",
                 extra={"account": account_id, "expires_in_s": int(tokens.expires_at - now)},
             )
-        account = Account(info, tokens, signed_in.client_id, signed_in.dpop_key)
-        if previous is not None:
-            account.runtime.apps = previous.runtime.apps
-        account.runtime.link = link
-        self._health.next_revalidation(account)
-        return account
+        return Account(
+            info,
+            tokens,
+            signed_in.client_id,
+            signed_in.dpop_key,
+            link=link,
+            standing=Standing(revalidate_at=self._health.next_revalidation_at(link)),
+        )
 
     def _answer_waiting(
         self, sign_in_id: str, account_id: str, facts: tuple[str, int], added: AccountInfo
     ) -> None:
         """Answer the requests waiting for this sign-in, or for a step-up it meets."""
         acr, auth_time = facts
-        for waited_for, waiting in list(self.outcomes.items()):
+        for waited_for, waiting in list(self._outcomes.items()):
             begun = self._begun.get(waited_for)
             meets = (
                 begun is not None
@@ -559,7 +583,7 @@ class SignIns:
                 )
             )
             if waited_for == sign_in_id or meets:
-                del self.outcomes[waited_for]
+                del self._outcomes[waited_for]
                 if not waiting.done():
                     waiting.set_result(added)
 
@@ -582,7 +606,7 @@ class SignIns:
     def failed(self, sign_in_id: str, detail: str) -> None:
         """Tell watchers that a sign-in attempt failed, and why (no secrets in detail)."""
         self._publish(EventKind.SIGN_IN_FAILED, "", detail, sign_in_id)
-        waiting = self.outcomes.pop(sign_in_id, None)
+        waiting = self._outcomes.pop(sign_in_id, None)
         if waiting is not None and not waiting.done():
             waiting.set_exception(InvalidSignIn(detail))
 

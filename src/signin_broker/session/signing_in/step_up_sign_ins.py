@@ -158,7 +158,7 @@ class StepUpSignIns:
                 del pending.waiters[app]
             if not pending.waiters and self._pending.get(key) is pending:
                 del self._pending[key]  # the next request looks afresh
-                self._sign_ins.outcomes.pop(pending.started.sign_in_id, None)
+                self._sign_ins.not_waited_for(pending.started.sign_in_id)
         return pending.started.asked_at
 
     def _make_room(self, app: str, info: AccountInfo, step_up: StepUp) -> None:
@@ -180,15 +180,13 @@ class StepUpSignIns:
         """A browser sign-in of the account that asks the provider for the step-up."""
         asked_at, offline = asked
         acr_unmet = bool(step_up.acr_values) and info.acr not in step_up.acr_values
-        started = self._sign_ins.new(
+        started, outcome = self._sign_ins.waited_for(
             info.workspace_id,
             info.id,
             step_up.authorize_params(acr_unmet=acr_unmet, offline=offline),
             name_of(info.provider),
             (step_up, asked_at),
         )
-        outcome = asyncio.get_running_loop().create_future()
-        self._sign_ins.outcomes[started.sign_in_id] = outcome
         log.info(
             "a token request waits for a step-up sign-in",
             extra={"account": info.id, "step_up": str(step_up)},
@@ -230,7 +228,7 @@ async def _acr_values_listed(account: Account) -> tuple[str, ...] | None:
     A discovery document that cannot be read now asks for nothing to be refused: the
     values are then treated as unlisted (never shown), and a sign-in needs the provider.
     """
-    link = account.runtime.link
+    link = account.link
     if link is None:
         return None
     try:
