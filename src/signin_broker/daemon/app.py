@@ -164,7 +164,7 @@ class _Api:
         self.token_files = TokenFiles(settings.token_files, session, apps, audit)
         forward_calls = ForwardCalls(session, self.forwards, audit)
         servicers = [
-            TokenBrokerServicer(session, info, apps, audit, self.token_files),
+            TokenBrokerServicer(session, info, audit, self.token_files),
             AccountCalls(session, info, audit),
             ManagerCalls(session, apps, audit),
             DpopCalls(session),
