@@ -37,3 +37,22 @@ def test_reflection_loads_its_descriptors_only_when_called() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_oauth_stack_loads_no_authlib_and_joserfc_only_for_a_sign_in() -> None:
+    """A restored daemon's providers and store (oauth_stack.py) hold neither: authlib's
+    helpers are oidc/parameters.py's few lines, and joserfc (with cryptography's x509)
+    loads at a sign-in's first id_token, 3.7 MB less in a daemon that never signs in."""
+    probe = (
+        "import sys\n"
+        "import signin_broker.daemon.app, signin_broker.daemon.oauth_stack\n"
+        "loaded = [m for m in ('authlib', 'joserfc', 'cryptography.x509') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+        "from signin_broker.oidc.id_tokens import published_keys\n"
+        "published_keys({'keys': [{'kty': 'oct', 'k': 'c2VjcmV0'}, {'kty': 'EC', 'crv': 'P-256',"
+        " 'x': 'f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU',"
+        " 'y': 'x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0'}]})\n"
+        "assert 'joserfc' in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
