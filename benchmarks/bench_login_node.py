@@ -192,22 +192,31 @@ def sign_in(user: User, python: Path, env: dict[str, str], stub: StubProvider) -
         raise RuntimeError(f"{user.name} did not sign in")
 
 
-def broker_pss() -> tuple[float, int]:
-    """The total PSS (MB) of every broker daemon, and how many there are."""
+def broker_pss(uids: set[int]) -> tuple[float, int]:
+    """The total PSS (MB) of the broker daemons of these users, and how many there are.
+
+    Only theirs: a daemon of anyone else on the machine (a developer's, a test's) is not
+    the benchmark's, nor a process whose command line merely names the module.
+    """
     total, count = 0, 0
-    for process in psutil.process_iter(["cmdline", "name"]):
+    for process in psutil.process_iter(["cmdline", "name", "uids"]):
         command = process.info["cmdline"] or ()
+        if process.info["uids"] is None or process.info["uids"].real not in uids:
+            continue
         waiting = process.info["name"] == "systemd-socket-activate"  # the manager's stand-in
-        if not waiting and "signin_broker.daemon.main" in command:
+        if not waiting and command[1:3] == ["-m", "signin_broker.daemon.main"]:
             with contextlib.suppress(psutil.Error):
                 total += process.memory_full_info().pss
                 count += 1
     return total / 2**20, count
 
 
-def agents_pss() -> tuple[float, int]:
+def agents_pss(uids: set[int]) -> tuple[float, int]:
+    """The total PSS (MB) of these users' oidc-agent processes, and how many there are."""
     total, count = 0, 0
-    for process in psutil.process_iter(["name"]):
+    for process in psutil.process_iter(["name", "uids"]):
+        if process.info["uids"] is None or process.info["uids"].real not in uids:
+            continue
         if process.info["name"] == "oidc-agent":
             with contextlib.suppress(psutil.Error):
                 total += process.memory_full_info().pss
@@ -254,11 +263,12 @@ def main() -> None:
             user.run(python, "active", options.settle + 60, envs[user.name])
             for user in users[: options.active]
         ]
-        for _ in range(options.users if clients else 0):
-            agents.enter_context(_incumbent.oidc_agent(stub))
+        for user in users if clients else []:
+            agents.enter_context(_incumbent.oidc_agent(stub, (user.uid, user.gid)))
         time.sleep(options.settle)
-        brokers, running = broker_pss()
-        incumbents, agent_processes = agents_pss()
+        uids = {user.uid for user in users}
+        brokers, running = broker_pss(uids)
+        incumbents, agent_processes = agents_pss(uids)
         idle = [user for user in users[options.active :]][: options.samples]
         firsts = []
         for user in idle:
