@@ -8,6 +8,7 @@ sleeps but one: for a token to expire.
 
 from __future__ import annotations
 
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,7 +18,7 @@ import grpc
 import pytest
 
 from signin_broker.client import BrokerClient, BrokerError
-from signin_broker.daemon.idle_exit import TEST_SECONDS_ENV
+from signin_broker.daemon.idle_exit import TEST_PAUSE_ENV, TEST_SECONDS_ENV
 from signin_broker_testing import StubProvider
 from signin_broker_testing.browser import Browser
 from signin_broker_testing.daemon import DaemonProcess
@@ -28,6 +29,7 @@ IDLE = "exiting: idle"
 CALLERS = 50
 CYCLES = 100
 ANSWER_DELAY = 0.1  # seconds: ten idle exits' worth
+SLOW_CALLER = 0.3  # seconds between a caller's connection and its request
 
 
 def _sign_in(socket_path: Path) -> str:
@@ -102,3 +104,37 @@ def test_an_idle_exit_never_cuts_a_refresh_over_a_hundred_idle_cycles(folder: Pa
         assert len(unit.daemons) == CYCLES + 1
         assert len(stub.token_requests("refresh_token")) >= CYCLES // 10
         assert all(daemon.logs_with(msg=IDLE) for daemon in unit.daemons)
+
+
+def test_a_caller_that_gets_in_as_an_idle_exit_begins_is_answered(
+    shared_stub: StubProvider, folder: Path
+) -> None:
+    """A daemon on a socket of its own (autostart's case): a caller connects in the instant
+    between the exit's decision and the removal of the socket file (the daemon is held
+    there), and sends its request only once the file is gone. It is answered, and the
+    daemon exits once it has gone; the exit used to close it unanswered."""
+    socket_path = folder / "run" / "broker.sock"
+    env = {TEST_SECONDS_ENV: "0.05", TEST_PAUSE_ENV: "0.5"}
+    with DaemonProcess(
+        socket_path, "--issuer", shared_stub.issuer, "--idle-exit-seconds", "1", env=env
+    ) as daemon:
+        daemon.expect_log(msg=IDLE, timeout=30)
+        caller = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        caller.settimeout(30)
+        with caller:
+            caller.connect(str(socket_path))
+            deadline = time.monotonic() + 30
+            while socket_path.exists():
+                assert time.monotonic() < deadline, "the socket file was never removed"
+                time.sleep(0.01)
+            time.sleep(SLOW_CALLER)  # the caller's own pace: it sends when it sends
+            caller.sendall(
+                b"POST /signin_broker.v1.TokenBroker/GetStatus HTTP/1.1\r\nHost: broker\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 2\r\n"
+                b"Connection: close\r\n\r\n{}"
+            )
+            answer = b""
+            while chunk := caller.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+        assert daemon.wait_exit() == 0
