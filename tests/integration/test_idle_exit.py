@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import grpc
 import pytest
 
+from signin_broker.cli.quick import GET_TOKEN, json_call
 from signin_broker.client import BrokerClient, BrokerError
 from signin_broker.daemon.idle_exit import TEST_PAUSE_ENV, TEST_SECONDS_ENV
 from signin_broker_testing import StubProvider
@@ -98,7 +99,8 @@ def test_an_idle_exit_never_cuts_a_refresh_over_a_hundred_idle_cycles(folder: Pa
         assert unit.wait_exit() == 0
         stub.delay_token_response(ANSWER_DELAY, after_processing=True, times=CYCLES)
         for _ in range(CYCLES):
-            _token(unit.socket_path)
+            status, answer = json_call(str(unit.socket_path), GET_TOKEN, b"{}", 60)
+            assert status == 200, answer
             assert unit.wait_exit() == 0
         assert stub.reuses == []
         assert len(unit.daemons) == CYCLES + 1
