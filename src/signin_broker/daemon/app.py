@@ -65,8 +65,8 @@ from .idle_exit import (
 )
 from .settings import Settings
 from .stopping import stop
+from .web import BEGIN_PATH
 from .web.on_demand import PageOnDemand
-from .web.pages import BEGIN_PATH
 
 if TYPE_CHECKING:  # loaded at a browser's first visit (_serve_page)
     from .web.site import SignInSite
