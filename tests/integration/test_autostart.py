@@ -7,6 +7,7 @@ manager is to own the socket.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from signin_broker.autostart import LOG_NAME, UNIT, serves
-from signin_broker.client import BrokerClient, DaemonNotRunning
+from signin_broker.client import AsyncBrokerClient, BrokerClient, DaemonNotRunning
 from signin_broker.daemon.idle_exit import TEST_SECONDS_ENV
 from signin_broker.locations import AUTOSTART_ENV
 from signin_broker_testing import StubProvider
@@ -134,7 +135,7 @@ def test_autostart_is_refused_with_the_reason_where_a_service_manager_owns_the_s
     folder: Path,
 ) -> None:
     """A user manager runs and the socket unit is installed: its socket is to serve, so
-    the CLI and the SDK say what to start instead, and start nothing."""
+    the CLI and the SDK (sync and asyncio) say what to start instead, and start nothing."""
     env = _environment(folder)
     (folder / "systemd").mkdir()
     (folder / "systemd" / "private").touch()  # where a running user manager listens
@@ -153,6 +154,8 @@ def test_autostart_is_refused_with_the_reason_where_a_service_manager_owns_the_s
     try:
         with BrokerClient(socket_path, timeout=5) as client, pytest.raises(DaemonNotRunning) as sdk:
             client.status()
+        with pytest.raises(DaemonNotRunning) as asyncio_sdk:
+            asyncio.run(_status(socket_path))
     finally:
         for name, value in old.items():
             if value is None:
@@ -160,5 +163,11 @@ def test_autostart_is_refused_with_the_reason_where_a_service_manager_owns_the_s
             else:
                 os.environ[name] = value
     assert "your systemd user manager is to" in str(sdk.value)
+    assert "your systemd user manager is to" in str(asyncio_sdk.value)
     assert not (socket_path.parent / LOG_NAME).exists()
     assert not socket_path.exists()
+
+
+async def _status(socket_path: Path) -> None:
+    async with AsyncBrokerClient(socket_path, timeout=5) as client:
+        await client.status()
