@@ -20,6 +20,7 @@ import pytest
 from signin_broker.cli.quick import GET_TOKEN, json_call
 from signin_broker.client import BrokerClient, BrokerError
 from signin_broker.daemon.idle_exit import TEST_PAUSE_ENV, TEST_SECONDS_ENV
+from signin_broker.session.scoped_tokens import RENEWAL_PENDING
 from signin_broker_testing import StubProvider
 from signin_broker_testing.browser import Browser
 from signin_broker_testing.daemon import DaemonProcess
@@ -45,6 +46,18 @@ def _sign_in(socket_path: Path) -> str:
 def _token(socket_path: Path) -> str:
     with BrokerClient(socket_path, timeout=60) as client:
         return client.get_token().access_token
+
+
+def _token_through_json(socket_path: Path) -> None:
+    """A token through the JSON path, asked again while the daemon says its renewal is
+    under way (a token of a second can expire while a starved machine waits for one)."""
+    deadline = time.monotonic() + 60
+    while True:
+        status, answer = json_call(str(socket_path), GET_TOKEN, b"{}", 60)
+        if status == 200:
+            return
+        assert status == 503 and RENEWAL_PENDING.encode() in answer, (status, answer)
+        assert time.monotonic() < deadline, answer
 
 
 def test_socket_activated_it_exits_when_idle_and_comes_back_once_for_50_callers_then_sees_a_revocation(  # noqa: E501
@@ -100,11 +113,10 @@ def test_an_idle_exit_never_cuts_a_refresh_over_a_hundred_idle_cycles(folder: Pa
         stub.delay_token_response(ANSWER_DELAY, after_processing=True, times=CYCLES)
         began = time.monotonic()
         for _ in range(CYCLES):
-            status, answer = json_call(str(unit.socket_path), GET_TOKEN, b"{}", 60)
-            assert status == 200, answer
+            _token_through_json(unit.socket_path)
             assert unit.wait_exit() == 0
         assert stub.reuses == []
-        assert len(unit.daemons) == CYCLES + 1
+        assert len(unit.daemons) >= CYCLES + 1
         # A token lasts a second: renewals kept coming, one at least every other second.
         assert len(stub.token_requests("refresh_token")) >= (time.monotonic() - began) // 2
         assert all(daemon.logs_with(msg=IDLE) for daemon in unit.daemons)
