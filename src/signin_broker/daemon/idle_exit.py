@@ -18,7 +18,7 @@ answered as at any other time, and the daemon stops once they have gone.
 
 The default depends on how the daemon was started (`idle_exit_seconds` unset):
 socket activation and autostart: 600 s, since something brings the daemon back at the
-next call, and an idle daemon costs a shared machine 33 MB a user (its PSS beside a
+next call, and an idle daemon costs a shared machine 32 MB a user (its PSS beside a
 hundred others: benchmarks/bench_login_node.py); a daemon started by
 hand or by a service manager without its socket: never, since nothing would start it
 again (launchd's agent runs it so, and does not restart a clean exit).
