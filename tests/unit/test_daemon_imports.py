@@ -23,8 +23,7 @@ def test_the_daemon_never_loads_an_installed_trio() -> None:
         "httpx2.AsyncClient()\n"
         "assert sys.modules['trio'] is None, sys.modules['trio']\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
-    assert done.returncode == 0, done.stderr
+    _passes(probe)
 
 
 def test_reflection_loads_its_descriptors_only_when_called() -> None:
@@ -35,8 +34,7 @@ def test_reflection_loads_its_descriptors_only_when_called() -> None:
         "assert 'google.protobuf.descriptor_pb2' not in sys.modules\n"
         "assert 'grpclib.reflection.service' not in sys.modules\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
-    assert done.returncode == 0, done.stderr
+    _passes(probe)
 
 
 def test_a_restored_daemon_loads_nothing_only_a_sign_in_or_a_rare_path_needs() -> None:
@@ -58,5 +56,10 @@ def test_a_restored_daemon_loads_nothing_only_a_sign_in_or_a_rare_path_needs() -
         " 'y': 'x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0'}]})\n"
         "assert 'joserfc' in sys.modules\n"
     )
+    _passes(probe)
+
+
+def _passes(probe: str) -> None:
+    """Run the probe in a fresh interpreter: it asserts what that one has loaded."""
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
