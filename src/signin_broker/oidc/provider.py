@@ -22,7 +22,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 import httpx2
-from authlib.oauth2.rfc6749.parameters import prepare_token_request
 
 from .._version import __version__
 from ..json_depth import within_depth
@@ -46,6 +45,7 @@ from .metadata import (
     discovery_url,
     oauth_metadata_urls,
 )
+from .parameters import token_request
 from .provider_clock import ProviderClock
 from .trust import verifying_context
 
@@ -190,10 +190,10 @@ class Provider:
 
         `dpop`: the key the tokens are bound to (RFC 9449), as at each request below.
         """
-        body = prepare_token_request(
+        body = token_request(
             "authorization_code",
-            code=code,
             redirect_uri=redirect_uri,
+            code=code,
             client_id=self.client_id,
             code_verifier=code_verifier,
         )
@@ -214,7 +214,7 @@ class Provider:
         `answer_within`: seconds of silence its answer is awaited once sent, while it
         keeps coming (the manager's choice; ANSWER_BOUND_SECONDS in all).
         """
-        body = prepare_token_request(
+        body = token_request(
             "refresh_token",
             refresh_token=refresh_token,
             client_id=self.client_id,
