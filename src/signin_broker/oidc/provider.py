@@ -231,7 +231,7 @@ class Provider:
         No person, and no refresh token kept (RFC 6749 4.4.3: none should be issued):
         the grant is simply made again. `resource` asks for one audience (RFC 8707).
         """
-        body = prepare_token_request("client_credentials", scope=scope, resource=resource)
+        body = token_request("client_credentials", scope=scope, resource=resource)
         return replace(await self._token_request(body), refresh_token=None, id_token=None)
 
     async def device_authorization(
