@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import grpc
 import pytest
 
-from signin_broker.cli.quick import GET_TOKEN, json_call
+from signin_broker.cli._json_client import GET_TOKEN, json_call
 from signin_broker.client import BrokerClient, BrokerError
 from signin_broker.daemon.idle_exit import TEST_PAUSE_ENV, TEST_SECONDS_ENV
 from signin_broker_testing import StubProvider
