@@ -296,8 +296,9 @@ class Provider:
         self, body: str, answer_within: float | None = None, dpop: DpopKey | None = None
     ) -> TokenResponse:
         url = (await self.metadata()).token_endpoint
+        sent_at = time.monotonic()
         answer = await self._post_form(url, "token", body, answer_within, dpop)
-        tokens = TokenResponse.from_json(answer)
+        tokens = replace(TokenResponse.from_json(answer), sent_at=sent_at)
         if dpop is not None and self.dpop == REQUIRE and not is_bound(tokens.token_type):
             raise ProviderMisfit(
                 "dpop is require, but the provider answered a DPoP proof with a"
