@@ -17,6 +17,7 @@ import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from typing import Any
 
 import httpx2
 
@@ -40,16 +41,23 @@ def installed() -> bool:
 
 
 @contextlib.contextmanager
-def oidc_agent(stub: StubProvider) -> Iterator[list[str]]:
+def oidc_agent(stub: StubProvider, user: tuple[int, int] | None = None) -> Iterator[list[str]]:
     """A running oidc-agent holding an account at `stub`; yields the one-shot command.
 
     The stub must list CLIENT among its clients. OIDC_SOCK is set in this process's
-    environment while the agent runs, so the command works as it is.
+    environment while the agent runs, so the command works as it is. `user`: the uid
+    and gid the agent and its tools run as (root may give one; a login node's users
+    each run their own).
     """
     folder = tempfile.mkdtemp(prefix="sb-oidc-agent-", dir="/tmp")
+    as_user: dict[str, Any] = {}
+    if user is not None:
+        os.chown(folder, *user)
+        as_user = {"user": user[0], "group": user[1], "extra_groups": []}
     env = {**os.environ, "HOME": folder, "OIDC_CONFIG_DIR": f"{folder}/oidc-agent"}
     started = subprocess.run(
         ["oidc-agent", "--no-autoload", "--no-webserver"],
+        **as_user,
         env=env,
         capture_output=True,
         text=True,
@@ -74,6 +82,7 @@ def oidc_agent(stub: StubProvider) -> Iterator[list[str]]:
                 "--no-url-call",
                 ACCOUNT,
             ],
+            **as_user,
             env=env | {"OIDC_ENCRYPTION_PW": PASSWORD},
             stdin=subprocess.DEVNULL,
             capture_output=True,
@@ -82,7 +91,7 @@ def oidc_agent(stub: StubProvider) -> Iterator[list[str]]:
         )
         os.environ["OIDC_SOCK"] = agent_socket
         command = ["oidc-token", ACCOUNT]
-        subprocess.run(command, capture_output=True, check=True, timeout=30)  # it works
+        subprocess.run(command, **as_user, capture_output=True, check=True, timeout=30)  # it works
         yield command
     finally:
         os.environ.pop("OIDC_SOCK", None)

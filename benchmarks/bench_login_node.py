@@ -17,7 +17,9 @@ GetToken of idle users (socket activation, the start, the confirmation with the
 provider, the token), timed inside a process of that user.
 
 The users' Python is a venv of /usr/bin/python3 every user can run (the developer's
-may live under /root), with this tree installed editable (uv, else venv and pip).
+may live under /root), with this tree installed editable (uv, else venv and pip), as the
+base install has it: without the uvloop extra (`--uvloop` adds it; 0.3 MB of PSS more
+for each daemon, measured).
 """
 
 from __future__ import annotations
@@ -144,23 +146,22 @@ class SocketUnit:
             self.current.terminate()
 
 
-def users_python(folder: Path) -> Path:
+def users_python(folder: Path, uvloop: bool) -> Path:
     """A venv of /usr/bin/python3 with this tree installed, which every user can run."""
     venv = folder / "venv"
+    tree = f"{TREE}[uvloop]" if uvloop else str(TREE)
     if UV.exists():
         subprocess.run(
             [str(UV), "venv", "--quiet", "--python", "/usr/bin/python3", str(venv)], check=True
         )
         subprocess.run(
             [str(UV), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
-             "-e", str(TREE), "uvloop"],
+             "-e", tree],
             check=True, env={**os.environ, "UV_COMPILE_BYTECODE": "1"},
         )  # fmt: skip
     else:
         subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], check=True)
-        subprocess.run(
-            [str(venv / "bin" / "pip"), "install", "-q", "-e", str(TREE), "uvloop"], check=True
-        )
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "-e", tree], check=True)
     return venv / "bin" / "python"
 
 
@@ -192,22 +193,31 @@ def sign_in(user: User, python: Path, env: dict[str, str], stub: StubProvider) -
         raise RuntimeError(f"{user.name} did not sign in")
 
 
-def broker_pss() -> tuple[float, int]:
-    """The total PSS (MB) of every broker daemon, and how many there are."""
+def broker_pss(uids: set[int]) -> tuple[float, int]:
+    """The total PSS (MB) of the broker daemons of these users, and how many there are.
+
+    Only theirs: a daemon of anyone else on the machine (a developer's, a test's) is not
+    the benchmark's, nor a process whose command line merely names the module.
+    """
     total, count = 0, 0
-    for process in psutil.process_iter(["cmdline", "name"]):
+    for process in psutil.process_iter(["cmdline", "name", "uids"]):
         command = process.info["cmdline"] or ()
+        if process.info["uids"] is None or process.info["uids"].real not in uids:
+            continue
         waiting = process.info["name"] == "systemd-socket-activate"  # the manager's stand-in
-        if not waiting and "signin_broker.daemon.main" in command:
+        if not waiting and command[1:3] == ["-m", "signin_broker.daemon.main"]:
             with contextlib.suppress(psutil.Error):
                 total += process.memory_full_info().pss
                 count += 1
     return total / 2**20, count
 
 
-def agents_pss() -> tuple[float, int]:
+def agents_pss(uids: set[int]) -> tuple[float, int]:
+    """The total PSS (MB) of these users' oidc-agent processes, and how many there are."""
     total, count = 0, 0
-    for process in psutil.process_iter(["name"]):
+    for process in psutil.process_iter(["name", "uids"]):
+        if process.info["uids"] is None or process.info["uids"].real not in uids:
+            continue
         if process.info["name"] == "oidc-agent":
             with contextlib.suppress(psutil.Error):
                 total += process.memory_full_info().pss
@@ -227,13 +237,14 @@ def main() -> None:
     parser.add_argument("--idle-exit", type=int, default=30, help="idle_exit_seconds")
     parser.add_argument("--settle", type=float, default=60, help="seconds after the sign-ins")
     parser.add_argument("--samples", type=int, default=20, help="idle users' first calls timed")
+    parser.add_argument("--uvloop", action="store_true", help="the daemons run on uvloop")
     options = parser.parse_args()
     if os.geteuid() != 0 or shutil.which("systemd-socket-activate") is None:
         sys.exit("needs root and systemd-socket-activate")
 
     folder = Path(tempfile.mkdtemp(prefix="sb-login-node-", dir="/tmp"))
     folder.chmod(0o755)
-    python = users_python(folder)
+    python = users_python(folder, options.uvloop)
     clients = [_incumbent.CLIENT] if _incumbent.installed() else []
     units: list[SocketUnit] = []
     with (
@@ -254,11 +265,12 @@ def main() -> None:
             user.run(python, "active", options.settle + 60, envs[user.name])
             for user in users[: options.active]
         ]
-        for _ in range(options.users if clients else 0):
-            agents.enter_context(_incumbent.oidc_agent(stub))
+        for user in users if clients else []:
+            agents.enter_context(_incumbent.oidc_agent(stub, (user.uid, user.gid)))
         time.sleep(options.settle)
-        brokers, running = broker_pss()
-        incumbents, agent_processes = agents_pss()
+        uids = {user.uid for user in users}
+        brokers, running = broker_pss(uids)
+        incumbents, agent_processes = agents_pss(uids)
         idle = [user for user in users[options.active :]][: options.samples]
         firsts = []
         for user in idle:
@@ -276,6 +288,8 @@ def main() -> None:
     print(f"{'users signed in / active':<52} {options.users:>5} / {options.active:<5}")
     print(f"{'idle_exit_seconds / settle (s)':<52} {options.idle_exit:>5} / {options.settle:<5g}")
     print(f"{f'brokers: total PSS MB ({running} daemons running)':<52} {brokers:>12.1f}")
+    print(f"{'brokers: PSS MB per daemon running':<52} {brokers / max(running, 1):>12.1f}")
+    print(f"{'event loop':<52} {'uvloop' if options.uvloop else 'asyncio':>12}")
     if clients:
         print(
             f"{f'oidc-agents: total PSS MB ({agent_processes} processes)':<52} {incumbents:>12.1f}"

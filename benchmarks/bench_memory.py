@@ -3,9 +3,12 @@
     python benchmarks/bench_memory.py            # prints three tables; nothing is asserted
 
 1. Imports, in the order the daemon loads them, each in the same fresh interpreter:
-   the RSS it adds (what loading the page and the OAuth stack lazily can save).
+   the RSS it adds (what loading the page and the OAuth stack lazily can save), then
+   what only a sign-in loads.
 2. A signed-in daemon after 1,000 GetToken calls, from /proc/<pid>/smaps: resident
-   memory by mapping (the Python heap, each shared library).
+   memory by mapping (the Python heap, each shared library); then the same daemon
+   started again, its session restored (as after an idle exit or a reboot), after
+   1,000 more: RSS, PSS and the memory of its own (USS) of both.
 3. RSS per WatchEvents stream held open, from 0 to `--watchers` streams.
 4. The worst case the systemd unit's MemoryHigh= and MemoryMax= rest on: the watchers
    held, and the rest of the connection table (transport.MAX_CONNECTIONS) filled with
@@ -34,7 +37,8 @@ from signin_broker.daemon.api.transport import MAX_CONNECTIONS
 from signin_broker_testing import StubProvider
 
 # The daemon's own order: before "ready" (gRPC, the servicer), then in the worker thread
-# (the page, the OAuth client, the store), then what a sign-in and a renewal touch.
+# (the OAuth client, the store: oauth_stack.py), then what only a sign-in loads (joserfc
+# for its id_token, the page at a browser's first visit).
 IMPORTS = [
     "asyncio",
     "uvloop",
@@ -43,11 +47,11 @@ IMPORTS = [
     "signin_broker.daemon.app",
     "cryptography.hazmat.primitives.ciphers.aead",
     "httpx2",
-    "joserfc.jwt",
-    "authlib.integrations.httpx_client",
     "signin_broker.oidc.provider",
     "signin_broker.store.vault",
     "keyring",
+    "signin_broker.daemon.oauth_stack",
+    "joserfc.jwt",
     "starlette.applications",
     "uvicorn",
     "signin_broker.daemon.web.site",
@@ -135,6 +139,23 @@ def python_pass_rss() -> float:
         probe.wait()
 
 
+def own_memory(pid: int) -> str:
+    """RSS, PSS and USS (what the process alone holds) of a process, in MB."""
+    full = psutil.Process(pid).memory_full_info()
+    return f"RSS {full.rss / 2**20:.1f} MB, PSS {full.pss / 2**20:.1f}, USS {full.uss / 2**20:.1f}"
+
+
+def start_daemon(socket_path: str, issuer: str) -> subprocess.Popen[str]:
+    daemon, _ = bench_api.start(
+        [
+            str(bench_api.BIN / "signin-brokerd"),
+            *("--socket", socket_path, "--issuer", issuer, "--http", "127.0.0.1:0"),
+        ],
+        '"msg":"sign-in page ready"',
+    )
+    return daemon
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--watchers", type=int, default=1000)
@@ -149,18 +170,7 @@ def main() -> None:
     stub = StubProvider().start()
     daemon = None
     try:
-        daemon, _ = bench_api.start(
-            [
-                str(bench_api.BIN / "signin-brokerd"),
-                "--socket",
-                socket_path,
-                "--issuer",
-                stub.issuer,
-                "--http",
-                "127.0.0.1:0",
-            ],
-            '"msg":"sign-in page ready"',
-        )
+        daemon = start_daemon(socket_path, stub.issuer)
         with BrokerClient(socket_path) as client:
             bench_api.sign_in(client.begin_sign_in().url)
             for _ in range(1000):
@@ -170,9 +180,17 @@ def main() -> None:
             f"{python_pass_rss():.1f} MB)"
         )
         print("\n".join(resident_by_mapping(daemon.pid)))
+        print(f"signed in by this daemon: {own_memory(daemon.pid)}")
+        daemon.terminate()
+        daemon.wait()
+        daemon = start_daemon(socket_path, stub.issuer)
+        with BrokerClient(socket_path) as client:
+            for _ in range(1000):
+                client.get_token()
+        print(f"started again, its session restored: {own_memory(daemon.pid)}")
         before = psutil.Process(daemon.pid).memory_info().rss / 2**20
         held = bench_api.watchers_rss(socket_path, daemon.pid, options.watchers)
-        print(f"\n{'watchers':<46} {'RSS MB':>8} {'KB each':>9}\n" + "-" * 65)
+        print(f"\n{'watchers (the restored daemon)':<46} {'RSS MB':>8} {'KB each':>9}\n" + "-" * 65)
         print(f"{0:<46} {before:>8.1f}")
         each = (held - before) * 1024 / options.watchers
         print(f"{options.watchers:<46} {held:>8.1f} {each:>9.1f}")

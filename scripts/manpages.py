@@ -34,8 +34,8 @@ from signin_broker.cli._failures import (  # noqa: E402
     EXIT_NOT_SIGNED_IN,
     EXIT_USAGE,
 )
+from signin_broker.cli._flags import DEFAULT_ENV_NAME  # noqa: E402
 from signin_broker.cli._try import ISSUER_ENV  # noqa: E402
-from signin_broker.cli.quick import DEFAULT_ENV_NAME  # noqa: E402
 from signin_broker.cli.table import full_parser  # noqa: E402
 from signin_broker.daemon.options import OPTIONS, PROVIDER_KEYS, env_name  # noqa: E402
 from signin_broker.daemon.settings import argument_parser  # noqa: E402

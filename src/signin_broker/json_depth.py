@@ -9,7 +9,7 @@ socket, native messaging frames, the provider's answers, the daemon's answers) p
 `within_depth` first: no document of the broker's nests anywhere near MAX_DEPTH, and one
 that does is refused as a ValueError, as any text that is not JSON is.
 
-Nothing is imported here: the one-shot `signin-broker token` (cli/quick.py) checks its
+Nothing is imported here: the one-shot `signin-broker token` (cli/_json_codec.py) checks its
 answer without json's Python layer.
 """
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from signin_broker.cli.quick import json_call
+from signin_broker.cli._json_client import json_call
 from signin_broker.daemon.api.transport import MAX_CONNECTIONS_PER_PROCESS
 from signin_broker_testing import StubProvider
 from support.apps import App, outcome

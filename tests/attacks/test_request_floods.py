@@ -124,7 +124,7 @@ def test_a_denied_apps_flood_of_stock_calls_is_refused_unread(
 
 
 def _status(socket_path: Path) -> str:
-    from signin_broker.cli.quick import json_call
+    from signin_broker.cli._json_client import json_call
 
     status, body = json_call(str(socket_path), "/signin_broker.v1.TokenBroker/GetStatus", b"{}", 10)
     assert status == 200

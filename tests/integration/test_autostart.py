@@ -7,17 +7,21 @@ manager is to own the socket.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from signin_broker.autostart import LOG_NAME, UNIT
-from signin_broker.client import BrokerClient, DaemonNotRunning
+from signin_broker.autostart import LOG_NAME, UNIT, serves
+from signin_broker.client import AsyncBrokerClient, BrokerClient, DaemonNotRunning
+from signin_broker.daemon.idle_exit import TEST_SECONDS_ENV
 from signin_broker.locations import AUTOSTART_ENV
 from signin_broker_testing import StubProvider
 from support.commands import BIN
@@ -71,16 +75,23 @@ def test_twenty_concurrent_cli_calls_with_nothing_serving_start_exactly_one_daem
     stub: StubProvider, folder: Path
 ) -> None:
     """The token command (JSON path) and status (the SDK) at once; the daemon, idle, exits
-    and takes its socket with it, and the next call starts it again."""
+    and takes its socket with it, and the next call starts it again.
+
+    The test watches the daemon's events while the callers come, as an app would, so that
+    however slowly the last of them starts, it finds this daemon; its idle exit can then
+    be short.
+    """
     socket_path = folder / "run" / "broker.sock"
-    env = _environment(
-        folder, SIGNIN_BROKER_ISSUER=stub.issuer, SIGNIN_BROKER_TEST_IDLE_EXIT_SECONDS="3"
-    )
+    env = _environment(folder, SIGNIN_BROKER_ISSUER=stub.issuer, **{TEST_SECONDS_ENV: "1"})
     log = socket_path.parent / LOG_NAME
+    commands = [("token",), ("status",)] * (CALLERS // 2)
     try:
         with ThreadPoolExecutor(CALLERS) as pool:
-            commands = [("token",), ("status",)] * (CALLERS // 2)
-            done = list(pool.map(lambda command: _cli(socket_path, env, *command), commands))
+            calls = pool.map(lambda command: _cli(socket_path, env, *command), commands)
+            with _watching(socket_path):
+                done = list(calls)
+                status = _cli(socket_path, env, "status", "--json").stdout
+        assert '"started_by": "autostart"' in status
         tokens = [
             result for command, result in zip(commands, done, strict=True) if command == ("token",)
         ]
@@ -92,11 +103,10 @@ def test_twenty_concurrent_cli_calls_with_nothing_serving_start_exactly_one_daem
             if command == ("status",)
         ), [result.stderr for result in done]
         assert log.read_text().count(READY) == 1
-        assert '"started_by": "autostart"' in _cli(socket_path, env, "status", "--json").stdout
 
         deadline = time.monotonic() + 30
         while socket_path.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(0.02)
         assert not socket_path.exists(), "the idle daemon's socket is still there"
         assert "exiting: idle" in log.read_text()
         assert _cli(socket_path, env, "token").returncode == 4  # started again
@@ -105,11 +115,27 @@ def test_twenty_concurrent_cli_calls_with_nothing_serving_start_exactly_one_daem
         _stop_any(socket_path)
 
 
+@contextlib.contextmanager
+def _watching(socket_path: Path) -> Iterator[None]:
+    """Watch the events of the daemon that comes to serve the socket, until the block ends."""
+    deadline = time.monotonic() + 30
+    while not serves(str(socket_path)):
+        assert time.monotonic() < deadline, "no daemon came to serve the socket"
+        time.sleep(0.01)
+    client = BrokerClient(socket_path, timeout=60)
+    events = client.watch_events()
+    next(events)  # the snapshot: the watch is under way
+    try:
+        yield
+    finally:
+        client.close()
+
+
 def test_autostart_is_refused_with_the_reason_where_a_service_manager_owns_the_socket(
     folder: Path,
 ) -> None:
     """A user manager runs and the socket unit is installed: its socket is to serve, so
-    the CLI and the SDK say what to start instead, and start nothing."""
+    the CLI and the SDK (sync and asyncio) say what to start instead, and start nothing."""
     env = _environment(folder)
     (folder / "systemd").mkdir()
     (folder / "systemd" / "private").touch()  # where a running user manager listens
@@ -128,6 +154,8 @@ def test_autostart_is_refused_with_the_reason_where_a_service_manager_owns_the_s
     try:
         with BrokerClient(socket_path, timeout=5) as client, pytest.raises(DaemonNotRunning) as sdk:
             client.status()
+        with pytest.raises(DaemonNotRunning) as asyncio_sdk:
+            asyncio.run(_status(socket_path))
     finally:
         for name, value in old.items():
             if value is None:
@@ -135,5 +163,11 @@ def test_autostart_is_refused_with_the_reason_where_a_service_manager_owns_the_s
             else:
                 os.environ[name] = value
     assert "your systemd user manager is to" in str(sdk.value)
+    assert "your systemd user manager is to" in str(asyncio_sdk.value)
     assert not (socket_path.parent / LOG_NAME).exists()
     assert not socket_path.exists()
+
+
+async def _status(socket_path: Path) -> None:
+    async with AsyncBrokerClient(socket_path, timeout=5) as client:
+        await client.status()

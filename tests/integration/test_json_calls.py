@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from signin_broker.cli.quick import json_call
+from signin_broker.cli._json_client import json_call
 from signin_broker.client import BrokerClient
 from signin_broker.v1 import broker_pb2
 from signin_broker_testing import StubProvider

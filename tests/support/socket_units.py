@@ -113,6 +113,9 @@ class SocketUnit:
         self.socket_path = socket_path
         self._args, self._env = args, env
         self.daemons: list[DaemonProcess] = []
+        # Held while a daemon is forked and listed: the caller it serves may have its
+        # answer before the list has it, and must not take the one before for it.
+        self._starting = threading.Lock()
         self._listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -151,7 +154,9 @@ class SocketUnit:
         deadline = time.monotonic() + timeout
         while not self.daemons and time.monotonic() < deadline:
             time.sleep(POLL_SECONDS)
-        return self.daemons[-1].wait_exit(max(deadline - time.monotonic(), 0.1))
+        with self._starting:
+            last = self.daemons[-1]
+        return last.wait_exit(max(deadline - time.monotonic(), 0.1))
 
     def _loop(self) -> None:
         while not self._stopped.is_set():
@@ -161,5 +166,6 @@ class SocketUnit:
             waiting, _, _ = select.select([self._listening], [], [], POLL_SECONDS)
             if waiting and not self._stopped.is_set():
                 daemon = DaemonProcess(self.socket_path, *self._args, env=self._env)
-                daemon.start(wait=False, listening=self._listening)
-                self.daemons.append(daemon)
+                with self._starting:
+                    daemon.start(wait=False, listening=self._listening)
+                    self.daemons.append(daemon)

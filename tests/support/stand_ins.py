@@ -7,7 +7,7 @@ from typing import Any
 
 from google.protobuf import message_factory
 
-from signin_broker.daemon.api.access import Admitted
+from signin_broker.daemon.api.account_access import Admitted
 from signin_broker.v1 import broker_pb2 as pb
 
 SERVICE = pb.DESCRIPTOR.services_by_name["TokenBroker"]

@@ -13,6 +13,7 @@ table: weaken one entry and the test names the RPC and the caller that got throu
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import json
@@ -32,7 +33,8 @@ from grpclib.client import Channel, StreamStreamMethod, UnaryStreamMethod, Unary
 from grpclib.const import Cardinality, Handler, Status
 from grpclib.exceptions import GRPCError
 
-from signin_broker.daemon.api.access import ACCESS
+import signin_broker.daemon
+from signin_broker.daemon.api.access import ACCESS, guards
 from signin_broker.daemon.api.dispatch import ServiceHandlers, StockService
 from signin_broker.daemon.api.json_calls import JsonCalls
 from signin_broker.daemon.api.transport import CheckedServer, ConnectionTable, TransportGate
@@ -282,3 +284,108 @@ def test_an_rpc_without_an_entry_stops_the_daemon_at_start(folder: Path, unliste
     stale = {**ACCESS, "GetTokens": ACCESS["GetToken"]}  # a renamed RPC's entry left behind
     with pytest.raises(TypeError, match="access entries for no RPC of the service: GetTokens"):
         ServiceHandlers([StandIns()], SERVICE, apps=gate, ready=asyncio.Event(), access=stale)
+
+
+@pytest.mark.parametrize("who", ["forward", "browser extension"])
+def test_a_guard_refuses_the_kinds_its_entry_leaves_out_whoever_asks_it(
+    folder: Path, who: str
+) -> None:
+    """Not only the transports' early refusal: the guard's admission refuses them too.
+
+    The app gate behind it no longer says "tokens only" again; a gate that allows
+    every app would let a forward manage the broker if anything reached it unguarded.
+    """
+    caller = CALLERS[who]
+    policy = folder / "apps.toml"
+    policy.write_text(render(RULES))
+    gate = AppGate(PolicyFile(policy), Decision.ALLOW, ask_timeout=1)
+    paths = [f"/{SERVICE.full_name}/{name}" for name in SERVICE.methods_by_name] + list(STOCK)
+
+    every = guards(paths[: -len(STOCK)], gate) | guards(list(STOCK), gate)
+
+    async def admitted(path: str) -> str:
+        guard = every[path]
+        method = SERVICE.methods_by_name.get(path.rpartition("/")[2])
+        request = message_factory.GetMessageClass(method.input_type)() if method else None
+        if request is not None and "origin" in request.DESCRIPTOR.fields_by_name:
+            request.origin = ORIGIN
+        try:
+            await guard.admit(caller, request)
+        except GRPCError as error:
+            assert error.status is Status.PERMISSION_DENIED
+            return NO
+        return OK
+
+    got = {path.lstrip("/").removeprefix(f"{SERVICE.full_name}/"): path for path in paths}
+    column = list(CALLERS).index(who)
+    for name, path in got.items():
+        if EXPECTED[name][column] == NO:
+            assert asyncio.run(admitted(path)) == NO, name
+
+
+# Who the caller is, by kind: read by access.py and account_access.py alone.
+CALLER_KINDS = {"forward", "browser", "identified", "sandbox"}
+ADMISSIONS = {"visible_to", "admit_reader", "admit_app", "admit_manager"}
+DAEMON = Path(signin_broker.daemon.__file__).parent
+ACCESS_RULES = {"api/access.py", "api/account_access.py"}
+
+
+def _modules() -> dict[str, ast.Module]:
+    return {
+        path.relative_to(DAEMON).as_posix(): ast.parse(path.read_text())
+        for path in sorted(DAEMON.rglob("*.py"))
+    }
+
+
+def _handler_modules() -> dict[str, ast.Module]:
+    """The daemon's modules that hold a handler of an RPC (a method named as the RPC)."""
+    return {
+        name: tree
+        for name, tree in _modules().items()
+        if any(
+            isinstance(node, ast.AsyncFunctionDef) and node.name in SERVICE.methods_by_name
+            for node in ast.walk(tree)
+        )
+    }
+
+
+def _caller_rules(tree: ast.Module) -> list[int]:
+    """Lines that decide by the caller's kind or reach past the call's own rules."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in CALLER_KINDS | ADMISSIONS:
+            found.append(node.lineno)
+        elif isinstance(node, ast.Attribute) and node.attr == "sees":
+            if not (isinstance(node.value, ast.Name) and node.value.id == "admitted"):
+                found.append(node.lineno)  # an entitlement asked by hand
+        elif isinstance(node, ast.Attribute) and node.attr == "accounts":
+            owner = node.value
+            if (isinstance(owner, ast.Attribute) and owner.attr == "entitlement") or (
+                isinstance(owner, ast.Name) and owner.id in ("entitlement", "visible")
+            ):
+                found.append(node.lineno)  # "limited to some accounts", asked by hand
+    return found
+
+
+def test_no_handler_decides_by_the_kind_of_its_caller() -> None:
+    """The grep: no handler reads what kind of caller it serves, nor asks a policy itself."""
+    handlers = _handler_modules()
+    assert {"api/servicer.py", "api/account_calls.py", "api/manager_calls.py"} <= set(handlers)
+    found = {name: lines for name, tree in handlers.items() if (lines := _caller_rules(tree))}
+    assert found == {}, "ask the call as admitted (daemon/api/account_access.py)"
+
+
+def test_only_the_table_and_its_object_level_half_refuse_a_caller_for_its_kind() -> None:
+    """Nowhere in the daemon but access.py and account_access.py does an `if` on a caller's
+    kind (a forward, a browser extension) raise."""
+    refusing = []
+    for name, tree in _modules().items():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.If):
+                continue
+            kinds = {n.attr for n in ast.walk(node.test) if isinstance(n, ast.Attribute)}
+            raises = any(isinstance(n, ast.Raise) for s in node.body for n in ast.walk(s))
+            if kinds & {"forward", "browser"} and raises:
+                refusing.append(f"{name}:{node.lineno}")
+    assert refusing
+    assert {place.partition(":")[0] for place in refusing} <= ACCESS_RULES, refusing

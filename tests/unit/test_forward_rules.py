@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from signin_broker.daemon.api.access import Admitted
+from signin_broker.daemon.api.account_access import Admitted
 from signin_broker.daemon.api.dispatch import ServiceHandlers
 from signin_broker.daemon.api.json_calls import JSON, JsonCalls
 from signin_broker.daemon.api.transport import ConnectionTable, TransportGate
@@ -105,7 +105,8 @@ def _forward_caller(grant: ForwardGrant) -> Caller:
     )
 
 
-def test_a_forward_gets_its_own_grant_and_reads_or_manages_nothing(tmp_path: Path) -> None:
+def test_a_forward_gets_its_own_grant_and_its_policy_stays_fixed(tmp_path: Path) -> None:
+    """That it reads and manages nothing is the access table's: tests/unit/test_access_table.py."""
     gate = AppGate(PolicyFile(tmp_path / "apps.toml"), Decision.ALLOW, ask_timeout=30)
     grant = ForwardGrant("box", frozenset({"user:1"}), frozenset({"read"}), "https://api/")
     caller = _forward_caller(grant)
@@ -115,10 +116,6 @@ def test_a_forward_gets_its_own_grant_and_reads_or_manages_nothing(tmp_path: Pat
         entitlement = await gate.admit_app(caller)
         assert entitlement.accounts == {"user:1"} and entitlement.scopes == {"read"}
         assert entitlement.audience == "https://api/" and not entitlement.id_token
-        with pytest.raises(AppDenied):
-            await gate.admit_reader(caller)
-        with pytest.raises(AppDenied):
-            await gate.admit_manager(caller)
         with pytest.raises(FixedAtOpening):
             await gate.decide("forward:box", Decision.ALLOW)
 

@@ -1,5 +1,7 @@
-"""JSON as the broker reads it: the one-shot's codec (cli/quick.py, CPython's C codec alone)
-against the json module, and the depth bound every reader applies first (json_depth)."""
+"""JSON as the broker reads it: the one-shot's codec (cli/_json_codec.py, CPython's C codec
+alone, or the json module where that is missing or changed) against the json module, on
+this interpreter and on the newest CPython found here; and the depth bound every reader
+applies first (json_depth)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import json
 import json.decoder
 import json.scanner
 import math
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import signin_broker
-from signin_broker.cli.quick import dumps, loads
+from signin_broker.cli._json_codec import ACCELERATED, dumps, loads
 from signin_broker.json_depth import MAX_DEPTH, TooDeep, within_depth
 
 SCALARS = (
@@ -81,7 +85,7 @@ def test_text_that_is_not_json_is_a_value_error_before_json_is_loaded() -> None:
     """The one-shot never loads json: a bad KUBERNETES_EXEC_INFO was a SystemError there."""
     probe = (
         "import sys\n"
-        "from signin_broker.cli.quick import loads\n"
+        "from signin_broker.cli._json_codec import loads\n"
         "assert 'json' not in sys.modules\n"
         "for text in ('{bad', '[1,', 'nul', '{\"a\": }', '[' * 50000 + ']' * 50000):\n"
         "    try:\n"
@@ -92,6 +96,90 @@ def test_text_that_is_not_json_is_a_value_error_before_json_is_loaded() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
+
+
+# -- the C codec behind its one door, on other CPythons, and without it -------------------
+
+PROBE = Path(__file__).parents[1] / "support" / "json_codec_probe.py"
+PRE_RELEASE_ENV = "SIGNIN_BROKER_PRE_RELEASE_PYTHON"
+# A CPython's version as pyenv's and uv's folders name it: 3.16.0a2, cpython-3.14.1-linux-...
+VERSION_IN_NAME = re.compile(r"(?:cpython-)?(\d+)\.(\d+)\.(\d+)(?:(a|b|rc)(\d+))?(?:$|[-+])")
+LEVELS = {"a": 0, "b": 1, "rc": 2, None: 3}
+
+
+def probed(python: str, mode: str = "as-is") -> dict[str, Any]:
+    """What json_codec_probe.py finds of the codec on that interpreter, the package on its path."""
+    environment = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(Path(signin_broker.__file__).parents[1]),
+        "PYTHONDONTWRITEBYTECODE": "1",  # another CPython's caches stay out of the tree
+    }
+    done = subprocess.run(
+        [python, str(PROBE), mode], env=environment, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
+
+
+def cpythons_here() -> list[tuple[tuple[int, ...], str]]:
+    """The CPythons installed beside the tests' own (pyenv's, uv's), each with its version."""
+    home = Path.home()
+    roots = [
+        Path(os.environ.get("PYENV_ROOT", home / ".pyenv")) / "versions",
+        Path(os.environ.get("UV_PYTHON_INSTALL_DIR", home / ".local/share/uv/python")),
+    ]
+    found = []
+    for folder in (folder for root in roots if root.is_dir() for folder in root.iterdir()):
+        named = VERSION_IN_NAME.match(folder.name)
+        python = folder / "bin" / "python3"
+        if named and python.exists() and "freethreaded" not in folder.name:
+            major, minor, micro, level, serial = named.groups()
+            version = (int(major), int(minor), int(micro), LEVELS[level], int(serial or 0))
+            found.append((version, str(python)))
+    return sorted(found)
+
+
+def newest(pre_release: bool) -> str:
+    """The newest CPython pre-release (or release) here; skips the test where there is none."""
+    if pre_release and os.environ.get(PRE_RELEASE_ENV):
+        return os.environ[PRE_RELEASE_ENV]
+    final = LEVELS[None]
+    kind = [(v, python) for v, python in cpythons_here() if (v[3] < final) is pre_release]
+    if pre_release and not kind:
+        pytest.skip(
+            "no CPython pre-release is installed here (pyenv's, uv's): `uv python list` names"
+            " the newest, `uv python install` fetches it from python-build-standalone; or set"
+            f" {PRE_RELEASE_ENV} to one"
+        )
+    if not kind or kind[-1][0][:3] <= sys.version_info[:3]:
+        pytest.skip("no CPython here is newer than the tests' own, on which the others run")
+    return kind[-1][1]
+
+
+@pytest.mark.parametrize("pre_release", [True, False], ids=["pre-release", "release"])
+def test_the_c_codec_is_used_and_answers_as_json_on_the_newest_cpython(pre_release: bool) -> None:
+    """The guard of CPython's private API: a change of `_json` shows here first.
+
+    It fails when the codec fell back to the json module there: right still, but the
+    one-shot is 7 ms slower until _json_codec.py follows the change.
+    """
+    found = probed(newest(pre_release))
+    assert found["mismatches"] == [], found["version"]
+    assert found["accelerated"], f"CPython {found['version']} changed _json: see _json_codec.py"
+    assert found["json_not_loaded"], found["version"]
+
+
+def test_the_c_codec_is_used_on_this_cpython() -> None:
+    assert ACCELERATED
+
+
+@pytest.mark.parametrize("mode", ["without", "changed"])
+def test_without_the_private_api_or_with_a_changed_one_json_answers(mode: str) -> None:
+    """`_json` taken away, or one whose functions take other arguments: the json module reads."""
+    found = probed(sys.executable, mode)
+    assert not found["accelerated"]
+    assert found["mismatches"] == []
 
 
 # -- the depth bound (json_depth) ------------------------------------------------------------
@@ -184,10 +272,10 @@ UNBOUNDED = {"daemon/doctor.py", "examples/sync_agent.py"}
 
 
 def reads_json(call: ast.Call) -> bool:
-    """Whether the call reads JSON: json's, protobuf's, httpx's response.json(), quick's scanner."""
+    """Whether the call reads JSON: json's, protobuf's, httpx's response.json(), the C scanner."""
     called = call.func
     if isinstance(called, ast.Name):
-        return called.id == "_scan"  # cli/quick.py's C scanner
+        return called.id == "_scan"  # cli/_json_codec.py's C scanner
     if not isinstance(called, ast.Attribute):
         return False
     owner = called.value.id if isinstance(called.value, ast.Name) else ""

@@ -1,7 +1,8 @@
 """The one-shot's own reading of `signin-broker token ...` against argparse's.
 
-The quick reader (cli/quick.py) spares the one-shot argparse; it may leave
-any line to argparse, but a line it reads must come out exactly as argparse reads it.
+The one-shot's reader (cli/_flags.py) spares it argparse; it may leave any line to
+argparse, but a line it reads must come out exactly as argparse reads it. Both are made
+from one declaration of the flags.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from signin_broker.cli.quick import TOKEN_OPTIONS, read_token_arguments
+from signin_broker.cli._flags import TOKEN_LINE, read_token_line
 from signin_broker.cli.table import parse
 
 COMMON_LINES = [
@@ -43,14 +44,14 @@ def argparse_reading(argv: list[str]) -> dict[str, object] | None:
 def test_the_lines_scripts_use_are_read_without_argparse_as_argparse_reads_them(
     argv: list[str],
 ) -> None:
-    quick = read_token_arguments(argv)
-    assert quick is not None
-    assert vars(quick) == argparse_reading(argv)
+    one_shot = read_token_line(argv)
+    assert one_shot is not None
+    assert vars(one_shot) == argparse_reading(argv)
 
 
 VALUES = ["", "x", "read", "/s.sock", "5", "-5", " 7", "1_0", "2.5", "nan", "json", "env",
           "bogus", "token", "--", "-h", "user:1001"]  # fmt: skip
-NAMES = [*TOKEN_OPTIONS, "--acc", "--form", "--help", "-h", "--version", "--refused", "status"]
+NAMES = [*TOKEN_LINE, "--acc", "--form", "--help", "-h", "--version", "--refused", "status"]
 WORDS = st.one_of(
     st.sampled_from(["token", "token", "--", "-", *NAMES, *VALUES]),
     st.builds(
@@ -62,10 +63,10 @@ WORDS = st.one_of(
 @settings(max_examples=400, deadline=None)
 @given(st.lists(WORDS, max_size=7))
 @example(["token", "--socket=--"])  # argparse drops the "--"
-def test_a_line_read_quickly_is_read_as_argparse_reads_it(argv: list[str]) -> None:
-    quick = read_token_arguments(argv)
-    if quick is not None:
-        assert vars(quick) == argparse_reading(argv)
+def test_a_line_the_one_shot_reads_is_read_as_argparse_reads_it(argv: list[str]) -> None:
+    one_shot = read_token_line(argv)
+    if one_shot is not None:
+        assert vars(one_shot) == argparse_reading(argv)
 
 
 def test_help_abbreviations_and_bad_values_are_left_to_argparse() -> None:
@@ -73,7 +74,7 @@ def test_help_abbreviations_and_bad_values_are_left_to_argparse() -> None:
         ["token", "--help"],
         ["token", "--acc", "user:1"],
         ["token", "--min-ttl", "soon"],
-        ["token", "--min-ttl", "-5"],  # argparse takes it; the quick reader leaves it
+        ["token", "--min-ttl", "-5"],  # argparse takes it; the one-shot's reader leaves it
         ["token", "--format", "yaml"],
         ["token", "--json=yes"],
         ["token", "--url=--"],
@@ -82,4 +83,4 @@ def test_help_abbreviations_and_bad_values_are_left_to_argparse() -> None:
         ["--socket", "/s"],
         [],
     ):
-        assert read_token_arguments(argv) is None, argv
+        assert read_token_line(argv) is None, argv

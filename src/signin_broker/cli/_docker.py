@@ -25,7 +25,7 @@ import tomllib
 from pathlib import Path
 
 from ._failures import EXIT_FAILED, EXIT_USAGE, Refused, complain
-from .quick import fetch, read_input, renew
+from ._json_client import fetch, read_input, renew
 
 NOT_FOUND = "credentials not found in native keychain"  # docker's own words for "none here"
 KEYS = {"account", "scopes", "audience", "username"}

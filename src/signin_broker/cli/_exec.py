@@ -11,8 +11,9 @@ import argparse
 import os
 
 from ._failures import EXIT_USAGE, Refused, complain
+from ._flags import DEFAULT_ENV_NAME, shell_name
+from ._json_client import fetch
 from ._options import add_request_options
-from .quick import DEFAULT_ENV_NAME, fetch, shell_name
 
 TOKEN_TYPE_ENV = "SIGNIN_BROKER_TOKEN_TYPE"  # noqa: S105 - a variable's name
 NOT_FOUND = 127

@@ -21,8 +21,8 @@ import contextlib
 import sys
 
 from ._failures import EXIT_USAGE, Refused, complain
+from ._json_client import fetch, read_input, renew
 from ._options import add_request_options
-from .quick import fetch, read_input, renew
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 

@@ -4,22 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from ..locations import DEFAULT_TIMEOUT_SECONDS
+from ._flags import GLOBAL_FLAGS, add_flags
 
 
-def global_options(parser: argparse.ArgumentParser, defaults: dict[str, object]) -> None:
-    """--socket and --timeout: before the command, or after it (then they win)."""
-    parser.add_argument(
-        "--socket",
-        default=defaults.get("socket", argparse.SUPPRESS),
-        metavar="PATH",
-        help="the daemon's socket (default: SIGNIN_BROKER_SOCKET"
-        " or $XDG_RUNTIME_DIR/signin-broker/broker.sock)",
-    )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=defaults.get("timeout", argparse.SUPPRESS),
-        metavar="SECONDS",
-        help=f"how long to wait for the daemon (default {DEFAULT_TIMEOUT_SECONDS:g})",
-    )
+def global_options(parser: argparse.ArgumentParser, *, before_the_command: bool = False) -> None:
+    """--socket and --timeout: before the command, or after it (then they win).
+
+    After it, an option not given leaves the one before the command in place (argparse's
+    SUPPRESS); before it, an option not given is its default (_flags.py).
+    """
+    if before_the_command:
+        add_flags(parser, GLOBAL_FLAGS)
+    else:
+        add_flags(parser, GLOBAL_FLAGS, **{flag.dest: argparse.SUPPRESS for flag in GLOBAL_FLAGS})

@@ -28,7 +28,7 @@ from typing import BinaryIO
 from ..json_depth import MAX_DEPTH, TooDeep, within_depth
 from ..locations import STEP_UP_TIMEOUT_SECONDS, resolve_socket
 from ._failures import EXIT_FAILED, HostRefusal, ProtocolError, complain
-from .quick import GET_TOKEN, SIGN_DPOP_PROOF, NotStarted, json_call
+from ._json_client import GET_TOKEN, SIGN_DPOP_PROOF, NotStarted, json_call
 
 LENGTH = struct.Struct("=I")  # native byte order, as the browsers write it
 # What the host reads from the browser: the daemon takes no larger request anyway

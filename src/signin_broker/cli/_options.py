@@ -1,7 +1,8 @@
 """The flags of each command whose body needs none of its own modules to say them.
 
-The SDK commands', the token command's (the one-shot reads its common lines without
-argparse: quick.py), and those the JSON-path commands share (add_request_options).
+The SDK commands', the token command's, and those the JSON-path commands share
+(add_request_options); the last two are made from their declarations in _flags.py,
+which the one-shot `token` reads its line with, without argparse.
 """
 
 from __future__ import annotations
@@ -10,84 +11,19 @@ import argparse
 import os
 from collections.abc import Callable
 
+from ._flags import REQUEST_FLAGS, TOKEN_FLAGS, add_flags
 from ._globals import global_options
-from .quick import DEFAULT_ENV_NAME, FORMATS
 
 
 def add_request_options(parser: argparse.ArgumentParser, min_ttl: int = 0) -> None:
     """What a token is asked for with: account, scopes, lifetime left, audience."""
-    parser.add_argument(
-        "--account",
-        default="",
-        help="the account: its id, alias, e-mail or login (default: the default account)",
-    )
-    parser.add_argument(
-        "--scope",
-        dest="scopes",
-        action="append",
-        default=[],
-        metavar="SCOPE",
-        help="a scope the token must carry; repeat for more",
-    )
-    parser.add_argument(
-        "--min-ttl",
-        type=int,
-        default=min_ttl,
-        metavar="SECONDS",
-        help=f"the token must stay valid at least this long (default {min_ttl})",
-    )
-    parser.add_argument(
-        "--audience", default="", metavar="URI", help="the resource the token is for (RFC 8707)"
-    )
+    add_flags(parser, REQUEST_FLAGS, min_ttl=min_ttl)
 
 
 def token(parser: argparse.ArgumentParser) -> None:
     """The token command's options: the request's, then how to print it."""
     add_request_options(parser)
-    parser.add_argument(
-        "--format",
-        choices=FORMATS,
-        default="bare",
-        help="bare: the token alone (default); header: an Authorization header line;"
-        " json: the token and its details; env: an `export NAME=...` line for eval;"
-        " exec-credential: a Kubernetes ExecCredential, for kubectl's exec plugin;"
-        " dpop: the Authorization and DPoP header lines of one request (--method, --url)"
-        " with a DPoP-bound token (RFC 9449)",
-    )
-    parser.add_argument(
-        "--method", default="", help="--format dpop: the request's HTTP method, such as GET"
-    )
-    parser.add_argument("--url", default="", help="--format dpop: the request's absolute URL")
-    parser.add_argument(
-        "--nonce", default="", help="--format dpop: the nonce the server gave (DPoP-Nonce)"
-    )
-    parser.add_argument(
-        "--id-token",
-        action="store_true",
-        help="the account's ID token instead, where the user allowed this app to have it"
-        " (`apps allow APP --id-token`); for kubectl's OIDC set-up",
-    )
-    parser.add_argument(
-        "--env-name",
-        default=DEFAULT_ENV_NAME,
-        metavar="NAME",
-        help=f"the variable --format env sets (default {DEFAULT_ENV_NAME})",
-    )
-    parser.add_argument(
-        "--acr-values",
-        default="",
-        metavar="VALUES",
-        help="step-up (RFC 9470): the sign-in behind the token must have one of these"
-        " authentication context classes (space-separated); waits for such a sign-in",
-    )
-    parser.add_argument(
-        "--max-age",
-        type=int,
-        default=None,
-        metavar="SECONDS",
-        help="step-up: the person must have authenticated at most this long ago; waits"
-        " for such a sign-in",
-    )
+    add_flags(parser, TOKEN_FLAGS)
 
 
 def login(parser: argparse.ArgumentParser) -> None:
@@ -351,7 +287,7 @@ def _actions(parser: argparse.ArgumentParser) -> Callable[[str, str], argparse.A
         sub.add_argument(
             "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON"
         )
-        global_options(sub, defaults={})
+        global_options(sub)
         return sub
 
     return action

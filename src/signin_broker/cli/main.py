@@ -1,8 +1,8 @@
-"""`signin-broker`'s entry points: the one-shot `token` first (quick.py), then any command.
+"""`signin-broker`'s entry points: the one-shot `token` first (_token.py), then any command.
 
 Exit status: 0 ok, 1 the daemon refused or failed, 2 usage, 3 the daemon is not
 running, 4 not signed in. Data goes to stdout (`--json` for scripts); messages go to
-stderr. The one-shot is read and run without argparse; any other line loads the whole
+stderr. The one-shot is read (_flags.py) and run without argparse; any other line loads the whole
 CLI (table.py) to be read, and only the command it names.
 """
 
@@ -12,15 +12,16 @@ import os
 import sys
 
 from ._failures import EXIT_FAILED
-from .quick import read_token_arguments, token
+from ._flags import read_token_line
+from ._token import token
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns the exit status."""
     given = sys.argv[1:] if argv is None else argv
-    quick = None if "_ARGCOMPLETE" in os.environ else read_token_arguments(given)
-    if quick is not None:  # `signin-broker token` as scripts run it
-        return token(quick)
+    one_shot = None if "_ARGCOMPLETE" in os.environ else read_token_line(given)
+    if one_shot is not None:  # `signin-broker token` as scripts run it
+        return token(one_shot)
     from .table import run_command  # argparse and the command table: the one-shot did without
 
     return run_command(given)

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._version import __version__
-from ..locations import DEFAULT_TIMEOUT_SECONDS
 from ._failures import EXIT_FAILED, EXIT_USAGE, complain, missing_package, tooling_missing
+from ._flags import JSON_FLAG, add_flags
 from ._globals import global_options
 
 TUI_MISSING = "the terminal UI needs prompt_toolkit (the tui extra): pip install prompt_toolkit"
@@ -60,7 +60,7 @@ COMMANDS: dict[str, Command] = {
     "token": Command(
         "print an access token (for scripts; --format for headers, env, kubectl)",
         "_options:token",
-        "quick:token",
+        "_token:token",
     ),
     "exec": Command(
         "run a command with a fresh access token in its environment",
@@ -208,7 +208,7 @@ def full_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, command in COMMANDS.items():
         sub = commands.add_parser(name, help=command.help, description=command.help)
-        sub.add_argument("--json", action="store_true", help="print JSON for scripts")
+        add_flags(sub, [JSON_FLAG])
         _add_options(command, sub)
     return parser
 
@@ -234,7 +234,7 @@ def _top_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    global_options(parser, defaults={"socket": None, "timeout": DEFAULT_TIMEOUT_SECONDS})
+    global_options(parser, before_the_command=True)
     return parser
 
 
@@ -242,8 +242,8 @@ def _command_parser(name: str) -> argparse.ArgumentParser:
     """The parser of one command, with --json, the global options and its own options."""
     command = COMMANDS[name]
     parser = argparse.ArgumentParser(prog=f"signin-broker {name}", description=command.help)
-    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
-    global_options(parser, defaults={})
+    add_flags(parser, [JSON_FLAG])
+    global_options(parser)
     _add_options(command, parser)
     return parser
 

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import os
+from typing import Any
+
+import grpc
 
 from ..locations import DEFAULT_TIMEOUT_SECONDS, resolve_socket
+from ._errors import DaemonNotRunning, translate
 
 __all__ = [
     "CHANNEL_OPTIONS",
     "DEFAULT_TIMEOUT_SECONDS",
+    "Attempts",
     "resolve_socket",
-    "start_daemon",
     "target",
 ]
 CHANNEL_OPTIONS = (
@@ -32,17 +36,41 @@ def target(socket_path: str) -> str:
     return f"unix:{os.path.abspath(socket_path)}"  # noqa: PTH100 - pathlib costs the CLI ~7 ms
 
 
-def start_daemon(socket_path: str, timeout: float) -> None:
-    """Start the daemon, as nothing serves its socket (autostart.py); DaemonNotRunning if not.
+class Attempts:
+    """The tries of one call: the first, and one more where it found no daemon and one was started.
 
-    Blocking: the asyncio client runs it in a worker thread.
+    Nothing serving the socket, a client starts the daemon where autostart may
+    (autostart.py), then makes the call once more, waiting for the daemon to serve
+    (`wait_for_ready`); any other failure is the call's. The sync and the asyncio
+    client each make the calls; when to try again, and how, is decided here:
+
+        attempt = Attempts(socket_path, timeout)
+        while True:
+            try:
+                return call(request, timeout=..., **attempt.options)
+            except grpc.RpcError as error:
+                attempt.failed(error)  # raises, or has started the daemon
     """
-    from .. import autostart  # only when nothing serves: it costs a one-shot app ~5 ms
-    from ._errors import DaemonNotRunning
 
-    if not autostart.enabled():
-        raise DaemonNotRunning(socket_path)
-    try:
-        autostart.ensure_started(socket_path, timeout)
-    except (autostart.AutostartRefused, OSError) as error:
-        raise DaemonNotRunning(socket_path, str(error)) from None
+    def __init__(self, socket_path: str, timeout: float) -> None:
+        self.socket_path = socket_path
+        self.timeout = timeout
+        self.options: dict[str, Any] = {}  # the next try's, beside its timeout
+
+    def failed(self, error: grpc.RpcError) -> None:
+        """Raise the call's BrokerError, or start the daemon for one more try (blocking).
+
+        The asyncio client runs this in a worker thread.
+        """
+        failure = translate(error, self.socket_path)
+        if self.options or not isinstance(failure, DaemonNotRunning):
+            raise failure from None
+        from .. import autostart  # only when nothing serves: it costs a one-shot app ~5 ms
+
+        if not autostart.enabled():
+            raise failure from None
+        try:
+            autostart.ensure_started(self.socket_path, self.timeout)
+        except (autostart.AutostartRefused, OSError) as refusal:
+            raise DaemonNotRunning(self.socket_path, str(refusal)) from None
+        self.options = {"wait_for_ready": True}

@@ -11,14 +11,8 @@ import grpc
 
 from ..v1 import broker_pb2_grpc as pb_grpc
 from ._api import BlockingApi, Stream, Unary
-from ._channel import (
-    CHANNEL_OPTIONS,
-    DEFAULT_TIMEOUT_SECONDS,
-    resolve_socket,
-    start_daemon,
-    target,
-)
-from ._errors import DaemonNotRunning, translate
+from ._channel import CHANNEL_OPTIONS, DEFAULT_TIMEOUT_SECONDS, Attempts, resolve_socket, target
+from ._errors import translate
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -64,18 +58,12 @@ class BrokerClient(BlockingApi):
         def method(*args: P.args, **kwargs: P.kwargs) -> R:
             request = row.build(*args, **kwargs)
             timeout = self.timeout + row.wait(request)
-            try:
-                response = call(request, timeout=timeout)
-            except grpc.RpcError as error:
-                failure = translate(error, self.socket_path)
-                if not isinstance(failure, DaemonNotRunning):
-                    raise failure from None
-                start_daemon(self.socket_path, self.timeout)  # then once more, connected
+            attempt = Attempts(self.socket_path, self.timeout)
+            while True:
                 try:
-                    response = call(request, timeout=timeout, wait_for_ready=True)
-                except grpc.RpcError as again:
-                    raise translate(again, self.socket_path) from None
-            return row.convert(response)
+                    return row.convert(call(request, timeout=timeout, **attempt.options))
+                except grpc.RpcError as error:
+                    attempt.failed(error)
 
         return row.present(method, type(self))
 

@@ -60,12 +60,21 @@ from .host.desktop import notify
 from .host.instance import Instance, loopback_base_url
 from .host.memory import FreedMemory
 from .host.systemd import Notifier, watchdog_seconds
-from .idle_exit import STARTED_BY_ACTIVATION, STARTED_BY_AUTOSTART, IdleExit, Work, seconds_for
+from .idle_exit import (
+    STARTED_BY_ACTIVATION,
+    STARTED_BY_AUTOSTART,
+    IdleExit,
+    Work,
+    callers_gone,
+    queue_taken_in,
+    seconds_for,
+    test_pause,
+)
 from .settings import Settings
 from .stopping import stop
 from .token_files import TokenFiles
+from .web import BEGIN_PATH
 from .web.on_demand import PageOnDemand
-from .web.pages import BEGIN_PATH
 
 if TYPE_CHECKING:  # loaded at a browser's first visit (_serve_page)
     from .web.site import SignInSite
@@ -77,9 +86,6 @@ SERVICE = broker_pb2.DESCRIPTOR.services_by_name["TokenBroker"]
 # A test hook that shortens how long a refresh's answer may stay silent (it may only
 # shorten it), so a test sees a stalled answer given up in seconds.
 ANSWER_IDLE_ENV = "SIGNIN_BROKER_TEST_REFRESH_IDLE_SECONDS"
-# At an idle exit from a socket of its own: after removing it, how long callers that
-# were already queued on it are taken in before it closes.
-QUEUED_CALLERS_SECONDS = 0.05
 
 
 async def serve(settings: Settings, instance: Instance, web_socket: socket.socket) -> None:
@@ -164,7 +170,7 @@ class _Api:
         self.token_files = TokenFiles(settings.token_files, session, apps, audit)
         forward_calls = ForwardCalls(session, self.forwards, audit)
         servicers = [
-            TokenBrokerServicer(session, info, apps, audit, self.token_files),
+            TokenBrokerServicer(session, info, audit, self.token_files),
             AccountCalls(session, info, audit),
             ManagerCalls(session, apps, audit),
             DpopCalls(session),
@@ -205,20 +211,24 @@ async def _exit_when_idle(
     keeper: asyncio.Task[None],
     stopping: asyncio.Event,
 ) -> None:
-    """Once idle for the setting's seconds: stop taking callers and stop (daemon/idle_exit.py).
+    """Once idle for the setting's seconds: take no more callers, answer those in, stop.
 
     In the same step as the last look found nothing under way, no renewal may begin
-    (the keeper ends) and the socket stops taking callers: one the service manager
+    (the keeper ends). Then the socket takes no more callers: one the service manager
     holds keeps those who come next for the next daemon; one of the daemon's own is
-    removed first, so they start the next one (autostart), and what was already queued
-    on it is taken and answered.
+    removed first, so they start the next one (autostart), and what was queued on it
+    already is taken in. Whoever got in meanwhile is answered as at any other time,
+    and the daemon stops once they have gone (daemon/idle_exit.py).
     """
     await idle.idle()
     keeper.cancel()
+    if pause := test_pause():
+        await asyncio.sleep(pause)
     if not instance.activated:
         instance.withdraw()
-        await asyncio.sleep(QUEUED_CALLERS_SECONDS)
+        await queue_taken_in(instance.listening)
     api.server.stop_listening()
+    await callers_gone(lambda: len(api.connections))
     stopping.set()
 
 

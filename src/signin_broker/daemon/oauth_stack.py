@@ -1,10 +1,11 @@
 """The providers made whole and the encrypted store opened: what the daemon loads once it is ready.
 
 Their clients with their credentials, their sign-in flows, and the vault with its key
-store stand on the OAuth stack (httpx2, authlib, joserfc, cryptography; keyring with
-`key_store = "keyring"`): about a quarter of a second to import. daemon/app.py loads
-this module in a worker thread after the socket serves, so that apps are answered
-meanwhile (a GetToken waits for the restore, not for a sign-in).
+store stand on the OAuth stack (httpx2, cryptography; keyring with `key_store =
+"keyring"`; joserfc only from a sign-in's first id_token on): about a quarter of a
+second to import. daemon/app.py loads this module in a worker thread after the socket
+serves, so that apps are answered meanwhile (a GetToken waits for the restore, not for
+a sign-in).
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ service account). Token files are tables too, `[token_files.<name>]`
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -317,5 +316,7 @@ def unknown_variables(environ: Mapping[str, str]) -> list[tuple[str, str]]:
 
 def _nearest(suffix: str, settings: Mapping[str, str]) -> str:
     """The variable of the setting whose name is nearest (the shared prefix not counted)."""
+    import difflib  # only for a variable that is no setting: 0.15 MB otherwise held
+
     near = difflib.get_close_matches(suffix, list(settings), n=1, cutoff=0.6)
     return settings[near[0]] if near else ""

@@ -13,6 +13,7 @@ import base64
 import binascii
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +87,13 @@ class TokenResponse:
     # It stated a lifetime above a day, taken as a day: a renewal assumes the lifetime
     # its tokens had before (TokenSet.renewed) rather than believe it.
     lifetime_unsure: bool = False
+    # When it was asked for (time.monotonic()): its lifetime counts from then, as the
+    # provider's does, not from whatever the sign-in did after (its id_token, userinfo).
+    sent_at: float = field(default_factory=time.monotonic, compare=False)
+
+    def age(self) -> float:
+        """Seconds since it was asked for."""
+        return max(0.0, time.monotonic() - self.sent_at)
 
     @classmethod
     def from_json(cls, body: object) -> TokenResponse:

@@ -16,14 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
-from authlib.oauth2.rfc7636 import create_s256_code_challenge
-
 from .answers import TokenResponse
 from .dpop import DpopKey, is_bound, requirement_shown
 from .errors import DpopSignInAgain, IdTokenInvalid, OAuthError
 from .id_tokens import check_workspace
 from .metadata import ProviderMetadata
+from .parameters import authorization_url, s256_challenge
 from .provider import Provider
 
 CODE = "sign-in code"  # the grant, as requirement_shown names it
@@ -122,22 +120,23 @@ class AuthorizationRequest:
     def url(self, client_id: str, scopes: tuple[str, ...], params: Mapping[str, str]) -> str:
         """The provider's authorize URL for this request, with `params` (login_hint, ...) added."""
         assert self.provider is not None  # noqa: S101 - made by new()
-        url: str = prepare_grant_uri(
+        return authorization_url(
             self.provider.authorization_endpoint,
-            client_id=client_id,
-            response_type="code",
-            redirect_uri=self.redirect_uri,
-            scope=" ".join(scopes),
-            state=self.state,
-            code_challenge=create_s256_code_challenge(self.code_verifier),
-            code_challenge_method="S256",
-            nonce=self.nonce,
-            **({"workspace_id": self.workspace_id} if self.workspace_id else {}),
-            # RFC 9449 10: the code is bound to the key, so only its holder redeems it
-            **({"dpop_jkt": self.dpop_key.thumbprint} if self.dpop_key else {}),
-            **offline_consent(scopes, params),
+            [
+                ("response_type", "code"),
+                ("client_id", client_id),
+                ("redirect_uri", self.redirect_uri),
+                ("scope", " ".join(scopes)),
+                ("state", self.state),
+                ("code_challenge", s256_challenge(self.code_verifier)),
+                ("code_challenge_method", "S256"),
+                ("nonce", self.nonce),
+                ("workspace_id", self.workspace_id or None),
+                # RFC 9449 10: the code is bound to the key, so only its holder redeems it
+                ("dpop_jkt", self.dpop_key.thumbprint if self.dpop_key else None),
+                *offline_consent(scopes, params).items(),
+            ],
         )
-        return url
 
     def issuer_problem(self, iss: str | None) -> str:
         """Why the answer's `iss` parameter refuses it (RFC 9207 2.4); "" when it does not.

@@ -6,6 +6,9 @@ once a minute however many unknown kids arrive. A JWK need not state its `alg`: 
 id_token's header names it, and it must be one the provider lists and this key's
 kind can verify. Devices boot with clocks minutes off, so the times allow
 CLOCK_SKEW_SECONDS; beyond that the refusal names this device's clock.
+
+joserfc (with cryptography's x509 and key modules, about 2.5 MB) loads at the first
+check, a sign-in's: a daemon that restored its sessions never needs it.
 """
 
 from __future__ import annotations
@@ -16,16 +19,15 @@ import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeGuard
-
-from joserfc import jws, jwt
-from joserfc.errors import ClaimError, ExpiredTokenError, JoseError
-from joserfc.jwk import ECKey, Key, OKPKey, RSAKey
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ..json_depth import within_depth
 from .errors import ClockSkewed, IdTokenInvalid, ProviderUnavailable
 from .jose import eddsa_by_its_old_name
 from .metadata import METADATA_REFRESH_SECONDS, METADATA_RETRY_SECONDS, ProviderMetadata
+
+if TYPE_CHECKING:  # loaded at the first check (a sign-in's)
+    from joserfc.jwk import Key
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +38,6 @@ CLOCK_SKEW_SECONDS = 15 * 60
 SET_THE_CLOCK = "set the clock right (on Linux: timedatectl set-ntp true)"
 # A provider rotating keys is normal; id_tokens that keep naming unknown kids are not.
 UNKNOWN_KID_RETRY_SECONDS = 60.0
-# The kinds of key that can verify an id_token (never a shared secret).
-VERIFYING_KEYS: dict[str, type[RSAKey | ECKey | OKPKey]] = {
-    "RSA": RSAKey,
-    "EC": ECKey,
-    "OKP": OKPKey,
-}
 
 ReadJson = Callable[[str, str], Awaitable[Any]]  # (url, what) -> the JSON answer
 
@@ -72,6 +68,9 @@ class IdTokenChecker:
         with the token's tenant (ProviderMetadata.id_token_issuer). `clock_offset`: the
         provider's clock less this device's, if known, to say how far off a clock is.
         """
+        from joserfc import jwt
+        from joserfc.errors import ClaimError, ExpiredTokenError, JoseError
+
         header = _header(id_token)
         algorithm = header.get("alg")
         if algorithm not in metadata.signing_algorithms:
@@ -167,6 +166,15 @@ def published_keys(document: object) -> dict[str, Key]:
 
     ProviderUnavailable when the set is malformed or holds no key that can verify.
     """
+    from joserfc.errors import JoseError
+    from joserfc.jwk import ECKey, OKPKey, RSAKey
+
+    # The kinds of key that can verify an id_token (never a shared secret).
+    verifying: dict[str, type[RSAKey | ECKey | OKPKey]] = {
+        "RSA": RSAKey,
+        "EC": ECKey,
+        "OKP": OKPKey,
+    }
     entries = document.get("keys") if isinstance(document, dict) else None
     if not isinstance(entries, list):
         raise ProviderUnavailable("the provider's key set is unusable: it has no keys list")
@@ -174,7 +182,7 @@ def published_keys(document: object) -> dict[str, Key]:
     for entry in entries:
         if not isinstance(entry, dict) or entry.get("use", "sig") != "sig":
             continue
-        kind = VERIFYING_KEYS.get(str(entry.get("kty")))
+        kind = verifying.get(str(entry.get("kty")))
         if kind is None:
             continue
         try:
@@ -213,6 +221,9 @@ def _header(id_token: str) -> dict[str, Any]:
     The header and the claims are refused first if they nest too deep: joserfc reads
     both with json (json_depth).
     """
+    from joserfc import jws
+    from joserfc.errors import JoseError
+
     try:
         for segment in id_token.split(".")[:2]:
             within_depth(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))

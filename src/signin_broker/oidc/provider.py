@@ -22,7 +22,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 import httpx2
-from authlib.oauth2.rfc6749.parameters import prepare_token_request
 
 from .._version import __version__
 from ..json_depth import within_depth
@@ -46,6 +45,7 @@ from .metadata import (
     discovery_url,
     oauth_metadata_urls,
 )
+from .parameters import token_request
 from .provider_clock import ProviderClock
 from .trust import verifying_context
 
@@ -190,10 +190,10 @@ class Provider:
 
         `dpop`: the key the tokens are bound to (RFC 9449), as at each request below.
         """
-        body = prepare_token_request(
+        body = token_request(
             "authorization_code",
-            code=code,
             redirect_uri=redirect_uri,
+            code=code,
             client_id=self.client_id,
             code_verifier=code_verifier,
         )
@@ -214,7 +214,7 @@ class Provider:
         `answer_within`: seconds of silence its answer is awaited once sent, while it
         keeps coming (the manager's choice; ANSWER_BOUND_SECONDS in all).
         """
-        body = prepare_token_request(
+        body = token_request(
             "refresh_token",
             refresh_token=refresh_token,
             client_id=self.client_id,
@@ -231,7 +231,7 @@ class Provider:
         No person, and no refresh token kept (RFC 6749 4.4.3: none should be issued):
         the grant is simply made again. `resource` asks for one audience (RFC 8707).
         """
-        body = prepare_token_request("client_credentials", scope=scope, resource=resource)
+        body = token_request("client_credentials", scope=scope, resource=resource)
         return replace(await self._token_request(body), refresh_token=None, id_token=None)
 
     async def device_authorization(
@@ -296,8 +296,9 @@ class Provider:
         self, body: str, answer_within: float | None = None, dpop: DpopKey | None = None
     ) -> TokenResponse:
         url = (await self.metadata()).token_endpoint
+        sent_at = time.monotonic()
         answer = await self._post_form(url, "token", body, answer_within, dpop)
-        tokens = TokenResponse.from_json(answer)
+        tokens = replace(TokenResponse.from_json(answer), sent_at=sent_at)
         if dpop is not None and self.dpop == REQUIRE and not is_bound(tokens.token_type):
             raise ProviderMisfit(
                 "dpop is require, but the provider answered a DPoP proof with a"

@@ -8,9 +8,11 @@ which of the user's apps may call the RPC, by what their app policy says of them
 caller of a class the entry leaves out (a forward, a browser extension) is refused
 before a byte of its request is read; the app policy is asked once the broker's
 request is read (a browser extension's request names the web origin it is for), and
-before a stock service's is, before the handler runs. The handler is given what the
-policy lets the caller see and get (Admitted) and never decides who may call it. An
-RPC without an entry, or an entry without an RPC, stops the daemon at its start.
+before a stock service's is, before the handler runs. The handler is given the call
+as admitted (account_access.Admitted: what the policy lets the caller see and use, and
+the rules for the accounts a call names, this table's object-level half) and never
+decides who may call it. An RPC without an entry, or an entry without an RPC, stops
+the daemon at its start.
 """
 
 from __future__ import annotations
@@ -24,10 +26,10 @@ from typing import Any
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
-from ...session.accounts.records import Entitlement
 from ...session.validation import check_origin
 from ..apps.gate import AppGate
 from ..callers.identity import Caller
+from .account_access import Admitted
 from .statuses import InvalidRequest, checked
 
 
@@ -104,32 +106,40 @@ def entry_name(path: str) -> str:
     return method if service == BROKER else f"{service}/{method}"
 
 
-@dataclass(frozen=True, slots=True)
-class Admitted:
-    """A call its RPC's entry let through: the verified caller, and what it may see and get."""
-
-    caller: Caller
-    entitlement: Entitlement
-    origin: str | None = None  # the web origin a browser extension's token request is for
-
-
 class Guard:
-    """One RPC's entry, applied to each of its calls with the user's app policy."""
+    """One RPC's entry, applied to each of its calls with the user's app policy.
+
+    The only place where a caller is refused for its kind (a forward, a browser
+    extension); then the app gate (apps/gate.py) decides by the user's policy, asked by
+    the guards alone.
+    """
 
     def __init__(self, rpc: str, access: Access, apps: AppGate) -> None:
         self.rpc = rpc
         self.access = access
         self._apps = apps
+        self._visibility = apps.visible_to
         checks: dict[Callers, Callable[[Caller, Any], Awaitable[Admitted]]] = {
             Callers.ANYONE: self._anyone,
             Callers.READERS: self._reader,
             Callers.ALLOWED: self._allowed,
             Callers.MANAGERS: self._manager,
         }
-        self.admit = checks[access.callers]  # bound once: GetToken's hot path looks up nothing
+        self._check = checks[access.callers]  # bound once: GetToken's hot path looks up nothing
+
+    async def admit(self, caller: Caller, request: Any) -> Admitted:
+        """The call admitted: refused for the caller's kind, then by its app policy.
+
+        The transports ask refusal() already, before they read the request; it is asked
+        again here, so that no call reaches the app gate but through it.
+        """
+        refused = self.refusal(caller)
+        if refused is not None:
+            raise refused
+        return await self._check(caller, request)
 
     def refusal(self, caller: Caller) -> GRPCError | None:
-        """The refusal of a caller of a class the entry leaves out (read before the request is)."""
+        """The refusal of a caller of a kind the entry leaves out (read before the request is)."""
         if caller.forward is not None and not self.access.forwards:
             return GRPCError(
                 Status.PERMISSION_DENIED,
@@ -141,17 +151,18 @@ class Guard:
         return None
 
     async def _anyone(self, caller: Caller, request: Any) -> Admitted:
-        return Admitted(caller, await self._apps.visible_to(caller))
+        return Admitted(caller, await self._visibility(caller), self._visibility)
 
     async def _reader(self, caller: Caller, request: Any) -> Admitted:
-        return Admitted(caller, await self._apps.admit_reader(caller))
+        return Admitted(caller, await self._apps.admit_reader(caller), self._visibility)
 
     async def _allowed(self, caller: Caller, request: Any) -> Admitted:
         origin = web_origin_of(request, caller) if self.access.browsers else None
-        return Admitted(caller, await self._apps.admit_app(caller, origin), origin)
+        entitlement = await self._apps.admit_app(caller, origin)
+        return Admitted(caller, entitlement, self._visibility, origin)
 
     async def _manager(self, caller: Caller, request: Any) -> Admitted:
-        return Admitted(caller, await self._apps.admit_manager(caller))
+        return Admitted(caller, await self._apps.admit_manager(caller), self._visibility)
 
 
 def web_origin_of(request: Any, caller: Caller) -> str | None:

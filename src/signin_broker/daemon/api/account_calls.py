@@ -1,15 +1,13 @@
 """The calls by which an app changes sessions: sign in, sign out, the default, removal.
 
-Each names an account the caller may act on (`_writable`: of those its entitlement
-sees); the session manager does the work and writes the audit row.
+Each names an account the caller may act on (account_access.Admitted.account_to_change);
+the session manager does the work and writes the audit row.
 """
 
 from __future__ import annotations
 
 import time
 
-from ...session.accounts.records import Entitlement
-from ...session.errors import AccountNotFound
 from ...session.manager import SessionManager
 from ...session.validation import (
     check_account,
@@ -19,8 +17,7 @@ from ...session.validation import (
 )
 from ...store.audit_log import AuditTrail
 from ...v1 import broker_pb2 as pb
-from ..refusals import NewAccountNotAllowed
-from .access import Admitted
+from .account_access import Admitted
 from .messages import DEVICE_OF, REVOCATION, account_message, actor_of
 from .service_info import DaemonInfo
 from .statuses import InvalidRequest, checked
@@ -56,28 +53,20 @@ class AccountCalls:
         provider = checked(check_provider, request.provider)
         if request.method not in DEVICE_OF:
             raise InvalidRequest("method must be SIGN_IN_METHOD_BROWSER or _DEVICE_CODE, or unset")
-        caller = admitted.caller
-        account, entitlement = self._writable(request.account, admitted)
+        account = self._changed(request.account, admitted)
         plain = not (authorize_params or workspace_id or provider or request.redirect_to)
         plain = plain and request.method != pb.SIGN_IN_METHOD_DEVICE_CODE
-        waiting = self._session.step_ups.continued(account, entitlement) if plain else None
-        limited = entitlement.accounts is not None
-        if waiting is None and limited and not account:
-            raise NewAccountNotAllowed(
-                "this app may sign in again only the accounts its policy lets it use; name one"
-                " (`account`): a new account is added by the person (`signin-broker login`) or"
-                " by an app allowed every account"
-            )
-        begun = waiting or await self._session.sign_ins.begin(
+        begun = self._session.step_ups.continued(account, admitted.entitlement) if plain else None
+        begun = begun or await self._session.sign_ins.begin(  # a new one
             account=account,
-            app=actor_of(caller).app,
+            app=actor_of(admitted.caller).app,
             device=DEVICE_OF[request.method],
             workspace_id=workspace_id,
             authorize_params=authorize_params,
             redirect_to=request.redirect_to,
             provider=provider,
             begin_url=self._info.sign_in_url,
-            only_as=limited,
+            only_as=admitted.new_sign_in(account),
         )
         response = pb.BeginSignInResponse(
             sign_in_id=begun.start.sign_in_id,
@@ -96,10 +85,12 @@ class AccountCalls:
 
     async def SignOut(self, request: pb.SignOutRequest, admitted: Admitted) -> pb.SignOutResponse:
         """End an account's session."""
-        caller = admitted.caller
-        account, entitlement = self._writable(request.account, admitted)
+        account = self._changed(request.account, admitted)
         result = await self._session.endings.sign_out(
-            account, self._info.web_url, actor=actor_of(caller), entitlement=entitlement
+            account,
+            self._info.web_url,
+            actor=actor_of(admitted.caller),
+            entitlement=admitted.entitlement,
         )
         return pb.SignOutResponse(
             was_signed_in=result.was_signed_in,
@@ -112,10 +103,9 @@ class AccountCalls:
         self, request: pb.SetDefaultAccountRequest, admitted: Admitted
     ) -> pb.SetDefaultAccountResponse:
         """Make an account the default."""
-        caller = admitted.caller
-        account, entitlement = self._writable(request.account, admitted, required=True)
+        account = self._changed(request.account, admitted, required=True)
         info = await self._session.endings.set_default(
-            account, actor=actor_of(caller), entitlement=entitlement
+            account, actor=actor_of(admitted.caller), entitlement=admitted.entitlement
         )
         return pb.SetDefaultAccountResponse(account=account_message(info))
 
@@ -123,37 +113,23 @@ class AccountCalls:
         self, request: pb.RemoveAccountRequest, admitted: Admitted
     ) -> pb.RemoveAccountResponse:
         """Sign the account out and delete everything kept of it."""
-        caller = admitted.caller
-        account, entitlement = self._writable(request.account, admitted, required=True)
+        account = self._changed(request.account, admitted, required=True)
         logout_url = await self._session.endings.remove_account(
-            account, self._info.web_url, actor=actor_of(caller), entitlement=entitlement
+            account,
+            self._info.web_url,
+            actor=actor_of(admitted.caller),
+            entitlement=admitted.entitlement,
         )
         return pb.RemoveAccountResponse(
             logout_url=logout_url,
             audit_purge_at_unix=int(time.time() + self._audit.retention_seconds),
         )
 
-    def _writable(
-        self, account: str, admitted: Admitted, *, required: bool = False
-    ) -> tuple[str, Entitlement]:
-        """The account a write names, and what the caller may act on.
-
-        Naming an account the caller may not act on, by any name, is INVALID_ARGUMENT
-        whether it exists or not (the contract's T4), so a write cannot probe for
-        accounts either.
-        """
+    def _changed(self, account: str, admitted: Admitted, *, required: bool = False) -> str:
+        """The id of the account a change names, which the caller must be allowed to act on."""
         named = checked(check_account, account)
         if required and not named:
             raise InvalidRequest(
                 "account is required: name it by its id, alias or e-mail (signin-broker accounts)"
             )
-        entitlement = admitted.entitlement
-        try:
-            account = self._session.names.account_id(named, entitlement)
-        except AccountNotFound:
-            if entitlement.accounts is None:
-                raise
-            account = named  # no account it may see has this name: refused below
-        if account and not entitlement.sees(account):
-            raise InvalidRequest(f"{named} is not an account this app may act on")
-        return account, entitlement
+        return admitted.account_to_change(named, self._session.names)

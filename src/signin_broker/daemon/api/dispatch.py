@@ -32,7 +32,8 @@ from grpclib.server import Stream
 from ...session.errors import SessionError
 from ..apps.gate import AppGate
 from ..callers.identity import Caller
-from .access import ACCESS, Access, Admitted, Guard, guards
+from .access import ACCESS, Access, Guard, guards
+from .account_access import Admitted
 from .bounds import MAX_REQUEST_BYTES
 from .retry_hints import RetryHinted
 from .statuses import InvalidRequest, grpc_error

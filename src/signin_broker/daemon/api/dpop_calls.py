@@ -9,7 +9,7 @@ from __future__ import annotations
 from ...session.manager import SessionManager
 from ...session.validation import check_http_method, check_request_url
 from ...v1 import broker_pb2 as pb
-from .access import Admitted
+from .account_access import Admitted
 from .messages import actor_of, token_terms
 from .statuses import InvalidRequest, checked
 
@@ -36,7 +36,7 @@ class DpopCalls:
             )
         caller, entitlement, origin = admitted.caller, admitted.entitlement, admitted.origin
         token, proof = await self._session.tokens.dpop_proof(
-            self._session.names.account_id(account, entitlement),
+            admitted.account_to_see(account, self._session.names),
             scopes,
             request.min_ttl_seconds,
             method=method,

@@ -21,8 +21,8 @@ from ...store.audit_log import AuditTrail
 from ...v1 import broker_pb2 as pb
 from ..callers.forwarded import ForwardGrant
 from ..host.forward_sockets import ForwardSocketError
-from ..refusals import AppDenied, NoAccountToForward
-from .access import Admitted
+from ..refusals import NoAccountToForward
+from .account_access import Admitted
 from .forwards import Forwards, LiveForward
 from .messages import SIGN_IN_STATE, account_message, actor_of
 from .statuses import InvalidRequest, checked
@@ -117,10 +117,7 @@ class ForwardCalls:
         self, request: pb.GetStatusRequest, admitted: Admitted
     ) -> pb.GetStatusResponse:
         """GetStatus on a forward: that it is one, of what, its accounts; nothing of the host."""
-        caller = admitted.caller
-        if caller.forward is None:  # served on forwards only; fail closed all the same
-            raise AppDenied("this status is a forward's")
-        grant = caller.forward.grant
+        grant = admitted.forward_grant
         sessions = self._session.overview.status(grant.entitlement)
         forward = self._forwards.get(grant.name)
         return pb.GetStatusResponse(

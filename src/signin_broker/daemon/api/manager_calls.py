@@ -1,25 +1,22 @@
-"""The person's own calls: the app policy and aliases (for a managing app only), the audit trail."""
+"""The person's own calls, for a managing app only (the access table's): the app policy, aliases."""
 
 from __future__ import annotations
 
 from ...session import audit_entries
 from ...session.accounts.records import AppUse
-from ...session.errors import AccountNotFound
 from ...session.manager import SessionManager
 from ...session.validation import check_account, check_alias, check_origins, check_scopes
 from ...store.audit_log import AuditTrail
 from ...v1 import broker_pb2 as pb
 from ..apps.gate import AppGate, AppView
 from ..apps.policy import Decision
-from .access import Admitted
-from .messages import DECISION, DECISION_OF, actor_of, app_message, audit_event
+from .account_access import Admitted
+from .messages import DECISION, DECISION_OF, actor_of, app_message
 from .statuses import InvalidRequest, checked
-
-MAX_AUDIT_ROWS = 1000
 
 
 class ManagerCalls:
-    """ListApps, SetAppPolicy, SetAccountAlias and ListAuditEvents."""
+    """ListApps, SetAppPolicy and SetAccountAlias."""
 
     def __init__(self, session: SessionManager, apps: AppGate, audit: AuditTrail) -> None:
         self._session = session
@@ -101,38 +98,6 @@ class ManagerCalls:
         else:
             named = await self._session.names.remove_alias(alias, actor=actor_of(caller))
         return pb.SetAccountAliasResponse(account=named)
-
-    async def ListAuditEvents(
-        self, request: pb.ListAuditEventsRequest, admitted: Admitted
-    ) -> pb.ListAuditEventsResponse:
-        """Recent audit rows of the accounts the caller may see, newest first."""
-        caller, visible = admitted.caller, admitted.entitlement
-        if not 0 <= request.limit <= MAX_AUDIT_ROWS or request.before_id < 0:
-            raise InvalidRequest(f"limit must be 0 to {MAX_AUDIT_ROWS} and before_id at least 0")
-        account = self._session.names.account_id(checked(check_account, request.account), visible)
-        if account and not visible.sees(account):
-            raise AccountNotFound
-        # A signed-out account's rows stay readable until a removal marks them deleted.
-        accounts = (
-            [account]
-            if account
-            else sorted(
-                {a.id for a in self._session.overview.accounts(visible)}
-                | {a for a in await self._audit.accounts() if visible.sees(a)}
-            )
-        )
-        rows = await self._audit.read(
-            accounts,
-            app=request.app,
-            limit=request.limit or 100,
-            before_id=request.before_id or None,
-            # Rows of no account (app policy, audit reads) may name any account.
-            daemon_wide=not account and visible.accounts is None,
-        )
-        self._audit.record(
-            audit_entries.audit_read(actor_of(caller), account, request.app, len(rows))
-        )
-        return pb.ListAuditEventsResponse(events=[audit_event(row) for row in rows])
 
     def _apps_by_last_use(self) -> list[tuple[AppView, AppUse | None]]:
         """The apps with their use of any account, the most recently used first."""

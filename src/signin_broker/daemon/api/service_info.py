@@ -14,7 +14,7 @@ class DaemonInfo:
     socket_path: Path
     started_at: float
     web_url: str  # the loopback page, e.g. http://127.0.0.1:8765
-    sign_in_url: str  # where the page begins a browser sign-in (web.pages.BEGIN_PATH)
+    sign_in_url: str  # where the page begins a browser sign-in (web.BEGIN_PATH)
     started_by: str = "manual"  # "socket activation", "service manager" or "manual"
     config_warnings: tuple[str, ...] = ()  # settings' files: what is wrong, said at start
     pid: int = field(default_factory=os.getpid)

@@ -15,54 +15,52 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
 from ..._version import __version__
+from ...session import audit_entries
 from ...session.accounts.events import SessionEvent, WatcherDropped
-from ...session.accounts.records import (
-    Entitlement,
-    owner_key,
-)
+from ...session.accounts.records import Entitlement
 from ...session.errors import AccountNotFound
 from ...session.manager import SessionManager
-from ...session.validation import check_step_up
+from ...session.validation import check_account, check_step_up
 from ...store.audit_log import AuditTrail
 from ...v1 import broker_pb2 as pb
-from ..apps.gate import AppGate
-from ..callers.identity import Caller
 from ..host.memory import resident_bytes
 from ..qr import qr_image
 from ..token_files import TokenFiles
-from .access import Admitted
+from .account_access import Admitted
 from .messages import (
     EVENT_KIND,
     SIGN_IN_STATE,
     account_message,
     actor_of,
+    audit_event,
     provider_message,
     token_file_message,
     token_terms,
 )
 from .service_info import DaemonInfo
-from .statuses import checked
+from .statuses import InvalidRequest, checked
+
+MAX_AUDIT_ROWS = 1000
 
 
 class TokenBrokerServicer:
-    """What apps read: tokens, the status, accounts, a device sign-in's QR code, events.
+    """What apps read: tokens, the status, accounts, a device sign-in's QR code, events, audit.
 
     The calls that change sessions are AccountCalls (account_calls.py), the person's
     own ManagerCalls (manager_calls.py). Who may call each is the access table's
-    (access.py): a handler is given the caller it admitted.
+    (access.py), and which accounts a call may see its object-level half's
+    (account_access.py): a handler is given the call as admitted and asks it.
     """
 
     def __init__(
         self,
         session: SessionManager,
         info: DaemonInfo,
-        apps: AppGate,
         audit: AuditTrail,
         token_files: TokenFiles,
     ) -> None:
         self._session = session
         self._info = info
-        self._apps = apps
         self._audit = audit
         self._token_files = token_files
 
@@ -85,15 +83,13 @@ class TokenBrokerServicer:
             "id_token": request.id_token,
             "refused": request.refused,
         }
-        account_id = self._session.names.account_id(account, entitlement)
+        account_id = admitted.account_to_see(account, self._session.names)
         if step_up:
-            # Through a forward, a step-up is served when the sign-in meets it, but never
-            # begins one: a sign-in is the person's to start, on this host, never a remote app's.
             token = await self._session.step_ups.token(
                 step_up,
                 self._info.sign_in_url,
                 account_id,
-                may_begin=caller.forward is None,
+                may_begin=admitted.begins_sign_ins,
                 **asked,
             )
         else:
@@ -171,8 +167,7 @@ class TokenBrokerServicer:
         self, request: pb.GetSignInQrRequest, admitted: Admitted
     ) -> pb.GetSignInQrResponse:
         """The QR code of a pending device sign-in the caller owns; NOT_FOUND otherwise."""
-        owners = self._owners(admitted.caller, admitted.entitlement)
-        started = self._session.sign_ins.device(request.sign_in_id, owners)
+        started = self._session.sign_ins.device(request.sign_in_id, self._followed(admitted))
         if started is None:
             raise AccountNotFound
         svg = request.format != pb.QR_FORMAT_PNG
@@ -189,10 +184,9 @@ class TokenBrokerServicer:
     ) -> AsyncIterator[pb.WatchEventsResponse]:
         """A snapshot, then every event the caller may see, until it leaves or the daemon stops.
 
-        What it may see is decided afresh for each event: the user may change the
-        policy while the app watches.
+        What it may see is asked afresh for each event (Admitted.now): the user may
+        change the policy while the app watches.
         """
-        caller = admitted.caller
         with self._session.subscribe() as subscription:
             yield self._snapshot(admitted.entitlement, time.time())
             while True:
@@ -200,14 +194,43 @@ class TokenBrokerServicer:
                     event = await subscription.next()
                 except WatcherDropped as dropped:
                     raise GRPCError(Status.UNAVAILABLE, str(dropped)) from None
-                visible = await self._apps.visible_to(caller)
-                if event.concerns(visible, self._owners(caller, visible)):
-                    yield self._event(event, visible)
+                now = await admitted.now()
+                if event.concerns(now.entitlement, self._followed(now)):
+                    yield self._event(event, now.entitlement)
 
-    def _owners(self, caller: Caller, entitlement: Entitlement) -> frozenset[str]:
-        """The owner keys of sign-ins the caller may follow: its own, and its accounts'."""
-        accounts = [account.id for account in self._session.overview.accounts(entitlement)]
-        return frozenset([*accounts, owner_key("", actor_of(caller).app)])
+    async def ListAuditEvents(
+        self, request: pb.ListAuditEventsRequest, admitted: Admitted
+    ) -> pb.ListAuditEventsResponse:
+        """Recent audit rows of the accounts the caller may see, newest first."""
+        if not 0 <= request.limit <= MAX_AUDIT_ROWS or request.before_id < 0:
+            raise InvalidRequest(f"limit must be 0 to {MAX_AUDIT_ROWS} and before_id at least 0")
+        named = checked(check_account, request.account)
+        account = admitted.account_to_see(named, self._session.names)
+        # A signed-out account's rows stay readable until a removal marks them deleted.
+        accounts = (
+            [account]
+            if account
+            else sorted(
+                {a.id for a in self._session.overview.accounts(admitted.entitlement)}
+                | {a for a in await self._audit.accounts() if admitted.sees(a)}
+            )
+        )
+        rows = await self._audit.read(
+            accounts,
+            app=request.app,
+            limit=request.limit or 100,
+            before_id=request.before_id or None,
+            # Rows of no account (app policy, audit reads) may name any account.
+            daemon_wide=not account and admitted.sees_every_account,
+        )
+        actor = actor_of(admitted.caller)
+        self._audit.record(audit_entries.audit_read(actor, account, request.app, len(rows)))
+        return pb.ListAuditEventsResponse(events=[audit_event(row) for row in rows])
+
+    def _followed(self, admitted: Admitted) -> frozenset[str]:
+        """The owner keys of the sign-ins the caller may follow, of the accounts it sees."""
+        accounts = self._session.overview.accounts(admitted.entitlement)
+        return admitted.sign_ins_followed(account.id for account in accounts)
 
     def _event(self, event: SessionEvent, visible: Entitlement) -> pb.WatchEventsResponse:
         message = self._snapshot(visible, event.occurred_at)

@@ -8,8 +8,10 @@ with `signin-broker apps allow|deny` (a desktop notification says so where one c
 be shown), or until the wait times out with PERMISSION_DENIED.
 
 A browser extension (`browser:<browser>/<id>`, through the broker's native host) gets
-tokens only, and only for the web origins its rule lists. A token file (`file:<name>`)
-is admitted as an app is, though no process asks: the daemon writes it.
+tokens only for the web origins its rule lists. Which RPCs a forward or a browser
+extension may call at all (tokens only) is the access table's to say (daemon/api/
+access.py), whose guards alone ask this gate. A token file (`file:<name>`) is admitted
+as an app is, though no process asks: the daemon writes it.
 
 The policy keeps well-behaved apps to what the user chose; it is not a sandbox: any
 program running as the user can also edit the policy file or read the keyring.
@@ -99,7 +101,8 @@ class AppGate:
         self.policy.refresh()
         return self._rule_of(caller.app)
 
-    # -- what a caller may see and get: one method per class of the access table ----------
+    # -- what a caller may see and get: one method per class of the access table, asked by
+    # its guards alone, after they refused the kinds of caller its entry leaves out --------
 
     async def visible_to(self, caller: Caller) -> Entitlement:
         """What the app may see in lists and events; never refuses: nothing until allowed."""
@@ -119,14 +122,10 @@ class AppGate:
         """Admit an app that reads (accounts, events, audit): AppDenied when its policy denies it.
 
         An app whose rule says ask reads nothing until the user allows it, without a
-        prompt: only a token request asks. A forward or a browser extension reads
-        nothing (they get tokens only: the access table keeps them out; this holds
-        behind it).
+        prompt: only a token request asks.
         """
         if not caller.identified:
             raise _unidentified(caller)
-        if caller.forward is not None or caller.browser:
-            raise AppDenied(f"{caller.app} may get tokens only")
         rule = self.rule_for(caller)
         if rule.decision is Decision.DENY:
             raise AppDenied(
@@ -140,13 +139,11 @@ class AppGate:
 
         A caller the daemon could not identify (it exited, or its program could not be
         read) is refused whatever the default: "allow" is for apps the user can name.
-        A browser extension is admitted to token requests only (`origin`: the web origin
-        the request is for, checked), and only for an origin its rule lists.
+        A browser extension's request names the web origin it is for (`origin`, checked),
+        and is admitted only for an origin its rule lists.
         """
         if not caller.identified:
             raise _unidentified(caller)
-        if caller.browser and origin is None:
-            raise AppDenied(f"{caller.app} may get tokens only")
         record = self._record(caller)
         if caller.forward is not None:
             return await self._admit_forwarded(caller.forward, record)
@@ -200,8 +197,6 @@ class AppGate:
         """
         if not caller.identified:
             raise _unidentified(caller)
-        if caller.forward is not None or caller.browser:
-            raise AppDenied(f"{caller.app} may not manage the broker: it gets tokens only")
         if caller.app not in self.policy.rules:
             self.policy.refresh()
         if caller.app in self.policy.rules:

@@ -15,7 +15,6 @@ only the collection runs.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import functools
 import gc
 import logging
@@ -99,7 +98,9 @@ def _collect_and_trim() -> None:
 
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
-    """The malloc_trim of glibc, or None (musl, macOS)."""
+    """The malloc_trim of glibc, or None (musl, macOS); ctypes loads at the first burst."""
+    import ctypes
+
     try:
         function = ctypes.CDLL(None).malloc_trim
     except (AttributeError, OSError):

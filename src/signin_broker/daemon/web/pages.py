@@ -14,8 +14,7 @@ from urllib.parse import quote
 from ..._version import __version__
 from ...identities import name_of
 from ...session.accounts.records import AccountInfo
-
-BEGIN_PATH = "/auth/oauth2/id-provider"
+from . import BEGIN_PATH
 
 _STYLE = """
 :root { color-scheme: light dark; --accent: #2f6fde; --muted: #6b7280; --line: #d9dde3; }

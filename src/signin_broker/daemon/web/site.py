@@ -35,7 +35,7 @@ from ...session.signing_out.logout_links import LINK_PATH as LOGOUT_LINK_PATH
 from ...session.validation import check_workspace_id
 from ..host.instance import loopback_base_url
 from ..qr import qr_svg_markup
-from . import pages
+from . import BEGIN_PATH, pages
 from .serving import (
     CONCURRENT_CONNECTIONS,
     Admission,
@@ -49,7 +49,6 @@ from .serving import (
 
 log = logging.getLogger(__name__)
 SESSION_COOKIE = "signin_broker_session"
-BEGIN_PATH = pages.BEGIN_PATH
 CALLBACK_PATH = BEGIN_PATH + "/callback"
 HOME_PATH = "/dashboard"
 BROWSER_SESSION_SECONDS = 12 * 3600

@@ -435,6 +435,8 @@ class TokenKeeper:
         except OAuthError:
             rejected = True
         self._health.revalidated(account, asked_at, time.perf_counter() - started)
+        if rejected and self._clock() >= account.tokens.expires_at:
+            return False  # it expired on the way: its expiry ends the session, no revocation
         if not rejected:
             self._health.confirmed(account, asked_at)
         elif account.renewable:

@@ -553,7 +553,7 @@ class SignIns:
             auth_time=auth_time,
             dpop_bound_by=signed_in.dpop_bound_by,
         )
-        tokens = TokenSet.issued(signed_in.tokens, now, ())
+        tokens = TokenSet.issued(signed_in.tokens, now - signed_in.tokens.age(), ())
         if tokens.refresh_token is None:  # status shows it too: no next renewal
             log.warning(
                 "the provider issued no refresh token: sign in again when the token expires",
