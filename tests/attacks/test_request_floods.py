@@ -33,7 +33,7 @@ FLOOD_MIB, PARALLEL = 16, 6
 # prints their status codes. The message is one string field of that size, as the
 # health check's and reflection's requests have.
 STOCK_FLOOD = r"""
-import json, sys, threading
+import json, os, sys, threading
 import grpc
 
 socket_path, path, size, calls = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
@@ -66,7 +66,9 @@ for thread in threads:
     thread.start()
 for thread in threads:
     thread.join()
-print(json.dumps(codes))
+print(json.dumps(codes), flush=True)
+# grpc's exit can wait on a stream's sender thread still holding the refused 16 MiB
+os._exit(0)
 """
 
 REQUEST = (
