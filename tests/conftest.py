@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -22,18 +23,24 @@ pytest_plugins = ["support.portability", "support.signin", "support.accounts"]
 os.environ[AUTOSTART_ENV] = "0"
 
 
-# The folders whose modules wait longest on real processes come first: xdist hands the
-# modules out in this order, so the unit tests' many short modules fill the workers' gaps
-# at the end instead of a long module starting last.
+# xdist hands the modules out one at a time in this order, so the longest go first and the
+# many short ones fill the workers' gaps at the end, instead of a long module starting
+# last: by their seconds in the last full run (scripts/module_seconds.py writes them),
+# then, for a module not yet timed, by folder, those that wait on real processes first.
+MODULE_SECONDS = json.loads((Path(__file__).parent / "module_seconds.json").read_text())
 FIRST_TO_LAST = ("interop", "browser", "integration", "conformance", "attacks", "unit")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def folder_rank(item: pytest.Item) -> int:
-        folder = item.path.parent.name
-        return FIRST_TO_LAST.index(folder) if folder in FIRST_TO_LAST else len(FIRST_TO_LAST)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = config.rootpath
 
-    items.sort(key=folder_rank)  # stable: the modules keep their order within a folder
+    def longest_first(item: pytest.Item) -> tuple[float, int]:
+        seconds = MODULE_SECONDS.get(item.path.relative_to(root).as_posix(), 0.0)
+        folder = item.path.parent.name
+        rank = FIRST_TO_LAST.index(folder) if folder in FIRST_TO_LAST else len(FIRST_TO_LAST)
+        return -seconds, rank
+
+    items.sort(key=longest_first)  # stable: a module's tests keep their order
 
 
 @pytest.fixture(scope="session", autouse=True)
