@@ -28,7 +28,8 @@ from support.waiting import eventually
 
 KILLS = int(os.environ.get("SIGNIN_BROKER_TEST_KILLS", "100"))
 STEPS = 16  # write steps under the token folder at a start: 4 files, each open, 2 fsyncs, rename
-TTL = 6  # a renewal comes 1.5 s or more before expiry: time to write, however busy the machine
+TTL = 10  # a renewal comes 2.5 s or more before expiry: time to renew and write four files
+# (each fsynced, with its folder), however busy the machine and its disk
 
 
 def four_files(folder: Path) -> tuple[Path, dict[Path, str]]:
