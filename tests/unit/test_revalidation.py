@@ -15,6 +15,7 @@ from signin_broker.oidc.dpop import DpopKey
 from signin_broker.session import schedule
 from signin_broker.session.errors import SignInRequired
 from signin_broker.session.tokens import TokenSet
+from signin_broker.states import EventKind
 from support.clocks import FakeClock
 from support.refreshing import ScriptedProvider, settle, signed_in, stored_account
 
@@ -100,5 +101,36 @@ def test_a_session_revoked_while_the_daemon_was_away_is_refused_at_the_first_req
             await session.tokens.get_token("", (), 0)
         assert provider.userinfo_calls == 1
         assert provider.refreshes == ["rt-0"]  # the refresh decided, and was refused
+
+    asyncio.run(run())
+
+
+class SlowlyRejecting(ScriptedProvider):
+    """Rejects the access token with an answer that arrives `late` seconds after it was asked."""
+
+    def __init__(self, clock: FakeClock, late: float) -> None:
+        super().__init__()
+        self.clock, self.late = clock, late
+        self.rejects_token = True
+
+    async def userinfo(self, access_token: str, dpop: DpopKey | None = None) -> dict[str, object]:
+        self.clock.now += self.late
+        return await super().userinfo(access_token, dpop)
+
+
+def test_a_token_rejected_once_it_expired_on_the_way_ends_the_session_as_expired() -> None:
+    """No refresh token: the rejection of a token that died meanwhile is no revocation."""
+
+    async def run() -> None:
+        clock = FakeClock()
+        provider = SlowlyRejecting(clock, late=30)  # asked 20 s before expiry, answered after
+        tokens = TokenSet("at-0", "Bearer", ("openid",), clock(), clock() + 20)
+        session, events = await signed_in(clock, provider, stored_account(clock, tokens))
+        with pytest.raises(SignInRequired):
+            await session.tokens.get_token("", (), 0)
+        await session.tend()
+        assert EventKind.REVOKED not in events.kinds()
+        (ended,) = [event for event in events.seen if event.kind is EventKind.SIGNED_OUT]
+        assert "the access token expired" in ended.detail
 
     asyncio.run(run())
