@@ -35,25 +35,45 @@ def _plugin_script(folder: Path, name: str, function: str) -> Path:
     return script
 
 
+def _put(target: Path, content: bytes) -> None:
+    """Write a generated file only when it changed, and by a rename.
+
+    Builds run beside what reads these files (the tests, mypy, the site's build): a
+    reader finds the old file or the new one, never one half written.
+    """
+    if target.exists() and target.read_bytes() == content:
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    prefix = f".{target.name}."
+    with tempfile.NamedTemporaryFile(dir=target.parent, prefix=prefix, delete=False) as new:
+        new.write(content)
+    written = Path(new.name)
+    written.chmod(0o644)
+    written.replace(target)
+
+
 def generate() -> list[Path]:
     """Run protoc over every .proto file; returns the generated files (and the copies)."""
     from grpc_tools import protoc
 
     protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in PROTO_ROOT.rglob("*.proto"))
     well_known = Path(protoc.__file__).parent / "_proto"
+    generated = []
     with tempfile.TemporaryDirectory() as tmp:
         mypy_plugin = _plugin_script(Path(tmp), "protoc-gen-mypy", "main")
         mypy_grpc_plugin = _plugin_script(Path(tmp), "protoc-gen-mypy_grpc", "grpc")
+        staged = Path(tmp) / "out"
+        staged.mkdir()
         args = [
             "grpc_tools.protoc",
             f"--proto_path={PROTO_ROOT}",
             f"--proto_path={well_known}",
             f"--plugin=protoc-gen-mypy={mypy_plugin}",
             f"--plugin=protoc-gen-mypy_grpc={mypy_grpc_plugin}",
-            f"--python_out={OUT_ROOT}",
-            f"--grpc_python_out={OUT_ROOT}",
-            f"--mypy_out={OUT_ROOT}",
-            f"--mypy_grpc_out={OUT_ROOT}",
+            f"--python_out={staged}",
+            f"--grpc_python_out={staged}",
+            f"--mypy_out={staged}",
+            f"--mypy_grpc_out={staged}",
             *protos,
         ]
         if protoc.main(args) != 0:
@@ -64,21 +84,21 @@ def generate() -> list[Path]:
                 f"--proto_path={PROTO_ROOT}",
                 f"--proto_path={well_known}",
                 "--include_source_info",
-                f"--descriptor_set_out={OUT_ROOT / proto.removesuffix('.proto')}.protoset",
+                f"--descriptor_set_out={staged / proto.removesuffix('.proto')}.protoset",
                 proto,
             ]
             if protoc.main(described) != 0:
                 raise RuntimeError(f"protoc failed on {proto}")
-    generated = []
-    for proto in protos:
-        stem = OUT_ROOT / proto.removesuffix(".proto")
-        for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi", ".protoset"):
-            generated.append(Path(f"{stem}{suffix}"))
-        # The .proto itself ships beside its modules, for apps in other languages
-        # (`signin-broker proto` prints where).
-        shipped = OUT_ROOT / proto
-        shipped.write_bytes((PROTO_ROOT / proto).read_bytes())
-        generated.append(shipped)
+        for proto in protos:
+            stem = proto.removesuffix(".proto")
+            for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi", ".protoset"):
+                made = f"{stem}{suffix}"
+                _put(OUT_ROOT / made, (staged / made).read_bytes())
+                generated.append(OUT_ROOT / made)
+            # The .proto itself ships beside its modules, for apps in other languages
+            # (`signin-broker proto` prints where).
+            _put(OUT_ROOT / proto, (PROTO_ROOT / proto).read_bytes())
+            generated.append(OUT_ROOT / proto)
     return generated
 
 
