@@ -119,23 +119,18 @@ def test_a_folder_reached_through_a_symlink_or_open_to_others_is_refused_saying_
     with StubProvider(access_token_ttl=60) as stub:
         daemon = signed_in_daemon(stub, socket_path, "--config", str(conf))
         with BrokerClient(socket_path) as client:
-            # Until the sign-in's event reaches a file's keeper, its problem is the
-            # account's; the lasting one is its folder's, once it tried to write.
-            problems = eventually(
-                lambda: (
-                    found
-                    if len(
-                        found := {
-                            f.name: f.problem
-                            for f in client.status().token_files
-                            if f.problem.startswith("cannot write")
-                        }
-                    )
-                    == len(files)
-                    else None
-                ),
-                "both refused for their folders",
-            )
+
+            def refused_for_their_folders() -> dict[str, str] | None:
+                """Until the sign-in's event reaches a file's keeper, its problem is the
+                account's; the lasting one is its folder's, once it tried to write."""
+                found = {
+                    f.name: f.problem
+                    for f in client.status().token_files
+                    if f.problem.startswith("cannot write")
+                }
+                return found if len(found) == len(files) else None
+
+            problems = eventually(refused_for_their_folders, "both refused for their folders")
             assert "reached through the symlink" in problems["linked"]
             assert "can be written by other users (mode 0770)" in problems["shared"]
             assert "chmod go-w" in problems["shared"]

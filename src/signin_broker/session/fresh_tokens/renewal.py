@@ -435,7 +435,7 @@ class TokenKeeper:
         except OAuthError:
             rejected = True
         self._health.revalidated(account, asked_at, time.perf_counter() - started)
-        if rejected and self._clock() >= account.tokens.expires_at:
+        if rejected and not account.tokens.is_valid(self._clock()):
             return False  # it expired on the way: its expiry ends the session, no revocation
         if not rejected:
             self._health.confirmed(account, asked_at)
