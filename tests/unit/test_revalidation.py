@@ -8,6 +8,7 @@ tests/conformance/test_session_cases.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -132,5 +133,36 @@ def test_a_token_rejected_once_it_expired_on_the_way_ends_the_session_as_expired
         assert EventKind.REVOKED not in events.kinds()
         (ended,) = [event for event in events.seen if event.kind is EventKind.SIGNED_OUT]
         assert "the access token expired" in ended.detail
+
+    asyncio.run(run())
+
+
+class BrokenHere(ScriptedProvider):
+    """A userinfo call that fails on this side (a bug), neither answered nor refused."""
+
+    async def userinfo(self, access_token: str, dpop: DpopKey | None = None) -> dict[str, object]:
+        self.userinfo_calls += 1
+        raise RuntimeError("a bug in reading the answer")
+
+
+def test_a_check_that_breaks_here_is_planned_again_not_asked_at_every_wake(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The keeper logs the failure and wakes a second later: the next check is a minute on."""
+    monkeypatch.setattr(schedule.random, "uniform", lambda low, high: low)  # the first at once
+
+    async def run() -> None:
+        clock, provider = FakeClock(), BrokenHere()
+        session, events = await signed_in(clock, provider, revalidate_seconds=60)
+        for _ in range(50):  # the keeper's wakes after a failure of its own, a second apart
+            clock.now += 1
+            with contextlib.suppress(RuntimeError):
+                await session.tend()
+        assert provider.userinfo_calls == 1
+        assert EventKind.DEGRADED not in events.kinds()  # nothing was learned of the provider
+        clock.now += 60
+        with contextlib.suppress(RuntimeError):
+            await session.tend()
+        assert provider.userinfo_calls == 2
 
     asyncio.run(run())

@@ -4,8 +4,9 @@ The state is encrypted at rest with a key the daemon reopens without the person,
 daemon nobody asks can exit and come back at the next call: its service manager keeps
 the socket and starts it again (socket activation), or a client starts it (autostart,
 autostart.py). What holds while it runs holds across the gap: the first token
-of a restored session waits for a confirmation with the provider (session/fresh_tokens/renewal.py),
-and a renewal is never cut, since one under way is work of its own.
+of a restored session waits for a confirmation with the provider
+(session/fresh_tokens/revalidation.py), and a renewal is never cut, since one under
+way is work of its own.
 
 Whether the daemon has work of its own is asked in one place, a table of `Work` rows
 (daemon/app.py builds it): each names a kind of work and counts how much of it there is

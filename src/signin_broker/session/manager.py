@@ -23,8 +23,8 @@ from .accounts.events import EventBus, Subscription
 from .accounts.names import AccountNames, Naming
 from .accounts.overview import SessionOverview
 from .accounts.registry import AccountRegistry
+from .fresh_tokens.keeper import TokenKeeper, keep
 from .fresh_tokens.provider_health import ProviderHealth
-from .fresh_tokens.renewal import TokenKeeper, keep
 from .ports import AccountStore, AliasStore, AuditSink, NoAudit
 from .providers.links import Providers
 from .schedule import REFRESH_ANSWER_SECONDS

@@ -128,7 +128,7 @@ class AccountRegistry:
         now = self._accounts.get(account.info.id)
         return now if now is not None and now.hold is account.hold else None
 
-    def signed_in(self, account: Account) -> Account:
+    def still_signed_in(self, account: Account) -> Account:
         """The record of the account's session as it stands now; SignInRequired once it ended."""
         now = self.current(account)
         if now is None:
@@ -200,7 +200,7 @@ class AccountRegistry:
         SignInRequired once the session ended, StorageWaits while its state cannot be
         written (saving.SavedStates.write_ahead): then nothing is sent.
         """
-        await self._saving.write_ahead(self.signed_in(account), sent)
+        await self._saving.write_ahead(self.still_signed_in(account), sent)
 
     async def write_back(self, account: Account) -> None:
         """Store the account as it stands (a write-ahead taken back: the refresh was not spent)."""

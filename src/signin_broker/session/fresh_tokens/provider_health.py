@@ -12,6 +12,7 @@ which the registry keeps with the account's record.
 
 from __future__ import annotations
 
+import enum
 import logging
 import time
 from collections.abc import Callable
@@ -21,10 +22,20 @@ from ...states import EventKind
 from ..accounts.events import EventBus, SessionEvent
 from ..accounts.records import Account, Standing
 from ..accounts.registry import AccountRegistry
+from ..errors import ProviderUnreachable
 from ..providers.links import ProviderLink
 from ..schedule import RENEWAL_RETRY_SECONDS, next_revalidation, retry_after_failure
 
 log = logging.getLogger(__name__)
+
+
+class Answer(enum.Enum):
+    """What a re-validation's userinfo call said of the access token."""
+
+    TAKEN = enum.auto()
+    REJECTED = enum.auto()
+    NONE = enum.auto()  # no useful answer: the provider is failing
+    NOTHING_LEARNED = enum.auto()  # not asked (no session there), or cut short here
 
 
 class ProviderHealth:
@@ -43,14 +54,18 @@ class ProviderHealth:
         self._revalidate_seconds = revalidate_seconds
         self._clock = clock
 
-    def failed(self, account: Account, reason: str) -> None:
-        """The provider did not answer usefully: log why, and back the account off."""
+    def failed(self, account: Account, reason: str, *, checked_at: float | None = None) -> None:
+        """The provider did not answer usefully: log why, and back the account off.
+
+        `checked_at`: it was a re-validation asked then; the token serves until the next
+        try, as in an outage, and the next check is planned from then.
+        """
         log.warning(
             "the identity provider is not answering",
             extra={
                 "flow": "oauth",
                 "reason": reason,
-                "retry_in_s": self._back_off(account, reason),
+                "retry_in_s": self._back_off(account, reason, checked_at=checked_at),
             },
         )
 
@@ -69,24 +84,34 @@ class ProviderHealth:
             },
         )
 
-    def _back_off(self, account: Account, reason: str, refusal: str | None = None) -> float:
+    def _back_off(
+        self,
+        account: Account,
+        reason: str,
+        *,
+        refusal: str | None = None,
+        checked_at: float | None = None,
+    ) -> float:
         """No refresh for a while (schedule.retry_after_failure), the provider marked degraded.
 
         The seconds until the next refresh.
         """
-        now = self._clock()
+        now, link = self._clock(), self.link(account)
 
         def backed_off(standing: Standing) -> Standing:
             failures = standing.failures + 1
-            return replace(
+            standing = replace(
                 standing,
                 failures=failures,
                 retry_at=retry_after_failure(now, failures),
                 refusal=standing.refusal if refusal is None else refusal,
             )
+            if checked_at is None:
+                return standing
+            planned = self._planned(checked_at, link)
+            return replace(standing, revalidate_at=planned, confirm_by=standing.retry_at)
 
         standing = self._registry.stand(account, backed_off)
-        link = self.link(account)
         if not link.degraded_reason:
             prefix = f"{link.alias}: " if link.alias else ""
             self._publish(EventKind.DEGRADED, f"degraded: {prefix}{reason}")
@@ -98,9 +123,7 @@ class ProviderHealth:
         link = self.link(account)
         link.last_contact = self._clock()
         answered = Standing(
-            revalidate_at=next_revalidation(
-                asked_at, self._revalidate_seconds, link.answer_seconds
-            ),
+            revalidate_at=self._planned(asked_at, link),
             confirm_by=asked_at + self._revalidate_seconds,
         )
         self._registry.stand(account, lambda _: answered)
@@ -109,44 +132,55 @@ class ProviderHealth:
             log.info(f"{link.name} answers again", extra={"provider": link.alias})
             self._publish(EventKind.RECOVERED, f"{link.name} answers again")
 
-    def confirmed(self, account: Account, asked_at: float) -> None:
-        """The provider took the session as of asked_at: no confirmation owed for an interval."""
-        confirm_by = asked_at + self._revalidate_seconds
-        self._registry.stand(account, lambda standing: replace(standing, confirm_by=confirm_by))
-
-    def unconfirmed(self, account: Account) -> None:
-        """No answer to a confirmation: the token serves until the next try, as in an outage."""
-        self._registry.stand(
-            account, lambda standing: replace(standing, confirm_by=standing.retry_at)
-        )
-
     def contacted(self, link: ProviderLink) -> None:
         """The provider answered (a sign-in's code, a refusal): status shows when it last did."""
         link.last_contact = self._clock()
-
-    def revalidated(self, account: Account, asked_at: float, seconds: float) -> None:
-        """Userinfo answered in `seconds`, whether it took the access token or not.
-
-        A slowdown counts at once, a speed-up slowly. Answering is not renewing: a
-        refused renewal's backoff goes on.
-        """
-        link = self.link(account)
-        link.answer_seconds = max(seconds, 0.7 * link.answer_seconds + 0.3 * seconds)
-        if self._now(account).standing.refusal:
-            self.contacted(link)
-        else:
-            self.answered(account, asked_at)
 
     def next_revalidation_at(self, link: ProviderLink) -> float:
         """When an account of the provider is next re-validated, as its answer time allows."""
         return next_revalidation(self._clock(), self._revalidate_seconds, link.answer_seconds)
 
-    def next_revalidation(self, account: Account) -> None:
-        """Plan the account's next re-validation, as its provider's answer time allows."""
-        revalidate_at = self.next_revalidation_at(self.link(account))
-        self._registry.stand(
-            account, lambda standing: replace(standing, revalidate_at=revalidate_at)
-        )
+    def checked(
+        self,
+        account: Account,
+        asked_at: float,
+        answer: Answer,
+        *,
+        seconds: float = 0.0,
+        why: str = "",
+    ) -> None:
+        """What a re-validation asked at asked_at found: when the next is due, and if one is owed.
+
+        Planned whatever happened, a check not made or cut short too, so that none is
+        asked again at once. No answer (`why`) backs the account off (failed). An
+        answer, the access token taken or not, times the provider (`seconds`: a slowdown
+        counts at once, a speed-up slowly) and vouches for it as a renewal does
+        (answered), unless a refused renewal's backoff is on: answering is not
+        renewing. A taken token confirms the session for an interval.
+        """
+        link = self.link(account)
+        if answer is Answer.NONE:
+            self.failed(account, why, checked_at=asked_at)
+            return
+        if answer is not Answer.NOTHING_LEARNED:
+            link.answer_seconds = max(seconds, 0.7 * link.answer_seconds + 0.3 * seconds)
+            if not self._now(account).standing.refusal:
+                self.answered(account, asked_at)
+                return
+            link.last_contact = self._clock()
+        planned = self._planned(asked_at, link)
+        taken = answer is Answer.TAKEN
+        confirmed = asked_at + self._revalidate_seconds
+
+        def change(standing: Standing) -> Standing:
+            confirm_by = confirmed if taken else standing.confirm_by
+            return replace(standing, revalidate_at=planned, confirm_by=confirm_by)
+
+        self._registry.stand(account, change)
+
+    def _planned(self, asked_at: float, link: ProviderLink) -> float:
+        """The re-validation after one asked at asked_at, as the provider's answer time allows."""
+        return next_revalidation(asked_at, self._revalidate_seconds, link.answer_seconds)
 
     def retry_in(self, account: Account) -> float:
         """When a caller refused for want of a renewal may ask again (seconds)."""
@@ -156,6 +190,11 @@ class ProviderHealth:
         tokens = now.tokens
         due = tokens.refresh_due_at() if tokens.refresh_in_doubt else 0.0
         return max(now.standing.retry_at, due) - self._clock()
+
+    def unreachable(self, account: Account, why: str = "") -> ProviderUnreachable:
+        """The refusal of a caller no token serves now: why ("": the backoff), when to ask again."""
+        why, retry_in = why or self.reason(account), self.retry_in(account)
+        return ProviderUnreachable(why, retry_in)
 
     def reason(self, account: Account) -> str:
         """Why the account is backed off, for a caller its current token cannot serve."""

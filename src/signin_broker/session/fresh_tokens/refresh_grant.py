@@ -72,7 +72,7 @@ class RefreshGrant:
         counts the send before it is made (a write-ahead), and nothing is sent when it
         cannot (StorageWaits): the successor could not be stored either.
         """
-        account = self._registry.signed_in(account)  # unless signed out while this waited
+        account = self._registry.still_signed_in(account)  # unless signed out while this waited
         tokens, client = account.tokens, account.client
         sent_at = self._clock()
         assert client is not None and tokens.refresh_token is not None  # noqa: S101 - checked by callers
@@ -128,7 +128,7 @@ class RefreshGrant:
 
         The old one is never sent again (a second use reads as theft there, and ends
         the grant with its access tokens): the session is served on its access token and
-        ends when that expires (TokenKeeper._expire), saying why.
+        ends when that expires (Renewals.expire), saying why.
         """
         if self._registry.current(account) is None:
             return

@@ -99,7 +99,7 @@ class DownScopedTokens:
     ) -> TokenSet:
         """A new down-scoped token (the caller holds the account's lock)."""
         # As it stands now: the lock's last holder may have rotated its refresh token.
-        account = self._registry.signed_in(account)
+        account = self._registry.still_signed_in(account)
         cached = account.hold.scoped.get(key)
         if cached is not None and cached.serves(self._clock(), min_ttl, refused):
             return cached  # a caller ahead in the queue fetched it
@@ -110,7 +110,7 @@ class DownScopedTokens:
                 account, " ".join(sorted(scopes)) if scopes else None, audience or None
             )
         except ProviderUnavailable as error:  # a refusal is the grant's to say (ProviderRefused)
-            raise ProviderUnreachable(str(error), self._health.retry_in(account)) from None
+            raise self._health.unreachable(account, str(error)) from None
         requested = tuple(sorted(scopes)) if scopes else account.tokens.scopes
         token = replace(TokenSet.issued(response, now, requested), from_refresh=True)
         rotated = account.tokens.rotated(response)
