@@ -19,7 +19,7 @@ import pytest
 from signin_broker.oidc.errors import AnswerLost, OAuthError, ProviderUnavailable
 from signin_broker.session import schedule
 from signin_broker.session.accounts.records import Account
-from signin_broker.session.errors import ProviderUnreachable
+from signin_broker.session.errors import ProviderUnreachable, SignInRequired
 from signin_broker.session.manager import SessionManager
 from signin_broker.session.tokens import TokenSet
 from signin_broker.states import EventKind, SignInState
@@ -190,6 +190,34 @@ def test_an_answer_that_comes_after_sign_out_is_revoked_not_stored() -> None:
         assert store.records == {}  # not brought back by the late answer
         assert session.overview.status().state is SignInState.SIGNED_OUT
         assert {"at-1", "rt-1"} <= set(provider.revoked)
+
+    asyncio.run(run())
+
+
+def test_a_caller_waiting_for_a_renewal_when_the_session_is_signed_out_gets_no_token(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Not the ended session's token, which the sign-out revoked: a caller must sign in."""
+    monkeypatch.setattr(schedule, "RENEWAL_WAIT_SECONDS", 0.5)  # the sign-out comes within it
+
+    async def run() -> None:
+        clock, provider = FakeClock(), ScriptedProvider()
+        session, _ = await signed_in(clock, provider, revalidate_seconds=10**6)
+        await session.tokens.get_token("", (), 0)  # confirmed: none owed for a long while
+        provider.stall = asyncio.Event()
+        clock.now += 0.8 * 3600  # due, and still good for a caller asking nothing more
+        waiting = asyncio.create_task(session.tokens.get_token("", (), 0))
+        for _ in range(100):  # until the renewal it waits for has sent the refresh token
+            if provider.refreshes:
+                break
+            await asyncio.sleep(0)
+        assert provider.refreshes == ["rt-0"]
+        await session.endings.sign_out(ACCOUNT)
+        with pytest.raises(SignInRequired):
+            await waiting
+        assert "at-0" in provider.revoked
+        provider.stall.set()
+        await settle()
 
     asyncio.run(run())
 
