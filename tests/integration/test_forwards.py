@@ -37,7 +37,7 @@ from support.leaks import SecretIndex
 from support.memory import MB, resident_bytes
 from support.other_user import other_user, run_as
 from support.real import unavailable
-from support.waiting import eventually
+from support.waiting import eventually, stopped
 
 SCOPES = "openid profile email read"
 REFUSED = "not available through a forward"
@@ -189,17 +189,22 @@ class Sshd:
         A master connection holds the `-R` forward; each far-side command runs in a
         session of its own over it, with SIGNIN_BROKER_SOCKET set to the remote path.
         """
-        master = subprocess.Popen(
-            self.ssh("-M", "-N", "-o", "ExitOnForwardFailure=yes", "-R", f"{remote}:{forward}"),
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        log = self.folder / "master.log"  # a file: a pipe nobody reads could stall ssh
+        with log.open("w") as stderr:
+            master = subprocess.Popen(
+                self.ssh("-M", "-N", "-o", "ExitOnForwardFailure=yes", "-R", f"{remote}:{forward}"),
+                stderr=stderr,
+            )
         try:
-            eventually(remote.is_socket, "the remote end of ssh -R", timeout=20)
+            eventually(
+                lambda: remote.is_socket() or master.poll() is not None,
+                "the remote end of ssh -R",
+                timeout=20,
+            )
+            assert master.poll() is None, log.read_text()
             yield FarSide([*self.ssh(), "env", f"SIGNIN_BROKER_SOCKET={remote}"])
         finally:
-            master.terminate()
-            master.wait(timeout=10)
+            stopped(master)  # ssh's own exit: a SIGKILL past 10 s is no failure of the broker
 
     def stop(self) -> None:
         self.process.terminate()
