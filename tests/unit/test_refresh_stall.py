@@ -20,6 +20,7 @@ from signin_broker.oidc.errors import AnswerLost, OAuthError, ProviderUnavailabl
 from signin_broker.session import schedule
 from signin_broker.session.accounts.records import Account
 from signin_broker.session.errors import ProviderUnreachable, SignInRequired
+from signin_broker.session.fresh_tokens import scoped_tokens
 from signin_broker.session.manager import SessionManager
 from signin_broker.session.tokens import TokenSet
 from signin_broker.states import EventKind, SignInState
@@ -216,6 +217,32 @@ def test_a_caller_waiting_for_a_renewal_when_the_session_is_signed_out_gets_no_t
         with pytest.raises(SignInRequired):
             await waiting
         assert "at-0" in provider.revoked
+        provider.stall.set()
+        await settle()
+
+    asyncio.run(run())
+
+
+def test_a_caller_waiting_for_a_down_scoped_token_when_the_session_is_signed_out_gets_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Not the cached token of a session that ended while the caller waited for the lock."""
+    monkeypatch.setattr(scoped_tokens, "CALLER_WAIT_SECONDS", 0.5)  # the sign-out comes within it
+
+    async def run() -> None:
+        clock, provider = FakeClock(), ScriptedProvider()
+        session, _ = await signed_in(clock, provider, revalidate_seconds=10**6)
+        cached = await session.tokens.get_token("", (), 0, audience="api")
+        provider.stall = asyncio.Event()
+        clock.now += 0.8 * 3600  # both tokens due, and still good for a caller asking no more
+        await session.tend()  # the main token's renewal holds the account's lock, stalled
+        waiting = asyncio.create_task(session.tokens.get_token("", (), 0, audience="api"))
+        for _ in range(10):  # it runs until it waits for the lock: nothing else to await
+            await asyncio.sleep(0)
+        await session.endings.sign_out(ACCOUNT)
+        with pytest.raises(SignInRequired):
+            await waiting
+        assert cached.access_token == "at-1"
         provider.stall.set()
         await settle()
 
