@@ -34,7 +34,7 @@ class Answer(enum.Enum):
 
     TAKEN = enum.auto()
     REJECTED = enum.auto()
-    NONE = enum.auto()  # no useful answer: the provider is failing
+    NO_ANSWER = enum.auto()  # none that could be used: the provider is failing
     NOTHING_LEARNED = enum.auto()  # not asked (no session there), or cut short here
 
 
@@ -159,7 +159,7 @@ class ProviderHealth:
         renewing. A taken token confirms the session for an interval.
         """
         link = self.link(account)
-        if answer is Answer.NONE:
+        if answer is Answer.NO_ANSWER:
             self.failed(account, why, checked_at=asked_at)
             return
         if answer is not Answer.NOTHING_LEARNED:

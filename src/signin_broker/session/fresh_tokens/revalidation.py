@@ -56,7 +56,7 @@ class Revalidation:
                 await client.userinfo(account.tokens.access_token, account.dpop_for(account.tokens))
                 answer = Answer.TAKEN
         except ProviderUnavailable as error:
-            answer, why = Answer.NONE, str(error)
+            answer, why = Answer.NO_ANSWER, str(error)
         except OAuthError:
             answer = Answer.REJECTED
         finally:  # planned however it went, so that none is asked again at once
