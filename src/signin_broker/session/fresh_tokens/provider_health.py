@@ -138,7 +138,7 @@ class ProviderHealth:
 
     def next_revalidation_at(self, link: ProviderLink) -> float:
         """When an account of the provider is next re-validated, as its answer time allows."""
-        return next_revalidation(self._clock(), self._revalidate_seconds, link.answer_seconds)
+        return self._planned(self._clock(), link)
 
     def checked(
         self,
@@ -167,7 +167,7 @@ class ProviderHealth:
             if not self._now(account).standing.refusal:
                 self.answered(account, asked_at)
                 return
-            link.last_contact = self._clock()
+            self.contacted(link)
         planned = self._planned(asked_at, link)
         taken = answer is Answer.TAKEN
         confirmed = asked_at + self._revalidate_seconds
