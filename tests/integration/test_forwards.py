@@ -27,7 +27,7 @@ import httpx2
 import pytest
 
 from signin_broker.client import BrokerClient, BrokerError, DaemonNotRunning
-from signin_broker_testing import StubProvider
+from signin_broker_testing import StubProvider, processes
 from signin_broker_testing.daemon import DaemonProcess, short_temp_dir
 from signin_broker_testing.ledger import SecretLedger
 from support.accounts import ALICE, ALICE_ID, BOB, BOB_ID, daemon_with_accounts
@@ -37,7 +37,7 @@ from support.leaks import SecretIndex
 from support.memory import MB, resident_bytes
 from support.other_user import other_user, run_as
 from support.real import unavailable
-from support.waiting import eventually, stopped
+from support.waiting import eventually
 
 SCOPES = "openid profile email read"
 REFUSED = "not available through a forward"
@@ -203,8 +203,8 @@ class Sshd:
             )
             assert master.poll() is None, log.read_text()
             yield FarSide([*self.ssh(), "env", f"SIGNIN_BROKER_SOCKET={remote}"])
-        finally:
-            stopped(master)  # ssh's own exit: a SIGKILL past 10 s is no failure of the broker
+        finally:  # ssh's own exit: a SIGKILL past 10 s is no failure of the broker
+            processes.stop(master, 10)
 
     def stop(self) -> None:
         self.process.terminate()

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -20,15 +19,3 @@ def eventually(
         assert time.monotonic() < deadline, f"never: {what} (within {timeout:g} s)"
         time.sleep(every)
     return found
-
-
-def stopped(process: subprocess.Popen[Any], grace: float = 10.0) -> None:
-    """End a process: SIGTERM, and SIGKILL if it has not exited within grace seconds."""
-    if process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(grace)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(grace)

@@ -30,10 +30,10 @@ from urllib.parse import urljoin
 import httpx2
 
 from signin_broker.daemon.options import env_name
+from signin_broker_testing import processes
 from signin_broker_testing.browser import Browser, location
 from signin_broker_testing.daemon import DaemonProcess
 from support.service_accounts import new_secret
-from support.waiting import stopped
 
 CLIENT_ID = "signin-broker"
 KIOSK_ID = "kiosk"  # a confidential client allowed the client credentials grant only
@@ -206,7 +206,7 @@ class RealProvider:
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.resume()  # a stopped process would not act on SIGTERM
-            stopped(self.process)
+            processes.stop(self.process, 10)
 
     def __enter__(self) -> Self:
         return self.start()
