@@ -116,7 +116,8 @@ class TokenKeeper:
             tokens = await self._scoped.token(account, (wanted, audience), min_ttl, app, refused)
         else:
             tokens = await self._renewals.main_token(account, min_ttl, refused=refused)
-        account = self._registry.current(account) or account  # as it stands, after a renewal
+        # As it stands after a renewal; none of a session that ended while this waited.
+        account = self._registry.still_signed_in(account)
         identity = self._id_token(account, min_ttl) if id_token else ("", 0)
         if actor is not None:
             self.uses.note(account, actor, tokens, audience, id_token)

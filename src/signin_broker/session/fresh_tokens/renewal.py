@@ -80,7 +80,6 @@ class Renewals:
         try:
             renewed = await self._renewal(account, tokens.lasts(now, min_ttl))
         except StorageWaits:  # nothing was sent: the token the caller has, while it lasts
-            self._registry.still_signed_in(account)  # and while the session does
             if tokens.lasts(self._clock(), min_ttl):
                 return tokens
             raise

@@ -74,7 +74,6 @@ class DownScopedTokens:
             async with self._refresh_turn(account):
                 token = await self._fetch(account, key, min_ttl, refused)
         except (ProviderUnreachable, StorageWaits):
-            self._registry.still_signed_in(account)  # no token of a session ended meanwhile
             if cached is not None and cached.lasts(self._clock(), min_ttl):
                 return cached
             raise
