@@ -60,13 +60,8 @@ class ProviderHealth:
         `checked_at`: it was a re-validation asked then; the token serves until the next
         try, as in an outage, and the next check is planned from then.
         """
-        log.warning(
-            "the identity provider is not answering",
-            extra={
-                "flow": "oauth",
-                "reason": reason,
-                "retry_in_s": self._back_off(account, reason, checked_at=checked_at),
-            },
+        self._back_off(
+            "the identity provider is not answering", account, reason, checked_at=checked_at
         )
 
     def refused(self, account: Account, reason: str) -> None:
@@ -75,26 +70,20 @@ class ProviderHealth:
         A provider's bare 400 is neither taken for the end of a session it still
         accepts, nor retried at once.
         """
-        log.warning(
-            "the provider refused a refresh",
-            extra={
-                "flow": "oauth",
-                "reason": reason,
-                "retry_in_s": self._back_off(account, reason, refusal=reason),
-            },
-        )
+        self._back_off("the provider refused a refresh", account, reason, refusal=reason)
 
     def _back_off(
         self,
+        warning: str,
         account: Account,
         reason: str,
         *,
         refusal: str | None = None,
         checked_at: float | None = None,
-    ) -> float:
+    ) -> None:
         """No refresh for a while (schedule.retry_after_failure), the provider marked degraded.
 
-        The seconds until the next refresh.
+        `warning` is logged with the reason and the seconds until the next refresh.
         """
         now, link = self._clock(), self.link(account)
 
@@ -116,7 +105,8 @@ class ProviderHealth:
             prefix = f"{link.alias}: " if link.alias else ""
             self._publish(EventKind.DEGRADED, f"degraded: {prefix}{reason}")
         link.degraded_reason = reason
-        return round(standing.retry_at - now, 1)
+        retry_in = round(standing.retry_at - now, 1)
+        log.warning(warning, extra={"flow": "oauth", "reason": reason, "retry_in_s": retry_in})
 
     def answered(self, account: Account, asked_at: float) -> None:
         """The provider vouched for the session as of asked_at: no re-validation till due."""
